@@ -1,0 +1,9 @@
+/* cli.h - subcommand entry points; each parses its own flags and returns an exit code. */
+#ifndef GRIT_CLI_CLI_H
+#define GRIT_CLI_CLI_H
+
+#define GRIT_VERSION "0.1.0"
+
+int cmd_train(int argc, char **argv);
+
+#endif

@@ -1,0 +1,112 @@
+/* cmd_train.c - `grit train CONFIG.json [overrides]`. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "train/train.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: grit train CONFIG.json [options]\n"
+            "\n"
+            "Trains the model described by CONFIG.json (see README.md, 'Configuration').\n"
+            "The run directory receives config.json (resolved, every default written out),\n"
+            "metrics.jsonl (one line per step) and model.safetensors (Hugging Face names).\n"
+            "\n"
+            "options (each overrides the config file):\n"
+            "  --run-dir DIR     where the run's files go\n"
+            "  --steps N         optim.total_steps\n"
+            "  --threads N       threads for compute (results are bitwise reproducible\n"
+            "                    for a fixed thread count)\n"
+            "  --seed N          seed for initialisation and data\n"
+            "  --print-config    print the resolved config and exit\n"
+            "  --quiet           no progress line or summary\n"
+            "  -h, --help        show this help\n");
+}
+
+static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "grit train: %s: expected an integer in [%ld, %ld], got '%s'\n", flag,
+                lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cmd_train(int argc, char **argv)
+{
+    const char *cfgpath = NULL, *run_dir = NULL;
+    long steps = 0, threads = 0, seed = -1;
+    int quiet = 0, print_cfg = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has_val = i + 1 < argc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--quiet"))
+            quiet = 1;
+        else if (!strcmp(a, "--print-config"))
+            print_cfg = 1;
+        else if (!strcmp(a, "--run-dir") && has_val)
+            run_dir = argv[++i];
+        else if (!strcmp(a, "--steps") && has_val) {
+            if (parse_long(a, argv[++i], 1, 1L << 30, &steps))
+                return 2;
+        } else if (!strcmp(a, "--threads") && has_val) {
+            if (parse_long(a, argv[++i], 1, 1024, &threads))
+                return 2;
+        } else if (!strcmp(a, "--seed") && has_val) {
+            if (parse_long(a, argv[++i], 0, 0x7fffffffffffffffL, &seed))
+                return 2;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "grit train: unknown option or missing value: '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!cfgpath)
+            cfgpath = a;
+        else {
+            fprintf(stderr, "grit train: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!cfgpath) {
+        usage(stderr);
+        return 2;
+    }
+    train_cfg cfg;
+    train_cfg_defaults(&cfg);
+    grit_err rc = train_cfg_load(&cfg, cfgpath);
+    if (rc != GRIT_OK) {
+        fprintf(stderr, "grit train: %s\n", grit_errmsg());
+        return 1;
+    }
+    if (run_dir)
+        snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", run_dir);
+    if (steps)
+        cfg.optim.total_steps = (int)steps;
+    if (threads)
+        cfg.threads = (int)threads;
+    if (seed >= 0)
+        cfg.seed = (uint64_t)seed;
+    if (print_cfg) {
+        char *s = train_cfg_dump(&cfg);
+        puts(s ? s : "");
+        free(s);
+        return 0;
+    }
+    rc = train_run(&cfg, quiet ? NULL : stderr, NULL);
+    if (rc != GRIT_OK) {
+        fprintf(stderr, "grit train: %s: %s\n", grit_strerror(rc), grit_errmsg());
+        return 1;
+    }
+    return 0;
+}

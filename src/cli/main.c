@@ -1,0 +1,46 @@
+/*
+ * main.c - the grit command: dispatches to one subcommand per file in src/cli/.
+ * Only code under src/cli/ prints errors and chooses exit codes.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "grit %s - train language models that survive hardware failures\n"
+            "\n"
+            "usage: grit <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  train CONFIG.json   train a GPT-NeoX (Pythia) model from a JSON config\n"
+            "\n"
+            "Run 'grit <command> --help' for the options of a command.\n"
+            "  --help, -h          show this help\n"
+            "  --version           print the version\n",
+            GRIT_VERSION);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("grit %s\n", GRIT_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "train"))
+        return cmd_train(argc - 1, argv + 1);
+    fprintf(stderr, "grit: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return 2;
+}

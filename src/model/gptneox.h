@@ -1,0 +1,138 @@
+/*
+ * gptneox.h - the GPT-NeoX decoder (Pythia, GPT-NeoX-20B) as Hugging Face
+ * transformers' GPTNeoXForCausalLM defines it, trained on the CPU.
+ *
+ * Memory: four blocks allocated once by gx_init() and never in the step
+ * loop: parameters, gradients, AdamW m and v (each one allocation with the
+ * same layout, tensors addressed by their Hugging Face names through
+ * gx_model.tensors), and one activation block sized for (B, T).
+ *
+ * Parameter order (HF names; C hidden, I intermediate, V padded vocab):
+ *   gpt_neox.embed_in.weight [V,C]
+ *   per layer l: input_layernorm.{weight,bias} [C], post_attention_layernorm.{weight,bias} [C],
+ *     attention.query_key_value.{weight [3C,C], bias [3C]} (rows [heads][3][hd]),
+ *     attention.dense.{weight [C,C], bias [C]}, mlp.dense_h_to_4h.{weight [I,C], bias [I]},
+ *     mlp.dense_4h_to_h.{weight [C,I], bias [C]}
+ *   gpt_neox.final_layer_norm.{weight,bias} [C], embed_out.weight [V,C] (untied, no bias)
+ *
+ * Activation memory grows linearly with tokens per micro-batch (attention is
+ * tiled; no T x T buffer): gx_act_bytes_per_token() gives the exact figure,
+ * 4 * (L * (7C + 2I + heads + 4) + 9C + I + 4) bytes with parallel residual
+ * (one more C per layer without), plus a fixed 512 x V logits chunk.
+ */
+#ifndef GRIT_MODEL_GPTNEOX_H
+#define GRIT_MODEL_GPTNEOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "tensor/ops.h"
+
+typedef struct gx_config {
+    int hidden;        /* C */
+    int layers;        /* L */
+    int heads;         /* heads; head_dim = C / heads */
+    int intermediate;  /* I */
+    int vocab;         /* V, already padded */
+    int max_positions; /* rotary table length, >= seq_len */
+    double rotary_pct; /* fraction of head_dim rotated */
+    double rotary_base;
+    double ln_eps;
+    op_act act;
+    bool parallel_residual;
+} gx_config;
+
+/* Fills cfg with a named Pythia shape; GRIT_ENOTFOUND for an unknown name. */
+grit_err gx_preset(const char *name, gx_config *cfg);
+/* Names accepted by gx_preset, NULL-terminated. */
+extern const char *const gx_preset_names[];
+/* Checks shapes are consistent; message names the offending field. */
+grit_err gx_config_check(const gx_config *cfg);
+
+typedef struct gx_tensor {
+    char name[96];
+    size_t offset; /* in floats from the block start */
+    size_t numel;
+    int ndim;
+    int shape[2];
+    bool decay; /* weight decay applies (weights and embeddings, not biases/norms) */
+} gx_tensor;
+
+/* Pointers into one block (params or grads) for one layer. */
+typedef struct gx_layer {
+    float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+    float *qkv_w, *qkv_b, *dense_w, *dense_b;
+    float *fc_w, *fc_b, *proj_w, *proj_b;
+} gx_layer;
+
+typedef struct gx_weights {
+    float *embed_in, *lnf_w, *lnf_b, *embed_out;
+    gx_layer *layer; /* [L] */
+} gx_weights;
+
+/* Per-layer stored activations, all [N = B*T rows]. */
+typedef struct gx_layer_acts {
+    float *ln1, *ln1_mean, *ln1_rstd; /* [N,C], [N], [N] */
+    float *qkv;                       /* [N,3C] after bias and rotary */
+    float *att, *lse;                 /* [N,C] pre-dense; [B,heads,T] */
+    float *mid;                       /* [N,C] x + attn (sequential residual only) */
+    float *ln2, *ln2_mean, *ln2_rstd;
+    float *fc, *gelu;                 /* [N,I] pre- and post-activation */
+} gx_layer_acts;
+
+typedef struct gx_model {
+    gx_config cfg;
+    int B, T;                   /* micro-batch shape the buffers are sized for */
+    size_t num_params;
+    int num_tensors;
+    gx_tensor *tensors;         /* [num_tensors] in block order */
+    float *params, *grads, *adam_m, *adam_v; /* each [num_params] */
+    gx_weights w, g;            /* views into params and grads */
+
+    /* activations and scratch (one block) */
+    float *act_block;
+    size_t act_floats;
+    float **resid;              /* [L+1] of [N,C]: resid[0] embeddings, resid[l+1] layer l out */
+    gx_layer_acts *acts;        /* [L] */
+    float *lnf, *lnf_mean, *lnf_rstd;
+    float *dres, *dtmp, *dln, *datt, *dqkv, *dfc; /* backward scratch */
+    int32_t *inp, *tgt;         /* [N] input and target ids of the micro-batch */
+    float *logits;              /* [chunk, V] */
+    float *losses;              /* [N] */
+    float *att_scratch;
+    float *rope_cos, *rope_sin; /* [max_positions, rot/2] */
+    int rot, chunk, nthreads;
+} gx_model;
+
+/* Allocates everything for micro-batches of B sequences of T tokens, using
+ * nthreads for sizing per-thread scratch. Weights are zero until
+ * gx_init_weights() or a load. gx_free(NULL) is a no-op. */
+grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads);
+void gx_free(gx_model *m);
+
+/* Pythia initialisation: small_init N(0, sqrt(2/(5C))) for embeddings and
+ * linear weights, wang_init N(0, 2/(L sqrt(C))) for attention.dense and
+ * mlp.dense_4h_to_h, zero biases, unit norm weights. Deterministic in seed. */
+void gx_init_weights(gx_model *m, uint64_t seed);
+
+/* Looks a tensor up by HF name; NULL if absent. */
+const gx_tensor *gx_find(const gx_model *m, const char *name);
+
+/* Forward and backward on one micro-batch. tokens is [B, T+1]: inputs are
+ * columns 0..T-1, targets 1..T. Gradients are *accumulated* into m->grads
+ * with dloss scaled by grad_scale (e.g. 1/grad_accum); grad_scale 0 runs the
+ * forward only. If logits_out is non-NULL it receives [B*T, V] logits.
+ * Returns the mean cross-entropy over the B*T positions. */
+float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logits_out);
+
+void gx_zero_grad(gx_model *m);
+
+/* Bytes of activations stored per token (excluding the fixed-size scratch). */
+size_t gx_act_bytes_per_token(const gx_config *cfg);
+
+/* FLOPs of one forward+backward per token at sequence length T (matmuls and attention). */
+double gx_flops_per_token(const gx_config *cfg, int T);
+
+#endif

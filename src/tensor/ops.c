@@ -1,0 +1,241 @@
+/*
+ * ops.c - row-wise kernels: layer norm, bias, GELU, rotary, embedding, and
+ * the cross-entropy rows of the LM head. See ops.h for the contracts.
+ *
+ * Reductions over rows (norm/bias/embedding gradients) run over column
+ * blocks, each summing its rows in order in double precision, so results
+ * do not depend on the number of threads.
+ */
+#include "tensor/ops.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "tensor/mathfn.h"
+
+#define COLBLK 64
+
+void op_layernorm_fwd(float *out, float *mean, float *rstd, const float *x,
+                      const float *w, const float *b, int N, int C, float eps)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *xr = x + (long)n * C;
+        float *o = out + (long)n * C;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int c = 0; c < C; c++)
+            s += xr[c];
+        float m = s / (float)C;
+        float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+        for (int c = 0; c < C; c++)
+            v += (xr[c] - m) * (xr[c] - m);
+        float r = 1.0f / sqrtf(v / (float)C + eps);
+        for (int c = 0; c < C; c++)
+            o[c] = (xr[c] - m) * r * w[c] + b[c];
+        mean[n] = m;
+        rstd[n] = r;
+    }
+}
+
+void op_layernorm_bwd(float *dx, float *dw, float *db, const float *dout, const float *x,
+                      const float *mean, const float *rstd, const float *w, int N, int C)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *xr = x + (long)n * C, *g = dout + (long)n * C;
+        float *d = dx + (long)n * C;
+        float m = mean[n], r = rstd[n];
+        float a = 0.0f, bsum = 0.0f;
+#pragma omp simd reduction(+ : a, bsum)
+        for (int c = 0; c < C; c++) {
+            float gh = g[c] * w[c];
+            a += gh;
+            bsum += gh * (xr[c] - m) * r;
+        }
+        a /= (float)C;
+        bsum /= (float)C;
+        for (int c = 0; c < C; c++) {
+            float xh = (xr[c] - m) * r;
+            d[c] += r * (g[c] * w[c] - a - xh * bsum);
+        }
+    }
+    int nblk = (C + COLBLK - 1) / COLBLK;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < nblk; blk++) {
+        int c0 = blk * COLBLK, c1 = c0 + COLBLK < C ? c0 + COLBLK : C;
+        double aw[COLBLK] = {0}, ab[COLBLK] = {0};
+        for (int n = 0; n < N; n++) {
+            const float *xr = x + (long)n * C, *g = dout + (long)n * C;
+            float m = mean[n], r = rstd[n];
+            for (int c = c0; c < c1; c++) {
+                aw[c - c0] += (double)(g[c] * ((xr[c] - m) * r));
+                ab[c - c0] += (double)g[c];
+            }
+        }
+        for (int c = c0; c < c1; c++) {
+            dw[c] += (float)aw[c - c0];
+            db[c] += (float)ab[c - c0];
+        }
+    }
+}
+
+void op_add_bias(float *out, const float *x, const float *bias, int N, int C)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+            out[(long)n * C + c] = x[(long)n * C + c] + bias[c];
+}
+
+void op_add3_bias(float *out, const float *a, const float *b, const float *bias, int N, int C)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            long i = (long)n * C + c;
+            out[i] = a[i] + b[i] + bias[c];
+        }
+}
+
+void op_bias_grad(float *db, const float *d, int N, int C, int ld)
+{
+    int nblk = (C + COLBLK - 1) / COLBLK;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < nblk; blk++) {
+        int c0 = blk * COLBLK, c1 = c0 + COLBLK < C ? c0 + COLBLK : C;
+        double acc[COLBLK] = {0};
+        for (int n = 0; n < N; n++)
+            for (int c = c0; c < c1; c++)
+                acc[c - c0] += (double)d[(long)n * ld + c];
+        for (int c = c0; c < c1; c++)
+            db[c] += (float)acc[c - c0];
+    }
+}
+
+/* GELU: exact 0.5 x (1 + erf(x / sqrt 2)) via erfc; tanh form as x * sigmoid(2u). */
+#define INV_SQRT2 0.70710678118654752f
+#define INV_SQRT_2PI 0.39894228040143268f
+#define SQRT_2_OVER_PI 0.79788456080286536f
+
+void op_gelu_fwd(float *out, const float *x, long n, op_act act)
+{
+    if (act == OP_GELU) {
+#pragma omp parallel for simd schedule(static)
+        for (long i = 0; i < n; i++) {
+            float v = x[i];
+            float e = 0.5f * mf_erfc_pos(fabsf(v) * INV_SQRT2);
+            float cdf = v >= 0.0f ? 1.0f - e : e;
+            out[i] = v * cdf;
+        }
+    } else {
+#pragma omp parallel for simd schedule(static)
+        for (long i = 0; i < n; i++) {
+            float v = x[i];
+            float u = SQRT_2_OVER_PI * (v + 0.044715f * v * v * v);
+            out[i] = v / (1.0f + mf_exp(-2.0f * u));
+        }
+    }
+}
+
+void op_gelu_bwd(float *dx, const float *dout, const float *x, long n, op_act act)
+{
+    if (act == OP_GELU) {
+#pragma omp parallel for simd schedule(static)
+        for (long i = 0; i < n; i++) {
+            float v = x[i];
+            float e = 0.5f * mf_erfc_pos(fabsf(v) * INV_SQRT2);
+            float cdf = v >= 0.0f ? 1.0f - e : e;
+            float pdf = INV_SQRT_2PI * mf_exp(-0.5f * v * v);
+            dx[i] = dout[i] * (cdf + v * pdf);
+        }
+    } else {
+#pragma omp parallel for simd schedule(static)
+        for (long i = 0; i < n; i++) {
+            float v = x[i];
+            float u = SQRT_2_OVER_PI * (v + 0.044715f * v * v * v);
+            float du = SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * v * v);
+            float s = 1.0f / (1.0f + mf_exp(-2.0f * u));
+            dx[i] = dout[i] * (s + v * s * (1.0f - s) * 2.0f * du);
+        }
+    }
+}
+
+void op_rotary(float *qkv, const float *cos_t, const float *sin_t, int N, int T,
+               int heads, int hd, int rot, int inverse)
+{
+    int r2 = rot / 2;
+    long C3 = 3L * heads * hd;
+    float sgn = inverse ? -1.0f : 1.0f;
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *cs = cos_t + (long)(n % T) * r2, *sn = sin_t + (long)(n % T) * r2;
+        for (int h = 0; h < heads; h++) {
+            for (int part = 0; part < 2; part++) {
+                float *v = qkv + n * C3 + (long)h * 3 * hd + (long)part * hd;
+                for (int i = 0; i < r2; i++) {
+                    float x1 = v[i], x2 = v[i + r2], s = sgn * sn[i];
+                    v[i] = x1 * cs[i] - x2 * s;
+                    v[i + r2] = x2 * cs[i] + x1 * s;
+                }
+            }
+        }
+    }
+}
+
+void op_embed_fwd(float *out, const float *wte, const int32_t *tok, int N, int C)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        memcpy(out + (long)n * C, wte + (long)tok[n] * C, sizeof(float) * (size_t)C);
+}
+
+void op_embed_bwd(float *dwte, const float *d, const int32_t *tok, int N, int C)
+{
+    int nblk = (C + COLBLK - 1) / COLBLK;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < nblk; blk++) {
+        int c0 = blk * COLBLK, c1 = c0 + COLBLK < C ? c0 + COLBLK : C;
+        for (int n = 0; n < N; n++) {
+            float *dst = dwte + (long)tok[n] * C;
+            const float *src = d + (long)n * C;
+            for (int c = c0; c < c1; c++)
+                dst[c] += src[c];
+        }
+    }
+}
+
+void op_xent_rows(float *logits, float *losses, const int32_t *targets, int M, int V,
+                  float grad_scale)
+{
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++) {
+        float *row = logits + (long)m * V;
+        float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+        for (int j = 0; j < V; j++)
+            mx = row[j] > mx ? row[j] : mx;
+        float s = 0.0f;
+        int t = targets[m];
+        float lt = row[t];
+        if (grad_scale != 0.0f) {
+#pragma omp simd reduction(+ : s)
+            for (int j = 0; j < V; j++) {
+                float e = mf_exp(row[j] - mx);
+                row[j] = e;
+                s += e;
+            }
+            float k = grad_scale / s;
+#pragma omp simd
+            for (int j = 0; j < V; j++)
+                row[j] *= k;
+            row[t] -= grad_scale;
+        } else {
+#pragma omp simd reduction(+ : s)
+            for (int j = 0; j < V; j++)
+                s += mf_exp(row[j] - mx);
+        }
+        losses[m] = logf(s) + mx - lt;
+    }
+}

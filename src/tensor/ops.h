@@ -1,0 +1,65 @@
+/*
+ * ops.h - CPU kernels for the transformer's non-matmul work, forward and backward.
+ *
+ * Conventions: row-major float32; N rows (tokens) of C columns. Backward
+ * kernels *accumulate* (+=) into parameter gradients and into the input
+ * gradient where noted, so callers zero what must start at zero.
+ *
+ * Determinism: every reduction has a fixed order that does not depend on
+ * the thread count. Row-wise work is split over rows; reductions over rows
+ * (bias and norm-weight gradients, embedding gradients) are split over
+ * column blocks and summed row by row in order.
+ *
+ * Matrix products go through mm_* (OpenBLAS sgemm); see matmul.h.
+ */
+#ifndef GRIT_TENSOR_OPS_H
+#define GRIT_TENSOR_OPS_H
+
+#include <stdint.h>
+
+/* out[n] = (x[n] - mean) * rstd * w + b; saves mean[n], rstd[n]. */
+void op_layernorm_fwd(float *out, float *mean, float *rstd, const float *x,
+                      const float *w, const float *b, int N, int C, float eps);
+/* dx += LN'(dout); dw += sum_n dout*xhat; db += sum_n dout. */
+void op_layernorm_bwd(float *dx, float *dw, float *db, const float *dout, const float *x,
+                      const float *mean, const float *rstd, const float *w, int N, int C);
+
+/* out = x[n] + bias (broadcast over rows); out may alias x. */
+void op_add_bias(float *out, const float *x, const float *bias, int N, int C);
+/* db[c] += sum_n d[n*ld + c]. */
+void op_bias_grad(float *db, const float *d, int N, int C, int ld);
+/* out = a + b + bias (rows of C). */
+void op_add3_bias(float *out, const float *a, const float *b, const float *bias, int N, int C);
+
+typedef enum op_act { OP_GELU = 0, OP_GELU_TANH = 1 } op_act;
+void op_gelu_fwd(float *out, const float *x, long n, op_act act);
+/* dx = dout * gelu'(x); dx may alias dout. */
+void op_gelu_bwd(float *dx, const float *dout, const float *x, long n, op_act act);
+
+/* Rotary embedding, in place on q and k of every head in a fused qkv buffer
+ * of rows [heads][3][hd] (row stride 3*C). Row n has position n % T. cos/sin
+ * tables are [T][rot/2]. inverse=1 applies the transpose (for backward). */
+void op_rotary(float *qkv, const float *cos_t, const float *sin_t, int N, int T,
+               int heads, int hd, int rot, int inverse);
+
+/* out[n] = wte[tok[n]]; dwte[tok[n]] += d[n] (deterministic order). */
+void op_embed_fwd(float *out, const float *wte, const int32_t *tok, int N, int C);
+void op_embed_bwd(float *dwte, const float *d, const int32_t *tok, int N, int C);
+
+/* Tiled causal attention over a fused qkv buffer [B*T][heads][3][hd].
+ * Memory: scratch of op_attention_scratch_floats() per call, linear in T.
+ * out: [B*T][C]; lse: [B][heads][T] log-sum-exp of each query row. */
+long op_attention_scratch_floats(int T, int nthreads);
+void op_attention_fwd(float *out, float *lse, const float *qkv, int B, int T, int heads,
+                      int hd, float *scratch);
+/* dqkv is written in full (q, k and v parts). */
+void op_attention_bwd(float *dqkv, const float *dout, const float *out, const float *lse,
+                      const float *qkv, int B, int T, int heads, int hd, float *scratch);
+
+/* Cross-entropy over logits rows [M][V] in place: returns per-row loss in
+ * losses[m] and replaces logits with (softmax - onehot) * grad_scale (when
+ * grad_scale != 0; with 0 the logits are left as they were). */
+void op_xent_rows(float *logits, float *losses, const int32_t *targets, int M, int V,
+                  float grad_scale);
+
+#endif

@@ -1,0 +1,238 @@
+/* config.c - training config parsing and validation (see config.h). */
+#include "train/config.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/jcfg.h"
+
+void train_cfg_defaults(train_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->preset, sizeof c->preset, "pythia-14m");
+    gx_preset("pythia-14m", &c->model);
+    c->vocab_divisor = 128;
+    c->optim = (optim_cfg){
+        .micro_batch = 8,
+        .grad_accum = 1,
+        .seq_len = 512,
+        .lr = 1e-3,
+        .min_lr = 1e-4,
+        .warmup_steps = 10,
+        .total_steps = 100,
+        .beta1 = 0.9,
+        .beta2 = 0.95,
+        .eps = 1e-8,
+        .weight_decay = 0.1,
+        .grad_clip = 1.0,
+    };
+    c->seed = 1234;
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    c->threads = nc > 0 ? (int)nc : 1;
+    snprintf(c->data_source, sizeof c->data_source, "synthetic");
+    c->synthetic_vocab = 512;
+    snprintf(c->run_dir, sizeof c->run_dir, "runs/default");
+    c->log_every = 1;
+}
+
+static const char *const top_keys[] = {"model", "optim", "seed", "threads", "data",
+                                        "run_dir", "log_every", NULL};
+static const char *const model_keys[] = {
+    "preset", "hidden_size", "num_layers", "num_heads", "intermediate_size", "vocab_size",
+    "make_vocab_size_divisible_by", "rotary_pct", "rotary_base", "max_positions",
+    "layer_norm_eps", "activation", "parallel_residual", NULL};
+static const char *const optim_keys[] = {
+    "micro_batch", "grad_accum", "seq_len", "lr", "min_lr", "warmup_steps", "total_steps",
+    "beta1", "beta2", "eps", "weight_decay", "grad_clip", NULL};
+static const char *const data_keys[] = {"source", "synthetic_vocab", NULL};
+static const char *const acts[] = {"gelu", "gelu_tanh", NULL};
+static const char *const sources[] = {"synthetic", NULL};
+
+#define TRY(expr)                                                                        \
+    do {                                                                                 \
+        grit_err rc_ = (expr);                                                           \
+        if (rc_ != GRIT_OK)                                                              \
+            return rc_;                                                                  \
+    } while (0)
+
+static grit_err load_int(const jcfg *j, json_t *o, const char *pre, const char *k, long lo,
+                         long hi, int *out)
+{
+    long v = *out;
+    TRY(jcfg_int(j, o, pre, k, lo, hi, &v));
+    *out = (int)v;
+    return GRIT_OK;
+}
+
+static grit_err load_model(const jcfg *j, train_cfg *c)
+{
+    json_t *v = json_object_get(j->root, "model");
+    if (!v)
+        return GRIT_OK;
+    const char *preset = NULL;
+    json_t *obj = NULL;
+    if (json_is_string(v)) {
+        TRY(jcfg_str(j, j->root, "", "model", gx_preset_names, &preset));
+    } else {
+        TRY(jcfg_obj(j, j->root, "", "model", &obj));
+        TRY(jcfg_only(j, obj, "model", model_keys));
+        TRY(jcfg_str(j, obj, "model", "preset", gx_preset_names, &preset));
+        if (!preset) {
+            /* no preset: the shape fields are all required */
+            static const char *const need[] = {"hidden_size", "num_layers", "num_heads",
+                                               "intermediate_size", "vocab_size", NULL};
+            for (const char *const *k = need; *k; k++)
+                if (!json_object_get(obj, *k))
+                    return jcfg_fail(j, "model", "missing field '%s' (required without a "
+                                                 "\"preset\")", *k);
+            c->preset[0] = '\0';
+        }
+    }
+    if (preset) {
+        gx_preset(preset, &c->model);
+        snprintf(c->preset, sizeof c->preset, "%s", preset);
+    }
+    if (!obj)
+        return GRIT_OK;
+    gx_config *m = &c->model;
+    const char *act = NULL;
+    long vocab = m->vocab;
+    TRY(load_int(j, obj, "model", "hidden_size", 1, 65536, &m->hidden));
+    TRY(load_int(j, obj, "model", "num_layers", 1, 1024, &m->layers));
+    TRY(load_int(j, obj, "model", "num_heads", 1, 1024, &m->heads));
+    TRY(load_int(j, obj, "model", "intermediate_size", 1, 1 << 20, &m->intermediate));
+    TRY(jcfg_int(j, obj, "model", "vocab_size", 2, 1 << 24, &vocab));
+    TRY(load_int(j, obj, "model", "make_vocab_size_divisible_by", 1, 4096, &c->vocab_divisor));
+    TRY(jcfg_num(j, obj, "model", "rotary_pct", 0.0, 1.0, &m->rotary_pct));
+    TRY(jcfg_num(j, obj, "model", "rotary_base", 1.0, 1e12, &m->rotary_base));
+    TRY(load_int(j, obj, "model", "max_positions", 1, 1 << 20, &m->max_positions));
+    TRY(jcfg_num(j, obj, "model", "layer_norm_eps", 1e-12, 1.0, &m->ln_eps));
+    TRY(jcfg_str(j, obj, "model", "activation", acts, &act));
+    TRY(jcfg_bool(j, obj, "model", "parallel_residual", &m->parallel_residual));
+    if (act)
+        m->act = strcmp(act, "gelu") == 0 ? OP_GELU : OP_GELU_TANH;
+    m->vocab = (int)((vocab + c->vocab_divisor - 1) / c->vocab_divisor * c->vocab_divisor);
+    if (m->hidden % m->heads != 0)
+        return jcfg_fail(j, "model.num_heads", "expected a divisor of hidden_size %d, got %d",
+                         m->hidden, m->heads);
+    int hd = m->hidden / m->heads, rot = (int)(hd * m->rotary_pct);
+    if (rot % 2 != 0)
+        return jcfg_fail(j, "model.rotary_pct",
+                         "expected int(head_dim %d * rotary_pct) to be even, got %d", hd, rot);
+    return GRIT_OK;
+}
+
+static grit_err load_optim(const jcfg *j, train_cfg *c)
+{
+    json_t *o;
+    TRY(jcfg_obj(j, j->root, "", "optim", &o));
+    if (!o)
+        return GRIT_OK;
+    optim_cfg *p = &c->optim;
+    TRY(jcfg_only(j, o, "optim", optim_keys));
+    TRY(load_int(j, o, "optim", "micro_batch", 1, 1 << 16, &p->micro_batch));
+    TRY(load_int(j, o, "optim", "grad_accum", 1, 1 << 16, &p->grad_accum));
+    TRY(load_int(j, o, "optim", "seq_len", 1, 1 << 20, &p->seq_len));
+    TRY(jcfg_num(j, o, "optim", "lr", 0.0, 10.0, &p->lr));
+    TRY(jcfg_num(j, o, "optim", "min_lr", 0.0, 10.0, &p->min_lr));
+    TRY(load_int(j, o, "optim", "warmup_steps", 0, 1 << 30, &p->warmup_steps));
+    TRY(load_int(j, o, "optim", "total_steps", 1, 1 << 30, &p->total_steps));
+    TRY(jcfg_num(j, o, "optim", "beta1", 0.0, 0.999999, &p->beta1));
+    TRY(jcfg_num(j, o, "optim", "beta2", 0.0, 0.999999, &p->beta2));
+    TRY(jcfg_num(j, o, "optim", "eps", 0.0, 1.0, &p->eps));
+    TRY(jcfg_num(j, o, "optim", "weight_decay", 0.0, 10.0, &p->weight_decay));
+    TRY(jcfg_num(j, o, "optim", "grad_clip", 0.0, 1e6, &p->grad_clip));
+    if (p->min_lr > p->lr)
+        return jcfg_fail(j, "optim.min_lr", "expected a value <= optim.lr (%g), got %g", p->lr,
+                         p->min_lr);
+    return GRIT_OK;
+}
+
+static grit_err load_all(const jcfg *j, train_cfg *c)
+{
+    TRY(jcfg_only(j, j->root, "", top_keys));
+    TRY(load_model(j, c));
+    TRY(load_optim(j, c));
+    long seed = (long)c->seed;
+    TRY(jcfg_int(j, j->root, "", "seed", 0, 0x7fffffffffffffffL, &seed));
+    c->seed = (uint64_t)seed;
+    TRY(load_int(j, j->root, "", "threads", 1, 1024, &c->threads));
+    TRY(load_int(j, j->root, "", "log_every", 1, 1 << 30, &c->log_every));
+    const char *rd = NULL;
+    TRY(jcfg_str(j, j->root, "", "run_dir", NULL, &rd));
+    if (rd) {
+        if (strlen(rd) >= sizeof c->run_dir - 64)
+            return jcfg_fail(j, "run_dir", "expected a path shorter than %zu bytes",
+                             sizeof c->run_dir - 64);
+        snprintf(c->run_dir, sizeof c->run_dir, "%s", rd);
+    }
+    json_t *d;
+    TRY(jcfg_obj(j, j->root, "", "data", &d));
+    if (d) {
+        const char *src = NULL;
+        TRY(jcfg_only(j, d, "data", data_keys));
+        TRY(jcfg_str(j, d, "data", "source", sources, &src));
+        if (src)
+            snprintf(c->data_source, sizeof c->data_source, "%s", src);
+        TRY(load_int(j, d, "data", "synthetic_vocab", 2, 1 << 24, &c->synthetic_vocab));
+    }
+    if (c->synthetic_vocab > c->model.vocab)
+        return jcfg_fail(j, "data.synthetic_vocab",
+                         "expected at most the model's vocab_size %d, got %d", c->model.vocab,
+                         c->synthetic_vocab);
+    if (c->optim.seq_len > c->model.max_positions)
+        return jcfg_fail(j, "optim.seq_len", "expected at most model.max_positions %d, got %d",
+                         c->model.max_positions, c->optim.seq_len);
+    return GRIT_OK;
+}
+
+grit_err train_cfg_load(train_cfg *c, const char *path)
+{
+    jcfg j;
+    grit_err rc = jcfg_open(&j, path);
+    if (rc == GRIT_OK)
+        rc = load_all(&j, c);
+    jcfg_close(&j);
+    return rc;
+}
+
+grit_err train_cfg_load_string(train_cfg *c, const char *name, const char *text)
+{
+    jcfg j;
+    grit_err rc = jcfg_open_string(&j, name, text);
+    if (rc == GRIT_OK)
+        rc = load_all(&j, c);
+    jcfg_close(&j);
+    return rc;
+}
+
+char *train_cfg_dump(const train_cfg *c)
+{
+    const gx_config *m = &c->model;
+    const optim_cfg *o = &c->optim;
+    json_t *model = json_pack(
+        "{s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:i,s:f,s:s,s:b}", "hidden_size", m->hidden,
+        "num_layers", m->layers, "num_heads", m->heads, "intermediate_size", m->intermediate,
+        "vocab_size", m->vocab, "make_vocab_size_divisible_by", c->vocab_divisor, "rotary_pct",
+        m->rotary_pct, "rotary_base", m->rotary_base, "max_positions", m->max_positions,
+        "layer_norm_eps", m->ln_eps, "activation", m->act == OP_GELU ? "gelu" : "gelu_tanh",
+        "parallel_residual", m->parallel_residual);
+    if (c->preset[0])
+        json_object_set_new(model, "preset", json_string(c->preset));
+    json_t *optim = json_pack(
+        "{s:i,s:i,s:i,s:f,s:f,s:i,s:i,s:f,s:f,s:f,s:f,s:f}", "micro_batch", o->micro_batch,
+        "grad_accum", o->grad_accum, "seq_len", o->seq_len, "lr", o->lr, "min_lr", o->min_lr,
+        "warmup_steps", o->warmup_steps, "total_steps", o->total_steps, "beta1", o->beta1,
+        "beta2", o->beta2, "eps", o->eps, "weight_decay", o->weight_decay, "grad_clip",
+        o->grad_clip);
+    json_t *root = json_pack("{s:o,s:o,s:I,s:i,s:{s:s,s:i},s:s,s:i}", "model", model, "optim",
+                             optim, "seed", (json_int_t)c->seed, "threads", c->threads, "data",
+                             "source", c->data_source, "synthetic_vocab", c->synthetic_vocab,
+                             "run_dir", c->run_dir, "log_every", c->log_every);
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    json_decref(root);
+    return s;
+}

@@ -1,0 +1,68 @@
+/* optim.c - LR schedule, grad norm and AdamW (see optim.h). */
+#include "train/optim.h"
+
+#include <math.h>
+
+double optim_lr(const optim_cfg *o, long s)
+{
+    if (s < o->warmup_steps)
+        return o->lr * (double)(s + 1) / (double)o->warmup_steps;
+    long span = o->total_steps - o->warmup_steps;
+    double p = (double)(s - o->warmup_steps) / (double)(span > 1 ? span : 1);
+    p = p < 0 ? 0 : p > 1 ? 1 : p;
+    return o->min_lr + 0.5 * (o->lr - o->min_lr) * (1.0 + cos(M_PI * p));
+}
+
+#define NORM_CHUNKS 256 /* fixed, so the summation order ignores the thread count */
+
+double optim_grad_norm(const gx_model *m)
+{
+    double part[NORM_CHUNKS];
+    size_t n = m->num_params, per = (n + NORM_CHUNKS - 1) / NORM_CHUNKS;
+    const float *g = m->grads;
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < NORM_CHUNKS; k++) {
+        size_t a = (size_t)k * per, b = a + per < n ? a + per : n;
+        double s = 0.0;
+        for (size_t i = a; i < b; i++)
+            s += (double)g[i] * g[i];
+        part[k] = s;
+    }
+    double s = 0.0;
+    for (int k = 0; k < NORM_CHUNKS; k++)
+        s += part[k];
+    return sqrt(s);
+}
+
+float optim_clip_coef(const optim_cfg *o, double norm)
+{
+    if (o->grad_clip <= 0.0)
+        return 1.0f;
+    double c = o->grad_clip / (norm + 1e-6);
+    return c < 1.0 ? (float)c : 1.0f;
+}
+
+void optim_adamw(gx_model *m, const optim_cfg *o, long t, double lr, float clip_coef)
+{
+    float b1 = (float)o->beta1, b2 = (float)o->beta2, eps = (float)o->eps;
+    float bc1 = (float)(1.0 - pow(o->beta1, (double)t));
+    float bc2s = (float)sqrt(1.0 - pow(o->beta2, (double)t));
+    float step = (float)lr / bc1;
+    for (int ti = 0; ti < m->num_tensors; ti++) {
+        const gx_tensor *tn = &m->tensors[ti];
+        float decay = tn->decay ? (float)(1.0 - lr * o->weight_decay) : 1.0f;
+        float *p = m->params + tn->offset, *g = m->grads + tn->offset;
+        float *mm = m->adam_m + tn->offset, *vv = m->adam_v + tn->offset;
+        long n = (long)tn->numel;
+#pragma omp parallel for simd schedule(static)
+        for (long i = 0; i < n; i++) {
+            float gi = g[i] * clip_coef;
+            float mi = b1 * mm[i] + (1.0f - b1) * gi;
+            float vi = b2 * vv[i] + (1.0f - b2) * gi * gi;
+            mm[i] = mi;
+            vv[i] = vi;
+            float denom = sqrtf(vi) / bc2s + eps;
+            p[i] = p[i] * decay - step * mi / denom;
+        }
+    }
+}

@@ -1,0 +1,33 @@
+/*
+ * optim.h - learning-rate schedule, global gradient-norm clipping and AdamW.
+ *
+ * Semantics match torch.optim.AdamW and torch.nn.utils.clip_grad_norm_
+ * (docs/parity.md states them exactly); the tests hold us to them.
+ */
+#ifndef GRIT_TRAIN_OPTIM_H
+#define GRIT_TRAIN_OPTIM_H
+
+#include "model/gptneox.h"
+
+typedef struct optim_cfg {
+    int micro_batch, grad_accum, seq_len;
+    double lr, min_lr;
+    int warmup_steps, total_steps;
+    double beta1, beta2, eps, weight_decay, grad_clip;
+} optim_cfg;
+
+/* LR for optimiser step s (0-based): linear warmup to lr over warmup_steps,
+ * then cosine decay to min_lr at total_steps (held there after). */
+double optim_lr(const optim_cfg *o, long step);
+
+/* L2 norm of all gradients; fixed-order, thread-count independent. */
+double optim_grad_norm(const gx_model *m);
+
+/* One AdamW update at 1-based step t with learning rate lr; gradients are
+ * first multiplied by clip_coef. Decay only on tensors marked decay. */
+void optim_adamw(gx_model *m, const optim_cfg *o, long t, double lr, float clip_coef);
+
+/* Coefficient torch's clip_grad_norm_ applies: min(1, clip / (norm + 1e-6)). */
+float optim_clip_coef(const optim_cfg *o, double norm);
+
+#endif

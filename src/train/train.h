@@ -1,0 +1,33 @@
+/*
+ * train.h - the training loop.
+ *
+ * train_run() owns one run: it creates the run directory, writes the
+ * resolved config.json, builds the model, and for each optimiser step
+ * accumulates gradients over grad_accum micro-batches, clips, applies
+ * AdamW, appends a line to metrics.jsonl and updates the progress line.
+ * It stops with GRIT_ENUMERIC on a non-finite loss or gradient norm. At the
+ * end it writes model.safetensors (HF names) and prints a summary table.
+ * Nothing is allocated inside the step loop.
+ */
+#ifndef GRIT_TRAIN_TRAIN_H
+#define GRIT_TRAIN_TRAIN_H
+
+#include <stdio.h>
+
+#include "train/config.h"
+
+typedef struct train_result {
+    long steps;
+    double final_loss, seconds, tokens_per_s;
+} train_result;
+
+/* log: where progress and the summary go (NULL for silence). */
+grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res);
+
+/* Writes the model's parameters as safetensors (HF names), durably. */
+grit_err train_save_weights(const gx_model *m, const char *path);
+
+/* Peak resident set size of this process in MiB. */
+double train_peak_rss_mib(void);
+
+#endif
