@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# cli_help.sh GRIT - every command answers --help with usage on stdout and exit 0;
+# unknown commands and options are errors (exit 2) with usage on stderr.
+set -euo pipefail
+grit=$1
+fail=0
+check() { # expected-rc pattern args...
+  local want=$1 pat=$2; shift 2
+  local out rc=0
+  out=$("$grit" "$@" 2>&1) || rc=$?
+  if [ "$rc" -ne "$want" ] || ! grep -q -- "$pat" <<<"$out"; then
+    echo "FAIL: grit $* -> rc $rc (want $want), output lacks '$pat':"; echo "$out"; fail=1
+  fi
+}
+check 0 "usage: grit <command>" --help
+check 0 "usage: grit train CONFIG.json" train --help
+check 0 "grit 0\." --version
+check 2 "unknown command 'frobnicate'" frobnicate
+check 2 "unknown option or missing value: '--bogus'" train x.json --bogus
+check 2 "--steps: expected an integer" train x.json --steps zero
+check 1 "x-does-not-exist.json: cannot open" train x-does-not-exist.json
+[ $fail -eq 0 ] && echo "cli_help: all checks passed"
+exit $fail
