@@ -119,23 +119,30 @@ void op_bias_grad(float *db, const float *d, int N, int C, int ld)
 #define INV_SQRT_2PI 0.39894228040143268f
 #define SQRT_2_OVER_PI 0.79788456080286536f
 
+/* Phi(v), the standard normal CDF, from erfc of |v| / sqrt 2. */
+static inline float normal_cdf(float v)
+{
+    float e = 0.5f * mf_erfc_pos(fabsf(v) * INV_SQRT2);
+    return v >= 0.0f ? 1.0f - e : e;
+}
+
+/* sigmoid(2u) with u = sqrt(2/pi) (v + 0.044715 v^3): gelu_tanh(v) = v * this. */
+static inline float tanh_gate(float v)
+{
+    float u = SQRT_2_OVER_PI * (v + 0.044715f * v * v * v);
+    return 1.0f / (1.0f + mf_exp(-2.0f * u));
+}
+
 void op_gelu_fwd(float *out, const float *x, long n, op_act act)
 {
     if (act == OP_GELU) {
 #pragma omp parallel for simd schedule(static)
-        for (long i = 0; i < n; i++) {
-            float v = x[i];
-            float e = 0.5f * mf_erfc_pos(fabsf(v) * INV_SQRT2);
-            float cdf = v >= 0.0f ? 1.0f - e : e;
-            out[i] = v * cdf;
-        }
+        for (long i = 0; i < n; i++)
+            out[i] = x[i] * normal_cdf(x[i]);
     } else {
 #pragma omp parallel for simd schedule(static)
-        for (long i = 0; i < n; i++) {
-            float v = x[i];
-            float u = SQRT_2_OVER_PI * (v + 0.044715f * v * v * v);
-            out[i] = v / (1.0f + mf_exp(-2.0f * u));
-        }
+        for (long i = 0; i < n; i++)
+            out[i] = x[i] * tanh_gate(x[i]);
     }
 }
 
@@ -145,18 +152,15 @@ void op_gelu_bwd(float *dx, const float *dout, const float *x, long n, op_act ac
 #pragma omp parallel for simd schedule(static)
         for (long i = 0; i < n; i++) {
             float v = x[i];
-            float e = 0.5f * mf_erfc_pos(fabsf(v) * INV_SQRT2);
-            float cdf = v >= 0.0f ? 1.0f - e : e;
             float pdf = INV_SQRT_2PI * mf_exp(-0.5f * v * v);
-            dx[i] = dout[i] * (cdf + v * pdf);
+            dx[i] = dout[i] * (normal_cdf(v) + v * pdf);
         }
     } else {
 #pragma omp parallel for simd schedule(static)
         for (long i = 0; i < n; i++) {
             float v = x[i];
-            float u = SQRT_2_OVER_PI * (v + 0.044715f * v * v * v);
             float du = SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * v * v);
-            float s = 1.0f / (1.0f + mf_exp(-2.0f * u));
+            float s = tanh_gate(v);
             dx[i] = dout[i] * (s + v * s * (1.0f - s) * 2.0f * du);
         }
     }
