@@ -39,3 +39,8 @@ set_tests_properties(integration.config_errors PROPERTIES TIMEOUT 120 LABELS "in
 add_test(NAME integration.cli_help
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/cli_help.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.cli_help PROPERTIES TIMEOUT 60 LABELS "integration;san")
+
+# Tokenizer parity (src/data/bpe): grit's ids vs npm tiktoken (GPT-2) and
+# Hugging Face tokenizers (GPT-NeoX-20B). See tests/tok/run_parity.sh.
+add_executable(grit-tok-check tests/tok/tok_check.c)
+target_link_libraries(grit-tok-check PRIVATE gritcore)
