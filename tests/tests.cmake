@@ -44,3 +44,11 @@ set_tests_properties(integration.cli_help PROPERTIES TIMEOUT 60 LABELS "integrat
 # Hugging Face tokenizers (GPT-NeoX-20B). See tests/tok/run_parity.sh.
 add_executable(grit-tok-check tests/tok/tok_check.c)
 target_link_libraries(grit-tok-check PRIVATE gritcore)
+add_test(NAME reference.tokenizer_parity
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/tok/run_parity.sh $<TARGET_FILE:grit-tok-check>
+          400000 ${CMAKE_BINARY_DIR}/tok-parity)
+set_tests_properties(reference.tokenizer_parity PROPERTIES TIMEOUT 300 LABELS "reference")
+add_test(NAME reference.tokenizer_parity_20mb
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/tok/run_parity.sh $<TARGET_FILE:grit-tok-check>
+          3000000 ${CMAKE_BINARY_DIR}/tok-parity-20mb)
+set_tests_properties(reference.tokenizer_parity_20mb PROPERTIES TIMEOUT 900 LABELS "reference;slow")
