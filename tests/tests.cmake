@@ -52,3 +52,11 @@ add_test(NAME reference.tokenizer_parity_20mb
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/tok/run_parity.sh $<TARGET_FILE:grit-tok-check>
           3000000 ${CMAKE_BINARY_DIR}/tok-parity-20mb)
 set_tests_properties(reference.tokenizer_parity_20mb PROPERTIES TIMEOUT 900 LABELS "reference;slow")
+
+# Indexed dataset (src/data/indexed) vs Megatron's numpy code path.
+add_executable(grit-idx-tool tests/reference/idx_tool.c)
+target_link_libraries(grit-idx-tool PRIVATE gritcore)
+add_test(NAME reference.indexed_megatron
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_indexed.sh $<TARGET_FILE:grit-idx-tool>
+          ${GRIT_PYTHON} ${CMAKE_BINARY_DIR}/indexed-ref)
+set_tests_properties(reference.indexed_megatron PROPERTIES TIMEOUT 300 LABELS "reference")
