@@ -10,6 +10,7 @@ PKGS=(
   libjansson-dev                     # JSON configs
   libutf8proc-dev libxxhash-dev      # tokenizer: Unicode categories/NFC, hashing
   nodejs                             # reference tokenizers (tests/data/package.json)
+  debian-handbook installation-guide-amd64 manpages-de manpages-fr manpages-es manpages-ru manpages-ja manpages-zh  # tokenizer parity corpus (tests/tok/make_corpus.py)
   python3 python3-torch python3-numpy # the PyTorch reference model (tests, bench)
 )
 # npm ships inside nodesource's nodejs; Debian packages it separately.
