@@ -8,8 +8,13 @@ PKGS=(
   build-essential cmake pkg-config   # compiler, build
   libopenblas-openmp-dev             # sgemm (OpenMP build, shares our thread pool)
   libjansson-dev                     # JSON configs
+  libutf8proc-dev libxxhash-dev      # tokenizer: Unicode categories/NFC, hashing
+  nodejs                             # reference tokenizers (tests/data/package.json)
+  debian-handbook installation-guide-amd64 manpages-de manpages-fr manpages-es manpages-ru manpages-ja manpages-zh  # tokenizer parity corpus (tests/tok/make_corpus.py)
   python3 python3-torch python3-numpy # the PyTorch reference model (tests, bench)
 )
+# npm ships inside nodesource's nodejs; Debian packages it separately.
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 
 missing=()
 for p in "${PKGS[@]}"; do

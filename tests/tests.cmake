@@ -39,3 +39,24 @@ set_tests_properties(integration.config_errors PROPERTIES TIMEOUT 120 LABELS "in
 add_test(NAME integration.cli_help
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/cli_help.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.cli_help PROPERTIES TIMEOUT 60 LABELS "integration;san")
+
+# Tokenizer parity (src/data/bpe): grit's ids vs npm tiktoken (GPT-2) and
+# Hugging Face tokenizers (GPT-NeoX-20B). See tests/tok/run_parity.sh.
+add_executable(grit-tok-check tests/tok/tok_check.c)
+target_link_libraries(grit-tok-check PRIVATE gritcore)
+add_test(NAME reference.tokenizer_parity
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/tok/run_parity.sh $<TARGET_FILE:grit-tok-check>
+          400000 ${CMAKE_BINARY_DIR}/tok-parity)
+set_tests_properties(reference.tokenizer_parity PROPERTIES TIMEOUT 300 LABELS "reference")
+add_test(NAME reference.tokenizer_parity_20mb
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/tok/run_parity.sh $<TARGET_FILE:grit-tok-check>
+          3000000 ${CMAKE_BINARY_DIR}/tok-parity-20mb)
+set_tests_properties(reference.tokenizer_parity_20mb PROPERTIES TIMEOUT 900 LABELS "reference;slow")
+
+# Indexed dataset (src/data/indexed) vs Megatron's numpy code path.
+add_executable(grit-idx-tool tests/reference/idx_tool.c)
+target_link_libraries(grit-idx-tool PRIVATE gritcore)
+add_test(NAME reference.indexed_megatron
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_indexed.sh $<TARGET_FILE:grit-idx-tool>
+          ${GRIT_PYTHON} ${CMAKE_BINARY_DIR}/indexed-ref)
+set_tests_properties(reference.indexed_megatron PROPERTIES TIMEOUT 300 LABELS "reference")

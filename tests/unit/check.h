@@ -59,4 +59,15 @@ static int check_failures;
         return check_failures ? 1 : 0;                                                   \
     } while (0)
 
+/* Aliases used by the data tests. */
+#define CHECK_EQ_LL(a, b) CHECK_INT(a, b)
+
+/* Checks that the thread's error context mentions `needle`. */
+#define CHECK_ERRMSG(needle) CHECK_STR_HAS(grit_errmsg(), (needle))
+
+/* Expression form of CHECK_DONE: `return CHECK_RESULT();` */
+#define CHECK_RESULT()                                                                   \
+    (check_failures ? (fprintf(stderr, "%d check(s) failed\n", check_failures), 1)       \
+                    : (printf("all checks passed\n"), 0))
+
 #endif

@@ -1,0 +1,169 @@
+/*
+ * tok_check.c - grit-tok-check: compares grit's token ids with reference ids
+ * (made by ref_ids.js) and measures encoding speed.
+ *
+ *   grit-tok-check check gpt2 VOCAB.json MERGES.txt DIR BASE...
+ *   grit-tok-check check neox TOKENIZER.json DIR BASE...
+ *       encodes DIR/BASE.txt, compares with DIR/BASE.<mode>.ids; prints the
+ *       first differing position with context; for gpt2 also checks that
+ *       decoding gives back the text. Exit 1 on any difference.
+ *   grit-tok-check bench gpt2|neox MODEL... FILE [REPEAT]
+ *       encodes FILE REPEAT times (one thread) and prints tokens/s and MB/s.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/fsutil.h"
+#include "data/bpe.h"
+
+static void put_token(const bpe *t, uint32_t id)
+{
+    size_t len;
+    const char *s = bpe_token_bytes(t, id, &len);
+    printf("%u'", id);
+    for (size_t i = 0; s && i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch >= 0x20 && ch < 0x7f && ch != '\'')
+            putchar(ch);
+        else
+            printf("\\x%02x", ch);
+    }
+    printf("' ");
+}
+
+static void context(const bpe *t, const char *name, const uint32_t *v, size_t n, size_t at)
+{
+    printf("  %-5s:", name);
+    for (size_t i = at > 5 ? at - 5 : 0; i < n && i < at + 6; i++) {
+        if (i == at)
+            printf(">>");
+        put_token(t, v[i]);
+    }
+    printf("\n");
+}
+
+static int check_one(const bpe *t, bpe_ctx *c, const char *mode, const char *dir, const char *base)
+{
+    char tp[4096], ip[4096];
+    snprintf(tp, sizeof tp, "%s/%s.txt", dir, base);
+    snprintf(ip, sizeof ip, "%s/%s.%s.ids", dir, base, mode);
+    char *text = NULL, *raw = NULL;
+    size_t tlen, rlen;
+    bpe_ids ids = {0};
+    int bad = 1;
+    if (fs_read_all(tp, &text, &tlen) || fs_read_all(ip, &raw, &rlen)) {
+        fprintf(stderr, "tok-check: %s\n", grit_errmsg());
+        goto out;
+    }
+    if (bpe_encode(c, text, tlen, strcmp(mode, "neox") == 0 ? BPE_ALLOW_SPECIAL : 0, &ids)) {
+        fprintf(stderr, "tok-check: %s: encode: %s\n", base, grit_errmsg());
+        goto out;
+    }
+    size_t nref = rlen / 4;
+    uint32_t *ref = malloc((nref ? nref : 1) * 4);
+    memcpy(ref, raw, nref * 4);
+    size_t i = 0;
+    while (i < ids.n && i < nref && ids.v[i] == ref[i])
+        i++;
+    if (i < ids.n || i < nref) {
+        printf("FAIL %s [%s]: first difference at token %zu (grit %zu tokens, reference %zu)\n", base, mode, i,
+               ids.n, nref);
+        context(t, "grit", ids.v, ids.n, i);
+        context(t, "ref", ref, nref, i);
+        free(ref);
+        goto out;
+    }
+    free(ref);
+    if (strcmp(mode, "gpt2") == 0) {
+        size_t dl;
+        char *d = malloc(tlen + 1);
+        if (bpe_decode(t, ids.v, ids.n, d, tlen, &dl) || dl != tlen || memcmp(d, text, tlen) != 0) {
+            printf("FAIL %s [%s]: decode(encode(text)) != text (%zu vs %zu bytes)\n", base, mode, dl, tlen);
+            free(d);
+            goto out;
+        }
+        free(d);
+    }
+    printf("ok   %s [%s]: %zu tokens, %zu bytes identical\n", base, mode, ids.n, tlen);
+    bad = 0;
+out:
+    bpe_ids_free(&ids);
+    free(text);
+    free(raw);
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: grit-tok-check check|bench gpt2 VOCAB MERGES ... | neox TOKENIZER.json ...\n");
+        return 2;
+    }
+    const char *cmd = argv[1], *mode = argv[2];
+    bpe *t = NULL;
+    int argi;
+    grit_err rc;
+    if (strcmp(mode, "gpt2") == 0 && argc >= 5) {
+        rc = bpe_open_gpt2(&t, argv[3], argv[4]);
+        argi = 5;
+    } else if (strcmp(mode, "neox") == 0) {
+        rc = bpe_open_hf(&t, argv[3]);
+        argi = 4;
+    } else {
+        fprintf(stderr, "tok-check: mode: expected gpt2 or neox, got %s\n", mode);
+        return 2;
+    }
+    if (rc) {
+        fprintf(stderr, "tok-check: %s\n", grit_errmsg());
+        return 1;
+    }
+    bpe_ctx *c = NULL;
+    if (bpe_ctx_open(&c, t)) {
+        fprintf(stderr, "tok-check: %s\n", grit_errmsg());
+        return 1;
+    }
+    int fails = 0;
+    if (strcmp(cmd, "check") == 0 && argi + 1 < argc) {
+        for (int i = argi + 1; i < argc; i++)
+            fails += check_one(t, c, mode, argv[argi], argv[i]);
+        printf("%s: %d of %d files differ\n", mode, fails, argc - argi - 1);
+    } else if (strcmp(cmd, "bench") == 0 && argi < argc) {
+        char *text;
+        size_t len;
+        if (fs_read_all(argv[argi], &text, &len)) {
+            fprintf(stderr, "tok-check: %s\n", grit_errmsg());
+            return 1;
+        }
+        int rep = argi + 1 < argc ? atoi(argv[argi + 1]) : 3;
+        bpe_ids ids = {0};
+        double best = 1e30, first = 0;
+        size_t ntok = 0;
+        for (int r = 0; r < rep; r++) {
+            struct timespec a, b;
+            ids.n = 0;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            bpe_encode(c, text, len, 0, &ids);
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+            if (r == 0)
+                first = s;
+            if (s < best)
+                best = s;
+            ntok = ids.n;
+        }
+        printf("%s 1 thread: %zu bytes, %zu tokens; cold cache: %.3f s, %.2f M tokens/s, %.1f MB/s; "
+               "warm, best of %d: %.3f s, %.2f M tokens/s, %.1f MB/s\n",
+               mode, len, ntok, first, (double)ntok / first / 1e6, (double)len / first / 1e6, rep, best,
+               (double)ntok / best / 1e6, (double)len / best / 1e6);
+        bpe_ids_free(&ids);
+        free(text);
+    } else {
+        fprintf(stderr, "tok-check: bad arguments\n");
+        fails = 2;
+    }
+    bpe_ctx_close(c);
+    bpe_close(t);
+    return fails ? 1 : 0;
+}
