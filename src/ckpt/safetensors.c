@@ -8,7 +8,7 @@
 
 #include "core/fsutil.h"
 
-static size_t dtype_size(const char *dt)
+size_t st_dtype_size(const char *dt)
 {
     if (!strcmp(dt, "F32") || !strcmp(dt, "I32") || !strcmp(dt, "U32"))
         return 4;
@@ -21,23 +21,20 @@ static size_t dtype_size(const char *dt)
     return 0;
 }
 
-grit_err st_write(const char *path, const st_entry *e, int n)
+grit_err st_header(const st_entry *e, int n, char **out, size_t *outlen)
 {
     grit_err rc = GRIT_OK;
     json_t *hdr = json_object();
-    const void **bufs = calloc((size_t)n + 2, sizeof *bufs);
-    size_t *lens = calloc((size_t)n + 2, sizeof *lens);
-    char *text = NULL, *head = NULL;
-    if (!hdr || !bufs || !lens) {
-        rc = grit_errf(GRIT_ENOMEM, "out of memory");
-        goto out;
-    }
+    char *text = NULL;
+    *out = NULL;
+    if (!hdr)
+        return grit_errf(GRIT_ENOMEM, "out of memory");
     json_object_set_new(hdr, "__metadata__", json_pack("{s:s}", "format", "pt"));
     size_t off = 0;
     for (int i = 0; i < n; i++) {
-        size_t es = dtype_size(e[i].dtype), numel = 1;
+        size_t es = st_dtype_size(e[i].dtype), numel = 1;
         if (!es) {
-            rc = grit_errf(GRIT_EINVAL, "%s: tensor '%s': unknown dtype '%s'", path, e[i].name,
+            rc = grit_errf(GRIT_EINVAL, "tensor '%s': unknown dtype '%s'", e[i].name,
                            e[i].dtype);
             goto out;
         }
@@ -50,8 +47,6 @@ grit_err st_write(const char *path, const st_entry *e, int n)
                             json_pack("{s:s,s:o,s:[I,I]}", "dtype", e[i].dtype, "shape", shape,
                                       "data_offsets", (json_int_t)off,
                                       (json_int_t)(off + numel * es)));
-        bufs[i + 2] = e[i].data;
-        lens[i + 2] = numel * es;
         off += numel * es;
     }
     text = json_dumps(hdr, JSON_PRESERVE_ORDER | JSON_COMPACT);
@@ -60,7 +55,7 @@ grit_err st_write(const char *path, const st_entry *e, int n)
         goto out;
     }
     size_t hl = strlen(text), padded = (hl + 7) & ~(size_t)7;
-    head = malloc(8 + padded);
+    char *head = malloc(8 + padded);
     if (!head) {
         rc = grit_errf(GRIT_ENOMEM, "out of memory");
         goto out;
@@ -70,16 +65,155 @@ grit_err st_write(const char *path, const st_entry *e, int n)
         head[b] = (char)((le >> (8 * b)) & 0xff);
     memcpy(head + 8, text, hl);
     memset(head + 8 + hl, ' ', padded - hl);
-    bufs[0] = head;
-    lens[0] = 8 + padded;
-    bufs[1] = "";
-    lens[1] = 0;
-    rc = fs_write_durable_iov(path, bufs, lens, n + 2);
+    *out = head;
+    *outlen = 8 + padded;
 out:
-    free(head);
     free(text);
-    free(bufs);
-    free(lens);
     json_decref(hdr);
     return rc;
+}
+
+grit_err st_write(const char *path, const st_entry *e, int n)
+{
+    const void **bufs = calloc((size_t)n + 1, sizeof *bufs);
+    size_t *lens = calloc((size_t)n + 1, sizeof *lens);
+    char *head = NULL;
+    grit_err rc = !bufs || !lens ? grit_errf(GRIT_ENOMEM, "out of memory")
+                                 : st_header(e, n, &head, &lens[0]);
+    if (rc == GRIT_OK) {
+        bufs[0] = head;
+        for (int i = 0; i < n; i++) {
+            size_t numel = 1;
+            for (int d = 0; d < e[i].ndim; d++)
+                numel *= (size_t)e[i].shape[d];
+            bufs[i + 1] = e[i].data;
+            lens[i + 1] = numel * st_dtype_size(e[i].dtype);
+        }
+        rc = fs_write_durable_iov(path, bufs, lens, n + 1);
+    } else if (rc != GRIT_ENOMEM) {
+        rc = grit_errf(rc, "%s: %s", path, grit_errmsg());
+    }
+    free(head);
+    free(bufs);
+    free(lens);
+    return rc;
+}
+
+/* --- reading ------------------------------------------------------------------ */
+
+static int by_begin(const void *a, const void *b)
+{
+    const st_tensor *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+grit_err st_parse(const char *what, const char *json, size_t hlen, size_t file_size,
+                  st_file *out)
+{
+    memset(out, 0, sizeof *out);
+    json_error_t je;
+    json_t *root = json_loadb(json, hlen, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return grit_errf(GRIT_EFORMAT, "%s: header is not valid JSON (%d:%d: %s)", what,
+                         je.line, je.column, je.text);
+    grit_err rc = GRIT_OK;
+    if (!json_is_object(root)) {
+        rc = grit_errf(GRIT_EFORMAT, "%s: header: expected a JSON object", what);
+        goto out;
+    }
+    out->t = calloc(json_object_size(root) + 1, sizeof *out->t);
+    if (!out->t) {
+        rc = grit_errf(GRIT_ENOMEM, "out of memory");
+        goto out;
+    }
+    out->data_off = 8 + hlen;
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        if (!strcmp(key, "__metadata__"))
+            continue;
+        st_tensor *t = &out->t[out->n];
+        json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape"),
+               *of = json_object_get(v, "data_offsets");
+        if (strlen(key) >= sizeof t->name || !json_is_object(v) || !json_is_string(dt) ||
+            !json_is_array(sh) || json_array_size(sh) > 8 || !json_is_array(of) ||
+            json_array_size(of) != 2 || !json_is_integer(json_array_get(of, 0)) ||
+            !json_is_integer(json_array_get(of, 1))) {
+            rc = grit_errf(GRIT_EFORMAT,
+                           "%s: tensor '%s': expected {\"dtype\": string, \"shape\": [ints], "
+                           "\"data_offsets\": [begin, end]}",
+                           what, key);
+            goto out;
+        }
+        snprintf(t->name, sizeof t->name, "%s", key);
+        size_t es = st_dtype_size(json_string_value(dt)), numel = 1;
+        if (!es) {
+            rc = grit_errf(GRIT_EFORMAT, "%s: tensor '%s': unknown dtype '%s'", what, key,
+                           json_string_value(dt));
+            goto out;
+        }
+        snprintf(t->dtype, sizeof t->dtype, "%s", json_string_value(dt));
+        t->ndim = (int)json_array_size(sh);
+        for (int d = 0; d < t->ndim; d++) {
+            json_t *x = json_array_get(sh, (size_t)d);
+            if (!json_is_integer(x) || json_integer_value(x) < 0 ||
+                json_integer_value(x) > (1LL << 40)) {
+                rc = grit_errf(GRIT_EFORMAT, "%s: tensor '%s': shape[%d] is not a valid size",
+                               what, key, d);
+                goto out;
+            }
+            t->shape[d] = (long)json_integer_value(x);
+            numel *= (size_t)t->shape[d];
+        }
+        json_int_t b = json_integer_value(json_array_get(of, 0)),
+                   e = json_integer_value(json_array_get(of, 1));
+        if (b < 0 || e < b || (size_t)(e - b) != numel * es) {
+            rc = grit_errf(GRIT_EFORMAT,
+                           "%s: tensor '%s': data_offsets [%lld, %lld] hold %lld bytes, "
+                           "shape and dtype need %zu",
+                           what, key, (long long)b, (long long)e, (long long)(e - b),
+                           numel * es);
+            goto out;
+        }
+        t->begin = (size_t)b;
+        t->end = (size_t)e;
+        out->n++;
+    }
+    qsort(out->t, (size_t)out->n, sizeof *out->t, by_begin);
+    size_t pos = 0;
+    for (int i = 0; i < out->n; i++) {
+        if (out->t[i].begin != pos) {
+            rc = grit_errf(GRIT_EFORMAT, "%s: tensor '%s' starts at byte %zu of the data, "
+                                         "expected %zu (gap or overlap)",
+                           what, out->t[i].name, out->t[i].begin, pos);
+            goto out;
+        }
+        pos = out->t[i].end;
+    }
+    if (out->data_off + pos != file_size) {
+        rc = grit_errf(GRIT_EFORMAT, "%s: tensors end at byte %zu but the file has %zu bytes",
+                       what, out->data_off + pos, file_size);
+        goto out;
+    }
+out:
+    json_decref(root);
+    if (rc != GRIT_OK)
+        st_file_free(out);
+    return rc;
+}
+
+const st_tensor *st_find(const st_file *f, const char *name)
+{
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->t[i].name, name))
+            return &f->t[i];
+    return NULL;
+}
+
+void st_file_free(st_file *f)
+{
+    if (!f)
+        return;
+    free(f->t);
+    memset(f, 0, sizeof *f);
 }

@@ -24,4 +24,33 @@ typedef struct st_entry {
 
 grit_err st_write(const char *path, const st_entry *entries, int n);
 
+/* The 8-byte length and padded JSON header for entries, as st_write lays them
+ * out (malloc'd, caller frees); the tensors' bytes follow in entry order. */
+grit_err st_header(const st_entry *entries, int n, char **out, size_t *len);
+
+/* --- reading ------------------------------------------------------------------ */
+
+typedef struct st_tensor {
+    char name[160];
+    char dtype[8];
+    int ndim;
+    long shape[8];
+    size_t begin, end; /* byte range relative to the data section */
+} st_tensor;
+
+typedef struct st_file {
+    size_t data_off;   /* 8 + header length */
+    int n;
+    st_tensor *t;      /* [n], in data order (owned) */
+} st_file;
+
+/* Parses and validates a header: JSON object, known dtypes, shapes matching
+ * byte ranges, ranges contiguous from 0 and ending exactly at the file's end
+ * (file_size). what names the file in messages. */
+grit_err st_parse(const char *what, const char *json, size_t hlen, size_t file_size,
+                  st_file *out);
+const st_tensor *st_find(const st_file *f, const char *name);
+size_t st_dtype_size(const char *dtype); /* 0 if unknown */
+void st_file_free(st_file *f);
+
 #endif

@@ -9,6 +9,9 @@
 
 #include "core/jcfg.h"
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 void train_cfg_defaults(train_cfg *c)
 {
     memset(c, 0, sizeof *c);
@@ -36,10 +39,18 @@ void train_cfg_defaults(train_cfg *c)
     c->synthetic_vocab = 512;
     snprintf(c->run_dir, sizeof c->run_dir, "runs/default");
     c->log_every = 1;
+    c->ckpt_interval_steps = 100;
+    c->ckpt_keep_last = 3;
+    c->ckpt_async = true;
+    c->resume = true;
 }
 
-static const char *const top_keys[] = {"model", "optim", "seed", "threads", "data",
-                                        "run_dir", "log_every", NULL};
+static const char *const top_keys[] = {"model",   "optim",      "seed",   "threads",
+                                        "data",    "run_dir",    "log_every", "checkpoint",
+                                        "resume",  "init_from",  NULL};
+static const char *const ckpt_keys[] = {"interval_steps", "interval_minutes", "keep_last",
+                                        "keep_every", "async", "on_error", NULL};
+static const char *const on_errors[] = {"continue", "stop", NULL};
 static const char *const model_keys[] = {
     "preset", "hidden_size", "num_layers", "num_heads", "intermediate_size", "vocab_size",
     "make_vocab_size_divisible_by", "rotary_pct", "rotary_base", "max_positions",
@@ -169,6 +180,28 @@ static grit_err load_all(const jcfg *j, train_cfg *c)
                              sizeof c->run_dir - 64);
         snprintf(c->run_dir, sizeof c->run_dir, "%s", rd);
     }
+    json_t *k;
+    TRY(jcfg_obj(j, j->root, "", "checkpoint", &k));
+    if (k) {
+        const char *oe = NULL;
+        TRY(jcfg_only(j, k, "checkpoint", ckpt_keys));
+        TRY(load_int(j, k, "checkpoint", "interval_steps", 0, 1 << 30, &c->ckpt_interval_steps));
+        TRY(jcfg_num(j, k, "checkpoint", "interval_minutes", 0, 1e6, &c->ckpt_interval_minutes));
+        TRY(load_int(j, k, "checkpoint", "keep_last", 1, 1 << 20, &c->ckpt_keep_last));
+        TRY(load_int(j, k, "checkpoint", "keep_every", 0, 1 << 30, &c->ckpt_keep_every));
+        TRY(jcfg_bool(j, k, "checkpoint", "async", &c->ckpt_async));
+        TRY(jcfg_str(j, k, "checkpoint", "on_error", on_errors, &oe));
+        if (oe)
+            c->ckpt_stop_on_error = !strcmp(oe, "stop");
+    }
+    TRY(jcfg_bool(j, j->root, "", "resume", &c->resume));
+    const char *init = NULL;
+    TRY(jcfg_str(j, j->root, "", "init_from", NULL, &init));
+    if (init) {
+        if (strlen(init) >= sizeof c->init_from)
+            return jcfg_fail(j, "init_from", "expected a shorter path");
+        snprintf(c->init_from, sizeof c->init_from, "%s", init);
+    }
     json_t *d;
     TRY(jcfg_obj(j, j->root, "", "data", &d));
     if (d) {
@@ -232,7 +265,37 @@ char *train_cfg_dump(const train_cfg *c)
                              optim, "seed", (json_int_t)c->seed, "threads", c->threads, "data",
                              "source", c->data_source, "synthetic_vocab", c->synthetic_vocab,
                              "run_dir", c->run_dir, "log_every", c->log_every);
+    json_object_set_new(
+        root, "checkpoint",
+        json_pack("{s:i,s:f,s:i,s:i,s:b,s:s}", "interval_steps", c->ckpt_interval_steps,
+                  "interval_minutes", c->ckpt_interval_minutes, "keep_last", c->ckpt_keep_last,
+                  "keep_every", c->ckpt_keep_every, "async", c->ckpt_async, "on_error",
+                  c->ckpt_stop_on_error ? "stop" : "continue"));
+    json_object_set_new(root, "resume", json_boolean(c->resume));
+    if (c->init_from[0])
+        json_object_set_new(root, "init_from", json_string(c->init_from));
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(root);
     return s;
+}
+
+bool train_cfg_ckpt_enabled(const train_cfg *c)
+{
+    return c->ckpt_interval_steps > 0 || c->ckpt_interval_minutes > 0;
+}
+
+void train_cfg_fingerprint(const train_cfg *c, char out[17])
+{
+    char *full = train_cfg_dump(c);
+    json_t *j = full ? json_loads(full, 0, NULL) : NULL;
+    free(full);
+    static const char *const outside[] = {"threads",    "run_dir",   "log_every",
+                                          "checkpoint", "resume",    "init_from", NULL};
+    for (const char *const *k = outside; j && *k; k++)
+        json_object_del(j, *k);
+    char *canon = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
+    json_decref(j);
+    snprintf(out, 17, "%016llx",
+             canon ? (unsigned long long)XXH3_64bits(canon, strlen(canon)) : 0ULL);
+    free(canon);
 }

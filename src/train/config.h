@@ -13,6 +13,7 @@
 #ifndef GRIT_TRAIN_CONFIG_H
 #define GRIT_TRAIN_CONFIG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/error.h"
@@ -30,6 +31,15 @@ typedef struct train_cfg {
     int synthetic_vocab;   /* tokens used by the synthetic stream */
     char run_dir[1024];
     int log_every;
+    /* checkpoints (src/ckpt): in run_dir/ckpt */
+    int ckpt_interval_steps;     /* 0: by steps off */
+    double ckpt_interval_minutes; /* 0: by time off */
+    int ckpt_keep_last;
+    int ckpt_keep_every;         /* also keep every step that is a multiple (0: none) */
+    bool ckpt_async;
+    bool ckpt_stop_on_error;     /* on_error "stop" (else "continue") */
+    bool resume;                 /* resume from run_dir/ckpt automatically */
+    char init_from[1024];        /* weights-only start from a checkpoint or HF folder ("" none) */
 } train_cfg;
 
 /* Defaults for everything (model pythia-14m). */
@@ -42,5 +52,12 @@ grit_err train_cfg_load_string(train_cfg *c, const char *name, const char *text)
 
 /* The resolved config as JSON text (caller frees). */
 char *train_cfg_dump(const train_cfg *c);
+
+/* Hex xxh3-64 of what decides the numbers of a run (model, optim, seed, data),
+ * stored in checkpoints: resuming under a different one is refused. */
+void train_cfg_fingerprint(const train_cfg *c, char out[17]);
+
+/* True when checkpointing is on (by steps or by minutes). */
+bool train_cfg_ckpt_enabled(const train_cfg *c);
 
 #endif

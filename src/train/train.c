@@ -8,7 +8,9 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "ckpt/async.h"
 #include "ckpt/safetensors.h"
+#include "core/events.h"
 #include "core/fsutil.h"
 #include "core/progress.h"
 #include "data/synthetic.h"
@@ -43,10 +45,130 @@ static void path_join(char *buf, size_t cap, const char *dir, const char *name)
     snprintf(buf, cap, "%s/%s", dir, name);
 }
 
-static void summary(FILE *log, const train_cfg *cfg, const gx_model *m, long steps,
+typedef struct run_ctx {
+    const train_cfg *cfg;
+    FILE *log;
+    events ev;
+    store *ck;
+    ckpt_async ca;
+    int ck_on, saves, save_failures;
+    double stall_total;
+} run_ctx;
+
+static void on_reject(void *ctx, const char *dir, const char *why)
+{
+    run_ctx *r = ctx;
+    fprintf(stderr, "grit train: WARNING: checkpoint %s/%s is unusable: %s; falling back to an "
+                    "older one\n", r->ck->root, dir, why);
+    events_emit(&r->ev, "ckpt_rejected", json_pack("{s:s,s:s}", "dir", dir, "reason", why));
+}
+
+/* Logs a finished save; an error only when it failed and on_error is "stop". */
+static grit_err report_save(run_ctx *r, const ckpt_result *res)
+{
+    if (res->step < 0)
+        return GRIT_OK;
+    if (res->rc == GRIT_OK) {
+        r->saves++;
+        events_emit(&r->ev, "ckpt_saved",
+                    json_pack("{s:I,s:f,s:f,s:i}", "step", (json_int_t)res->step, "bytes",
+                              res->bytes, "seconds", res->seconds, "pruned", res->pruned));
+        if (res->err[0]) /* saved, but retention failed */
+            fprintf(stderr, "grit train: WARNING: checkpoint step %ld: %s\n", res->step, res->err);
+        return GRIT_OK;
+    }
+    r->save_failures++;
+    fprintf(stderr, "grit train: checkpoint step %ld FAILED: %s%s\n", res->step, res->err,
+            r->cfg->ckpt_stop_on_error ? "" : " (training continues; on_error is \"continue\")");
+    events_emit(&r->ev, "ckpt_failed",
+                json_pack("{s:I,s:s}", "step", (json_int_t)res->step, "error", res->err));
+    if (r->cfg->ckpt_stop_on_error)
+        return grit_errf(GRIT_EIO, "checkpoint step %ld failed: %s", res->step, res->err);
+    return GRIT_OK;
+}
+
+/* Keeps the metrics lines of steps <= step (a resumed run rewrites the rest). */
+static grit_err truncate_metrics(const char *path, long step)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (fs_read_all(path, &text, &len) != GRIT_OK)
+        return GRIT_OK; /* no metrics yet */
+    size_t keep = 0;
+    for (char *line = text; line < text + len;) {
+        char *nl = memchr(line, '\n', (size_t)(text + len - line));
+        if (!nl)
+            break; /* a torn last line is dropped */
+        long st;
+        if (sscanf(line, "{\"step\":%ld", &st) != 1 || st > step)
+            break;
+        keep = (size_t)(nl + 1 - text);
+        line = nl + 1;
+    }
+    grit_err rc = fs_write_durable(path, text, keep);
+    free(text);
+    return rc;
+}
+
+/* Restores state from the newest good checkpoint or init_from; *start = first step to run. */
+static grit_err restore(run_ctx *r, gx_model *m, const char *fp, long *start, double *tokens)
+{
+    const train_cfg *cfg = r->cfg;
+    *start = 0;
+    *tokens = 0;
+    if (cfg->resume) {
+        char dir[64];
+        grit_err rc = ckpt_find(r->ck, dir, sizeof dir, on_reject, r);
+        if (rc == GRIT_EFORMAT)
+            return grit_errf(rc, "%s; refusing to start over on top of them (move them away, or "
+                                 "set \"resume\": false)", grit_errmsg());
+        if (rc == GRIT_OK) {
+            ckpt_state st;
+            if ((rc = ckpt_read_state(r->ck, dir, &st)) != GRIT_OK)
+                return rc;
+            if (strcmp(st.fingerprint, fp) != 0)
+                return grit_errf(GRIT_ECONFIG,
+                                 "%s/%s was written by a different config (fingerprint %s, this "
+                                 "config %s): use a new run_dir, or \"init_from\" to start from "
+                                 "its weights only",
+                                 r->ck->root, dir, st.fingerprint, fp);
+            if ((rc = ckpt_load(r->ck, dir, m, &st, false)) != GRIT_OK)
+                return rc;
+            if (st.threads != cfg->threads)
+                fprintf(stderr, "grit train: note: checkpoint was written with %d threads, this "
+                                "run uses %d: the continuation is exact but not bitwise equal "
+                                "to an uninterrupted %d-thread run\n",
+                        st.threads, cfg->threads, st.threads);
+            *start = st.step;
+            *tokens = st.tokens;
+            if (r->log)
+                fprintf(r->log, "grit train: resuming from %s/%s (step %ld)\n", r->ck->root, dir,
+                        st.step);
+            events_emit(&r->ev, "resume", json_pack("{s:s,s:I}", "dir", dir, "step",
+                                                    (json_int_t)st.step));
+            return GRIT_OK;
+        }
+        if (rc != GRIT_ENOTFOUND)
+            return rc;
+    }
+    if (cfg->init_from[0]) {
+        store *src;
+        grit_err rc = store_open_posix(cfg->init_from, &src);
+        if (rc == GRIT_OK)
+            rc = ckpt_load(src, ".", m, NULL, true);
+        store_close(src);
+        if (rc != GRIT_OK)
+            return rc;
+        events_emit(&r->ev, "init_from", json_pack("{s:s}", "path", cfg->init_from));
+    }
+    return GRIT_OK;
+}
+
+static void summary(FILE *log, const run_ctx *r, const gx_model *m, long steps,
                     double first_loss, double last_loss, double min_loss, double secs,
                     double tokens)
 {
+    const train_cfg *cfg = r->cfg;
     char dur[32];
     format_duration(dur, sizeof dur, secs);
     double fpt = gx_flops_per_token(&cfg->model, cfg->optim.seq_len);
@@ -61,6 +183,10 @@ static void summary(FILE *log, const train_cfg *cfg, const gx_model *m, long ste
             tokens / secs * fpt / 1e9);
     fprintf(log, "  %-26s %.0f MiB\n", "peak memory (RSS)", train_peak_rss_mib());
     fprintf(log, "  %-26s %d\n", "threads", cfg->threads);
+    if (r->ck_on)
+        fprintf(log, "  %-26s %d saved, %d failed, stall %.3fs in all (%.2f%% of wall time)\n",
+                "checkpoints", r->saves, r->save_failures, r->stall_total,
+                100.0 * r->stall_total / secs);
     fprintf(log, "  %-26s %s/metrics.jsonl, %s/model.safetensors\n\n", "outputs",
             cfg->run_dir, cfg->run_dir);
 }
@@ -69,16 +195,18 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
 {
     const optim_cfg *o = &cfg->optim;
     int B = o->micro_batch, T = o->seq_len, A = o->grad_accum;
-    char path[1200];
+    char path[1200], fp[17];
     gx_model m;
     FILE *mf = NULL;
     int32_t *tokens = NULL;
     char *cfgtext = NULL;
     grit_err rc;
+    run_ctx r = {.cfg = cfg, .log = log, .ck_on = train_cfg_ckpt_enabled(cfg)};
 
     omp_set_num_threads(cfg->threads);
     openblas_set_num_threads(cfg->threads);
     memset(&m, 0, sizeof m);
+    train_cfg_fingerprint(cfg, fp);
 
     if ((rc = fs_mkdirs(cfg->run_dir)) != GRIT_OK)
         return rc;
@@ -90,17 +218,37 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
     free(cfgtext);
     if (rc != GRIT_OK)
         return rc;
-    if ((rc = gx_init(&m, &cfg->model, B, T, cfg->threads)) != GRIT_OK)
+    path_join(path, sizeof path, cfg->run_dir, "events.jsonl");
+    if ((rc = events_open(&r.ev, path)) != GRIT_OK)
         return rc;
+    if ((rc = gx_init(&m, &cfg->model, B, T, cfg->threads)) != GRIT_OK)
+        goto out;
     gx_init_weights(&m, cfg->seed);
+    if (r.ck_on || cfg->resume) {
+        path_join(path, sizeof path, cfg->run_dir, "ckpt");
+        if ((rc = store_open(path, &r.ck)) != GRIT_OK)
+            goto out;
+    }
+    long start;
+    double tokens_done;
+    if ((rc = restore(&r, &m, fp, &start, &tokens_done)) != GRIT_OK)
+        goto out;
+    if (r.ck_on && (rc = ckpt_async_init(&r.ca, r.ck, &m, cfg->ckpt_async, cfg->ckpt_keep_last,
+                                         cfg->ckpt_keep_every)) != GRIT_OK)
+        goto out;
     tokens = malloc(sizeof(int32_t) * (size_t)A * B * (T + 1));
     path_join(path, sizeof path, cfg->run_dir, "metrics.jsonl");
-    mf = fopen(path, "w");
+    if (start > 0 && (rc = truncate_metrics(path, start)) != GRIT_OK)
+        goto out;
+    mf = fopen(path, start > 0 ? "a" : "w");
     if (!tokens || !mf) {
         rc = !tokens ? grit_errf(GRIT_ENOMEM, "out of memory")
                      : grit_errf(GRIT_EIO, "%s: cannot create", path);
         goto out;
     }
+    events_emit(&r.ev, "train_start",
+                json_pack("{s:I,s:i,s:s}", "step", (json_int_t)start, "total_steps",
+                          o->total_steps, "fingerprint", fp));
     if (log)
         fprintf(log, "grit train: %s, %.2fM params, %d layers, micro batch %d x %d tokens, "
                      "accum %d, %d steps, %d threads, activations %.1f KiB/token\n",
@@ -110,9 +258,10 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
 
     progress pr;
     progress_init(&pr, log ? log : stderr, o->total_steps, cfg->log_every);
-    double t_start = now_seconds(), first = 0, last = 0, minl = INFINITY, tokens_done = 0;
+    double t_start = now_seconds(), last_save = t_start, first = NAN, last = NAN, minl = INFINITY;
+    double run_tokens = 0;
     long step;
-    for (step = 0; step < o->total_steps; step++) {
+    for (step = start; step < o->total_steps; step++) {
         double t0 = now_seconds();
         long sample0 = step * (long)A * B;
         syn_fill(cfg->seed, cfg->synthetic_vocab, sample0, A * B, T + 1, tokens);
@@ -125,18 +274,47 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
         if (!isfinite(loss) || !isfinite(norm)) {
             rc = grit_errf(GRIT_ENUMERIC, "step %ld: non-finite %s (loss %g, grad norm %g)",
                            step + 1, isfinite(loss) ? "gradient norm" : "loss", loss, norm);
+            events_emit(&r.ev, "numeric_error", json_pack("{s:I}", "step", (json_int_t)step + 1));
             goto out;
         }
         double lr = optim_lr(o, step);
         optim_adamw(&m, o, step + 1, lr, optim_clip_coef(o, norm));
         double dt = now_seconds() - t0, ntok = (double)A * B * T;
         tokens_done += ntok;
+        run_tokens += ntok;
+
+        ckpt_result done;
+        if (r.ck_on && ckpt_async_poll(&r.ca, &done) && (rc = report_save(&r, &done)) != GRIT_OK)
+            goto out;
+        double stall = -1;
+        int due = r.ck_on &&
+                  ((cfg->ckpt_interval_steps > 0 && (step + 1) % cfg->ckpt_interval_steps == 0) ||
+                   (cfg->ckpt_interval_minutes > 0 &&
+                    now_seconds() - last_save >= 60.0 * cfg->ckpt_interval_minutes) ||
+                   step + 1 == o->total_steps);
+        if (due) {
+            ckpt_state st = {.step = step + 1, .tokens = tokens_done,
+                             .next_sample = (step + 1) * (long)A * B, .loss = loss,
+                             .threads = cfg->threads, .world_size = 1};
+            memcpy(st.fingerprint, fp, sizeof st.fingerprint);
+            if ((rc = ckpt_async_save(&r.ca, &m, &st, &stall, &done)) != GRIT_OK ||
+                (rc = report_save(&r, &done)) != GRIT_OK)
+                goto out;
+            if (!cfg->ckpt_async && ckpt_async_poll(&r.ca, &done) &&
+                (rc = report_save(&r, &done)) != GRIT_OK)
+                goto out;
+            r.stall_total += stall;
+            last_save = now_seconds();
+        }
         fprintf(mf,
                 "{\"step\":%ld,\"loss\":%.9g,\"grad_norm\":%.9g,\"lr\":%.9g,"
-                "\"tokens\":%.0f,\"tokens_per_s\":%.1f,\"step_time_s\":%.6f}\n",
+                "\"tokens\":%.0f,\"tokens_per_s\":%.1f,\"step_time_s\":%.6f",
                 step + 1, loss, norm, lr, tokens_done, ntok / dt, dt);
+        if (stall >= 0)
+            fprintf(mf, ",\"ckpt_stall_s\":%.6f", stall);
+        fputs("}\n", mf);
         fflush(mf);
-        if (step == 0)
+        if (step == start)
             first = loss;
         last = loss;
         minl = loss < minl ? loss : minl;
@@ -149,17 +327,28 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
     }
     if (log)
         progress_finish(&pr);
+    if (r.ck_on) {
+        ckpt_result done;
+        ckpt_async_wait(&r.ca);
+        if (ckpt_async_poll(&r.ca, &done) && (rc = report_save(&r, &done)) != GRIT_OK)
+            goto out;
+    }
     double secs = now_seconds() - t_start;
     path_join(path, sizeof path, cfg->run_dir, "model.safetensors");
     if ((rc = train_save_weights(&m, path)) != GRIT_OK)
         goto out;
-    if (log)
-        summary(log, cfg, &m, step, first, last, minl, secs, tokens_done);
+    events_emit(&r.ev, "train_end", json_pack("{s:I,s:f}", "step", (json_int_t)step, "loss", last));
+    if (log && step > start)
+        summary(log, &r, &m, step - start, first, last, minl, secs, run_tokens);
     if (res)
-        *res = (train_result){step, last, secs, tokens_done / secs};
+        *res = (train_result){step, last, secs, run_tokens / secs};
 out:
+    if (r.ck_on)
+        ckpt_async_free(&r.ca);
+    store_close(r.ck);
     if (mf && fclose(mf) != 0 && rc == GRIT_OK)
         rc = grit_errf(GRIT_EIO, "%s/metrics.jsonl: write failed", cfg->run_dir);
+    events_close(&r.ev);
     free(tokens);
     gx_free(&m);
     return rc;

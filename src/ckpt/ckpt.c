@@ -1,0 +1,564 @@
+/*
+ * ckpt.c - checkpoint save (commit protocol), verify, find, load, list, prune.
+ * See ckpt.h for the layout and the protocol; docs/formats.md for the bytes.
+ */
+#include "ckpt/ckpt.h"
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "ckpt/hf.h"
+#include "ckpt/safetensors.h"
+
+#define NFILES 5
+static const char *const required[] = {"model.safetensors", "optimizer.safetensors",
+                                       "config.json", "trainer_state.json", NULL};
+
+void ckpt_dirname(char *buf, size_t cap, long step) { snprintf(buf, cap, "step_%08ld", step); }
+
+typedef struct mf_entry {
+    char name[32];
+    size_t size;
+    uint64_t hash;
+} mf_entry;
+
+/* put() with the file's size and xxh3-64 computed over the bytes as they go out. */
+static grit_err put_hashed(store *s, const char *dir, const char *name, const void *const *bufs,
+                           const size_t *lens, int n, mf_entry *e)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        XXH3_64bits_update(&st, bufs[i], lens[i]);
+        total += lens[i];
+    }
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->size = total;
+    e->hash = XXH3_64bits_digest(&st);
+    return s->ops->put(s, path, bufs, lens, n);
+}
+
+/* Safetensors of one block (params, m or v) with names prefix + HF name. */
+static grit_err put_block(store *s, const char *dir, const char *file, const gx_model *m,
+                          const float *const *blocks, const char *const *prefixes, int nblocks,
+                          mf_entry *e)
+{
+    int nt = m->num_tensors, n = nt * nblocks;
+    st_entry *ent = calloc((size_t)n, sizeof *ent);
+    char (*names)[160] = calloc((size_t)n, sizeof *names);
+    const void **bufs = calloc((size_t)n + 1, sizeof *bufs);
+    size_t *lens = calloc((size_t)n + 1, sizeof *lens);
+    char *head = NULL;
+    grit_err rc = GRIT_OK;
+    if (!ent || !names || !bufs || !lens) {
+        rc = grit_errf(GRIT_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int b = 0; b < nblocks; b++)
+        for (int i = 0; i < nt; i++) {
+            const gx_tensor *t = &m->tensors[i];
+            int k = b * nt + i;
+            snprintf(names[k], sizeof names[k], "%s%s", prefixes[b], t->name);
+            ent[k] = (st_entry){.name = names[k], .dtype = "F32", .ndim = t->ndim,
+                                .shape = {t->shape[0], t->shape[1]},
+                                .data = blocks[b] + t->offset};
+            bufs[k + 1] = ent[k].data;
+            lens[k + 1] = t->numel * sizeof(float);
+        }
+    if ((rc = st_header(ent, n, &head, &lens[0])) != GRIT_OK)
+        goto out;
+    bufs[0] = head;
+    rc = put_hashed(s, dir, file, bufs, lens, n + 1, e);
+out:
+    free(head);
+    free(ent);
+    free(names);
+    free(bufs);
+    free(lens);
+    return rc;
+}
+
+static grit_err put_text(store *s, const char *dir, const char *file, char *text, mf_entry *e)
+{
+    if (!text)
+        return grit_errf(GRIT_ENOMEM, "out of memory");
+    size_t len = strlen(text);
+    const void *b = text;
+    grit_err rc = put_hashed(s, dir, file, &b, &len, 1, e);
+    free(text);
+    return rc;
+}
+
+static char *state_json(const ckpt_state *st)
+{
+    json_t *j = json_pack("{s:i,s:I,s:f,s:{s:I},s:f,s:s,s:{s:i,s:i}}", "format_version",
+                          CKPT_FORMAT_VERSION, "step", (json_int_t)st->step, "tokens",
+                          st->tokens, "data", "next_sample", (json_int_t)st->next_sample,
+                          "loss", st->loss, "config_fingerprint", st->fingerprint, "world",
+                          "size", st->world_size, "threads", st->threads);
+    char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17))
+                : NULL;
+    json_decref(j);
+    return s;
+}
+
+static char *manifest_json(long step, const mf_entry *e, int n)
+{
+    json_t *files = json_array();
+    for (int i = 0; i < n; i++) {
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)e[i].hash);
+        json_array_append_new(files, json_pack("{s:s,s:I,s:s}", "name", e[i].name, "size",
+                                               (json_int_t)e[i].size, "xxh3", hex));
+    }
+    json_t *j = json_pack("{s:s,s:i,s:I,s:o}", "format", "grit-checkpoint", "version",
+                          CKPT_FORMAT_VERSION, "step", (json_int_t)step, "files", files);
+    char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(j);
+    return s;
+}
+
+grit_err ckpt_save(store *s, const gx_model *m, const float *params, const float *adam_m,
+                   const float *adam_v, const ckpt_state *st, double *bytes)
+{
+    char dir[64], tmp[80];
+    mf_entry e[NFILES];
+    ckpt_dirname(dir, sizeof dir, st->step);
+    snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+    grit_err rc = s->ops->remove(s, tmp);
+    if (rc == GRIT_OK)
+        rc = s->ops->mkdir(s, tmp);
+    if (rc != GRIT_OK)
+        return rc;
+    const float *pb[1] = {params}, *ob[2] = {adam_m, adam_v};
+    const char *pp[1] = {""}, *op[2] = {"exp_avg.", "exp_avg_sq."};
+    if ((rc = put_block(s, tmp, "model.safetensors", m, pb, pp, 1, &e[0])) != GRIT_OK ||
+        (rc = put_block(s, tmp, "optimizer.safetensors", m, ob, op, 2, &e[1])) != GRIT_OK ||
+        (rc = put_text(s, tmp, "config.json", hf_config_json(&m->cfg), &e[2])) != GRIT_OK ||
+        (rc = put_text(s, tmp, "trainer_state.json", state_json(st), &e[3])) != GRIT_OK)
+        goto fail;
+    store_phase(s, "files");
+    if ((rc = put_text(s, tmp, "manifest.json", manifest_json(st->step, e, 4), &e[4])) != GRIT_OK)
+        goto fail;
+    store_phase(s, "manifest");
+    /* a complete older copy of this step (a re-save after resume) is replaced */
+    if ((rc = s->ops->remove(s, dir)) != GRIT_OK || (rc = s->ops->rename(s, tmp, dir)) != GRIT_OK ||
+        (rc = s->ops->sync_dir(s, ".")) != GRIT_OK)
+        goto fail;
+    store_phase(s, "rename");
+    char latest[80];
+    snprintf(latest, sizeof latest, "%s\n", dir);
+    if ((rc = store_write_atomic(s, "LATEST", latest, strlen(latest))) != GRIT_OK)
+        return rc; /* step_N is complete and verifiable; only the hint failed */
+    store_phase(s, "latest");
+    if (bytes) {
+        *bytes = 0;
+        for (int i = 0; i < NFILES; i++)
+            *bytes += (double)e[i].size;
+    }
+    return GRIT_OK;
+fail:
+    s->ops->remove(s, tmp);
+    return rc;
+}
+
+/* --- verify --------------------------------------------------------------------- */
+
+static grit_err hash_file(store *s, const char *path, size_t size, uint64_t *out)
+{
+    enum { CHUNK = 8 << 20 };
+    char *buf = malloc(CHUNK);
+    if (!buf)
+        return grit_errf(GRIT_ENOMEM, "out of memory");
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    grit_err rc = GRIT_OK;
+    for (size_t off = 0; off < size && rc == GRIT_OK; off += CHUNK) {
+        size_t n = size - off < CHUNK ? size - off : CHUNK;
+        rc = s->ops->read(s, path, off, n, buf);
+        if (rc == GRIT_OK)
+            XXH3_64bits_update(&st, buf, n);
+    }
+    free(buf);
+    *out = XXH3_64bits_digest(&st);
+    return rc;
+}
+
+grit_err ckpt_verify(store *s, const char *dir, char *why, size_t cap)
+{
+    char path[256], *text = NULL;
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    grit_err rc = store_read_all(s, path, &text, NULL);
+    if (rc != GRIT_OK) {
+        snprintf(why, cap, "manifest.json: %s", rc == GRIT_ENOTFOUND ? "missing" : grit_errmsg());
+        return GRIT_EFORMAT;
+    }
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    free(text);
+    json_t *files = json_object_get(j, "files"), *ver = json_object_get(j, "version");
+    rc = GRIT_EFORMAT;
+    if (!j || !json_is_array(files) || !json_is_integer(ver)) {
+        snprintf(why, cap, "manifest.json: not a grit manifest (%s)", j ? "fields" : je.text);
+        goto out;
+    }
+    if (json_integer_value(ver) != CKPT_FORMAT_VERSION) {
+        snprintf(why, cap, "manifest.json: version %lld, this grit reads version %d (use a grit "
+                           "that wrote it, or export/import through Hugging Face format)",
+                 (long long)json_integer_value(ver), CKPT_FORMAT_VERSION);
+        goto out;
+    }
+    for (const char *const *r = required; *r; r++) {
+        int found = 0;
+        for (size_t i = 0; i < json_array_size(files); i++) {
+            json_t *nm = json_object_get(json_array_get(files, i), "name");
+            found |= json_is_string(nm) && !strcmp(json_string_value(nm), *r);
+        }
+        if (!found) {
+            snprintf(why, cap, "manifest.json: does not list %s", *r);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < json_array_size(files); i++) {
+        json_t *f = json_array_get(files, i);
+        json_t *nm = json_object_get(f, "name"), *sz = json_object_get(f, "size"),
+               *hx = json_object_get(f, "xxh3");
+        if (!json_is_string(nm) || !json_is_integer(sz) || !json_is_string(hx) ||
+            strchr(json_string_value(nm), '/')) {
+            snprintf(why, cap, "manifest.json: files[%zu]: expected {name, size, xxh3}", i);
+            goto out;
+        }
+        const char *name = json_string_value(nm);
+        size_t have;
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        grit_err r2 = s->ops->size(s, path, &have);
+        if (r2 != GRIT_OK) {
+            snprintf(why, cap, "%s: missing", name);
+            goto out;
+        }
+        if (have != (size_t)json_integer_value(sz)) {
+            snprintf(why, cap, "%s: size %zu, manifest says %lld (truncated or extended)", name,
+                     have, (long long)json_integer_value(sz));
+            goto out;
+        }
+        uint64_t h = 0;
+        if ((r2 = hash_file(s, path, have, &h)) != GRIT_OK) {
+            snprintf(why, cap, "%s: unreadable: %s", name, grit_errmsg());
+            goto out;
+        }
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+        if (strcmp(hex, json_string_value(hx)) != 0) {
+            snprintf(why, cap, "%s: xxh3 %s, manifest says %s (corrupt)", name, hex,
+                     json_string_value(hx));
+            goto out;
+        }
+    }
+    rc = GRIT_OK;
+out:
+    json_decref(j);
+    return rc;
+}
+
+/* --- list / find / prune ---------------------------------------------------------- */
+
+typedef struct steps_acc {
+    long *v;
+    int n, cap, tmp_n;
+    char tmp[64][32]; /* stale *.tmp entries (first 64) */
+} steps_acc;
+
+static void collect(void *ctx, const char *name)
+{
+    steps_acc *a = ctx;
+    long step;
+    int len = 0;
+    if (sscanf(name, "step_%8ld%n", &step, &len) == 1 && len == 13 && name[13] == '\0') {
+        if (a->n == a->cap) {
+            int nc = a->cap ? a->cap * 2 : 16;
+            long *nv = realloc(a->v, sizeof(long) * (size_t)nc);
+            if (!nv)
+                return;
+            a->v = nv;
+            a->cap = nc;
+        }
+        a->v[a->n++] = step;
+    } else if (strlen(name) > 4 && !strcmp(name + strlen(name) - 4, ".tmp") && a->tmp_n < 64 &&
+               strlen(name) < 32) {
+        snprintf(a->tmp[a->tmp_n++], 32, "%s", name);
+    }
+}
+
+static int cmp_long(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+    return x < y ? -1 : x > y;
+}
+
+static grit_err scan(store *s, steps_acc *a)
+{
+    memset(a, 0, sizeof *a);
+    grit_err rc = s->ops->list(s, ".", collect, a);
+    if (rc == GRIT_OK && a->n)
+        qsort(a->v, (size_t)a->n, sizeof(long), cmp_long);
+    return rc;
+}
+
+grit_err ckpt_list(store *s, long **steps, int *n)
+{
+    steps_acc a;
+    grit_err rc = scan(s, &a);
+    *steps = a.v;
+    *n = a.n;
+    return rc;
+}
+
+grit_err ckpt_find(store *s, char *dir, size_t cap, ckpt_reject_fn reject, void *ctx)
+{
+    steps_acc a;
+    grit_err rc = scan(s, &a);
+    if (rc != GRIT_OK) {
+        free(a.v);
+        return rc;
+    }
+    if (a.n == 0) {
+        free(a.v);
+        return grit_errf(GRIT_ENOTFOUND, "%s: no checkpoint", s->root);
+    }
+    for (int i = a.n - 1; i >= 0; i--) {
+        char d[64], why[512];
+        ckpt_dirname(d, sizeof d, a.v[i]);
+        if (ckpt_verify(s, d, why, sizeof why) == GRIT_OK) {
+            snprintf(dir, cap, "%s", d);
+            free(a.v);
+            return GRIT_OK;
+        }
+        if (reject)
+            reject(ctx, d, why);
+    }
+    int n = a.n;
+    free(a.v);
+    return grit_errf(GRIT_EFORMAT, "%s: none of the %d checkpoints verifies", s->root, n);
+}
+
+grit_err ckpt_prune(store *s, int keep_last, long keep_every, long keep_step, int *removed)
+{
+    steps_acc a;
+    grit_err rc = scan(s, &a);
+    *removed = 0;
+    for (int i = 0; rc == GRIT_OK && i < a.n; i++) {
+        long st = a.v[i];
+        int keep = i >= a.n - keep_last || st == keep_step || (keep_every > 0 && st % keep_every == 0);
+        if (keep)
+            continue;
+        char d[64];
+        ckpt_dirname(d, sizeof d, st);
+        if ((rc = s->ops->remove(s, d)) == GRIT_OK)
+            (*removed)++;
+    }
+    for (int i = 0; rc == GRIT_OK && i < a.tmp_n; i++)
+        rc = s->ops->remove(s, a.tmp[i]);
+    free(a.v);
+    return rc;
+}
+
+/* --- load ------------------------------------------------------------------------ */
+
+static const char *const hf_buffers[] = {"attention.bias", "attention.masked_bias",
+                                         "rotary_emb.inv_freq", NULL};
+
+static int is_buffer(const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *const *b = hf_buffers; *b; b++) {
+        size_t k = strlen(*b);
+        if (n >= k && !strcmp(name + n - k, *b))
+            return 1;
+    }
+    return 0;
+}
+
+static float half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (man == 0)
+            bits = sign;
+        else { /* subnormal: normalise */
+            int e = -1;
+            do {
+                e++;
+                man <<= 1;
+            } while (!(man & 0x400));
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 31)
+        bits = sign | 0x7f800000 | (man << 13);
+    else
+        bits = sign | ((exp - 15 + 127) << 23) | (man << 13);
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* Loads every model tensor named prefixes[b] + name from dir/file into blocks[b];
+ * HF buffers (is_buffer) are skipped, any other unknown tensor is an error. */
+static grit_err load_file(store *s, const char *dir, const char *file, const gx_model *m,
+                          const char *const *prefixes, float **blocks, int nblocks)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    size_t fsize;
+    uint8_t len8[8];
+    grit_err rc = s->ops->size(s, path, &fsize);
+    if (rc != GRIT_OK)
+        return grit_errf(rc, "%s/%s: missing", s->root, path);
+    if (fsize < 8 || (rc = s->ops->read(s, path, 0, 8, len8)) != GRIT_OK)
+        return grit_errf(GRIT_EFORMAT, "%s/%s: too short for a safetensors file", s->root, path);
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--)
+        hl = hl << 8 | len8[i];
+    if (hl > fsize - 8 || hl > (100u << 20))
+        return grit_errf(GRIT_EFORMAT, "%s/%s: header length %llu exceeds the file", s->root,
+                         path, (unsigned long long)hl);
+    char *hdr = malloc(hl + 1);
+    if (!hdr)
+        return grit_errf(GRIT_ENOMEM, "out of memory");
+    st_file f = {0};
+    void *tmpbuf = NULL;
+    char what[1400];
+    snprintf(what, sizeof what, "%s/%s", s->root, path);
+    if ((rc = s->ops->read(s, path, 8, hl, hdr)) != GRIT_OK ||
+        (rc = st_parse(what, hdr, hl, fsize, &f)) != GRIT_OK)
+        goto out;
+    int matched = 0;
+    for (int b = 0; b < nblocks; b++)
+        for (int i = 0; i < m->num_tensors; i++) {
+            const gx_tensor *t = &m->tensors[i];
+            char name[200];
+            snprintf(name, sizeof name, "%s%s", prefixes[b], t->name);
+            const st_tensor *x = st_find(&f, name);
+            if (!x) {
+                rc = grit_errf(GRIT_EFORMAT, "%s: tensor '%s' is missing", what, name);
+                goto out;
+            }
+            int ok = x->ndim == t->ndim && x->shape[0] == t->shape[0] &&
+                     (t->ndim == 1 || x->shape[1] == t->shape[1]);
+            if (!ok) {
+                char want[48], got[64] = "";
+                snprintf(want, sizeof want, t->ndim > 1 ? "[%d, %d]" : "[%d]", t->shape[0],
+                         t->shape[1]);
+                for (int d = 0; d < x->ndim; d++)
+                    snprintf(got + strlen(got), sizeof got - strlen(got), "%s%ld",
+                             d ? ", " : "", x->shape[d]);
+                rc = grit_errf(GRIT_EFORMAT, "%s: tensor '%s': shape [%s] in the file, the "
+                                             "model needs %s", what, name, got, want);
+                goto out;
+            }
+            float *dst = blocks[b] + t->offset;
+            size_t off = f.data_off + x->begin;
+            if (!strcmp(x->dtype, "F32")) {
+                rc = s->ops->read(s, path, off, t->numel * 4, dst);
+            } else if (!strcmp(x->dtype, "F16") || !strcmp(x->dtype, "BF16")) {
+                uint16_t *h = tmpbuf = realloc(tmpbuf, t->numel * 2);
+                if (!h) {
+                    rc = grit_errf(GRIT_ENOMEM, "out of memory");
+                    goto out;
+                }
+                rc = s->ops->read(s, path, off, t->numel * 2, h);
+                int bf = x->dtype[0] == 'B';
+                for (size_t k = 0; rc == GRIT_OK && k < t->numel; k++) {
+                    if (bf) {
+                        uint32_t bits = (uint32_t)h[k] << 16;
+                        memcpy(&dst[k], &bits, 4);
+                    } else
+                        dst[k] = half_to_float(h[k]);
+                }
+            } else {
+                rc = grit_errf(GRIT_EFORMAT, "%s: tensor '%s': dtype %s, expected F32, F16 or "
+                                             "BF16", what, name, x->dtype);
+            }
+            if (rc != GRIT_OK)
+                goto out;
+            matched++;
+        }
+    for (int i = 0; i < f.n; i++) {
+        int known = 0;
+        for (int b = 0; b < nblocks && !known; b++) {
+            size_t pl = strlen(prefixes[b]);
+            known = !strncmp(f.t[i].name, prefixes[b], pl) && gx_find(m, f.t[i].name + pl);
+        }
+        if (!known && !is_buffer(f.t[i].name)) {
+            rc = grit_errf(GRIT_EFORMAT, "%s: unexpected tensor '%s' (not part of this model)",
+                           what, f.t[i].name);
+            goto out;
+        }
+    }
+out:
+    free(tmpbuf);
+    free(hdr);
+    st_file_free(&f);
+    return rc;
+}
+
+grit_err ckpt_read_state(store *s, const char *dir, ckpt_state *st)
+{
+    char path[256], *text = NULL;
+    snprintf(path, sizeof path, "%s/trainer_state.json", dir);
+    grit_err rc = store_read_all(s, path, &text, NULL);
+    if (rc != GRIT_OK)
+        return rc;
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    free(text);
+    memset(st, 0, sizeof *st);
+    json_int_t step = -1, ns = -1, ver = 0;
+    const char *fp = NULL;
+    int ws = 1, th = 0;
+    double tok = 0, loss = 0;
+    if (!j || json_unpack(j, "{s:I,s:I,s:F,s:{s:I},s:F,s:s,s:{s:i,s:i}}", "format_version", &ver,
+                          "step", &step, "tokens", &tok, "data", "next_sample", &ns, "loss",
+                          &loss, "config_fingerprint", &fp, "world", "size", &ws, "threads",
+                          &th) != 0 ||
+        step < 0 || ns < 0 || strlen(fp) != 16) {
+        json_decref(j);
+        return grit_errf(GRIT_EFORMAT, "%s/%s: expected format_version, step, tokens, "
+                                       "data.next_sample, loss, config_fingerprint, world",
+                         s->root, path);
+    }
+    if (ver != CKPT_FORMAT_VERSION) {
+        json_decref(j);
+        return grit_errf(GRIT_EFORMAT, "%s/%s: format_version %lld, this grit reads %d",
+                         s->root, path, (long long)ver, CKPT_FORMAT_VERSION);
+    }
+    st->step = (long)step;
+    st->next_sample = (long)ns;
+    st->tokens = tok;
+    st->loss = loss;
+    st->world_size = ws;
+    st->threads = th;
+    snprintf(st->fingerprint, sizeof st->fingerprint, "%s", fp);
+    json_decref(j);
+    return GRIT_OK;
+}
+
+grit_err ckpt_load(store *s, const char *dir, gx_model *m, ckpt_state *st, bool weights_only)
+{
+    const char *pp[1] = {""}, *op[2] = {"exp_avg.", "exp_avg_sq."};
+    float *pb[1] = {m->params}, *ob[2] = {m->adam_m, m->adam_v};
+    grit_err rc = load_file(s, dir, "model.safetensors", m, pp, pb, 1);
+    if (rc != GRIT_OK || weights_only)
+        return rc;
+    if ((rc = ckpt_read_state(s, dir, st)) != GRIT_OK)
+        return rc;
+    return load_file(s, dir, "optimizer.safetensors", m, op, ob, 2);
+}

@@ -1,0 +1,85 @@
+/*
+ * ckpt.h - checkpoints that are never lost and never wrong.
+ *
+ * Layout (docs/formats.md), inside a store (store.h):
+ *   step_00001200/model.safetensors      parameters, HF names, F32
+ *   step_00001200/optimizer.safetensors  AdamW moments: exp_avg.<name>, exp_avg_sq.<name>
+ *   step_00001200/config.json            Hugging Face GPTNeoX config
+ *   step_00001200/trainer_state.json     step, tokens, data position, fingerprint, world
+ *   step_00001200/manifest.json          every file above with its size and xxh3-64
+ *   LATEST                               "step_00001200\n"
+ *
+ * Commit protocol (ckpt_save), with the phase names the fault store can crash at:
+ *
+ *   remove stale step_N.tmp/ ; mkdir step_N.tmp/
+ *   put each file (each put fsyncs)                     -> phase "files"
+ *   put manifest.json (fsynced)                         -> phase "manifest"
+ *   rename step_N.tmp -> step_N ; fsync the parent      -> phase "rename"
+ *   write LATEST atomically (tmp, rename, fsync dir)    -> phase "latest"
+ *
+ * A crash anywhere leaves the previous checkpoints intact and at most a
+ * step_N.tmp/ (ignored by readers, removed by the next save or prune) or a
+ * complete, verifiable step_N/.
+ *
+ * Reading trusts only directories whose manifest verifies (sizes and
+ * hashes of every file). ckpt_find() walks the step directories newest
+ * first and reports each one it rejects through the callback, so a corrupt
+ * newest checkpoint falls back to the previous one instead of looping.
+ */
+#ifndef GRIT_CKPT_CKPT_H
+#define GRIT_CKPT_CKPT_H
+
+#include <stdbool.h>
+
+#include "ckpt/store.h"
+#include "model/gptneox.h"
+
+#define CKPT_FORMAT_VERSION 1
+
+typedef struct ckpt_state {
+    long step;          /* optimiser steps completed */
+    double tokens;      /* tokens consumed */
+    long next_sample;   /* data position: global index of the next sample */
+    double loss;        /* loss of the last step */
+    char fingerprint[17]; /* config fingerprint (hex xxh3-64 of the training-relevant config) */
+    int threads;
+    int world_size;
+} ckpt_state;
+
+/* Formats "step_%08ld" into buf. */
+void ckpt_dirname(char *buf, size_t cap, long step);
+
+/* Writes checkpoint `st->step` from the given arrays (each m->num_params floats,
+ * laid out as m->tensors). *bytes receives the bytes written. */
+grit_err ckpt_save(store *s, const gx_model *m, const float *params, const float *adam_m,
+                   const float *adam_v, const ckpt_state *st, double *bytes);
+
+/* Verifies dir's manifest: every listed file present with its size and hash,
+ * and the four required files listed. On failure why says what (file, field). */
+grit_err ckpt_verify(store *s, const char *dir, char *why, size_t cap);
+
+typedef void (*ckpt_reject_fn)(void *ctx, const char *dir, const char *why);
+
+/* The newest step directory that verifies, into dir (cap bytes); each rejected
+ * newer one is reported through reject (may be NULL). GRIT_ENOTFOUND when there
+ * is no checkpoint at all; GRIT_EFORMAT when some exist but none verifies. */
+grit_err ckpt_find(store *s, char *dir, size_t cap, ckpt_reject_fn reject, void *ctx);
+
+/* Loads dir into m: parameters always; AdamW moments and *st unless weights_only.
+ * Tensors are matched by HF name and shape; F16/BF16 are widened to F32. Names
+ * listed in skip (NULL-terminated suffixes, e.g. "attention.bias") are ignored;
+ * any other unknown or missing tensor is an error. */
+grit_err ckpt_load(store *s, const char *dir, gx_model *m, ckpt_state *st, bool weights_only);
+
+/* Reads only trainer_state.json of dir. */
+grit_err ckpt_read_state(store *s, const char *dir, ckpt_state *st);
+
+/* Steps of the complete step directories (not .tmp), ascending; *steps malloc'd. */
+grit_err ckpt_list(store *s, long **steps, int *n);
+
+/* Retention: keeps the newest keep_last and every step that is a multiple of
+ * keep_every (0: none), and always keep_step (the one just written); removes
+ * the rest and every stale step_*.tmp. *removed counts directories removed. */
+grit_err ckpt_prune(store *s, int keep_last, long keep_every, long keep_step, int *removed);
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * store.h - where checkpoints live: a small storage interface.
+ *
+ * The checkpoint logic (ckpt.c) speaks only to this interface, so a new
+ * backend (S3) slots in without touching it. Paths are relative to the
+ * store's root and use '/'. Contract of each operation:
+ *
+ *   put(path, bufs)      create or replace path with the concatenated buffers and
+ *                        make its bytes durable (fsync) before returning. Not
+ *                        atomic by itself: callers get atomicity from rename.
+ *   read(path, off, len) exactly len bytes at off, or an error (short = error).
+ *   size(path)           byte size; GRIT_ENOTFOUND when absent.
+ *   list(dir)            names directly inside dir (no "." / ".."), any order.
+ *   rename(from, to)     atomic replace of to (a file or an empty/absent dir).
+ *   remove(path)         a file, or a directory tree; absent is fine.
+ *   mkdir(path)          one level; existing is fine.
+ *   sync_dir(dir)        make the directory's entries durable.
+ *
+ * store_write_atomic() is the one durable-write routine built on these:
+ * put PATH.tmp, rename over PATH, sync the directory.
+ *
+ * The fault backend wraps another store and fails on demand (tests):
+ * GRIT_CKPT_FAULT is a comma list of
+ *   crash:PHASE[@N]    SIGKILL the process the N-th time (default 1st) ckpt.c
+ *                      reaches PHASE (files, manifest, rename, latest)
+ *   crash_byte:N       SIGKILL after N more bytes were written by put()
+ *   enospc:N           the N-th put() (1-based, counted over the process) fails
+ *                      with ENOSPC after writing half its bytes
+ *   enospc_from:N      every put() from the N-th on fails with ENOSPC
+ *   short:N            the N-th put() silently writes only half (the manifest
+ *                      hash check must catch it)
+ */
+#ifndef GRIT_CKPT_STORE_H
+#define GRIT_CKPT_STORE_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+
+typedef struct store store;
+
+typedef void (*store_list_fn)(void *ctx, const char *name);
+
+typedef struct store_ops {
+    grit_err (*put)(store *s, const char *path, const void *const *bufs, const size_t *lens,
+                    int n);
+    grit_err (*read)(store *s, const char *path, size_t off, size_t len, void *buf);
+    grit_err (*size)(store *s, const char *path, size_t *out);
+    grit_err (*list)(store *s, const char *dir, store_list_fn fn, void *ctx);
+    grit_err (*rename)(store *s, const char *from, const char *to);
+    grit_err (*remove)(store *s, const char *path);
+    grit_err (*mkdir)(store *s, const char *path);
+    grit_err (*sync_dir)(store *s, const char *dir);
+    void (*close)(store *s);
+} store_ops;
+
+struct store {
+    const store_ops *ops;
+    char root[1024]; /* for messages: the store's location */
+};
+
+/* A POSIX directory store rooted at root (created if missing). *out owned by caller. */
+grit_err store_open_posix(const char *root, store **out);
+
+/* Wraps inner with the faults named in spec (GRIT_CKPT_FAULT syntax); takes ownership
+ * of inner. With spec NULL or "" returns inner unchanged. */
+grit_err store_wrap_faults(store *inner, const char *spec, store **out);
+
+/* Opens the store for a checkpoint location, wrapped with GRIT_CKPT_FAULT if set. */
+grit_err store_open(const char *location, store **out);
+
+void store_close(store *s); /* NULL is a no-op */
+
+/* Durable atomic write of one file: put PATH.tmp, rename, sync the directory. */
+grit_err store_write_atomic(store *s, const char *path, const void *data, size_t len);
+
+/* Reads a whole (small) file; *out is malloc'd and NUL-terminated. */
+grit_err store_read_all(store *s, const char *path, char **out, size_t *len);
+
+/* Called by ckpt.c at each commit phase; the fault backend may crash here. */
+void store_phase(store *s, const char *phase);
+
+#endif

@@ -1,0 +1,311 @@
+/*
+ * cmd_ckpt.c - `grit ckpt ls | verify | export | import | prune`.
+ *
+ * Each takes a checkpoint directory (RUN_DIR/ckpt) or a run directory (its
+ * ckpt/ is used). export writes a Hugging Face folder from one step;
+ * import turns a Hugging Face GPTNeoX folder into a verified step_00000000.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ckpt/ckpt.h"
+#include "ckpt/hf.h"
+#include "cli/cli.h"
+#include "core/fsutil.h"
+#include "train/train.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: grit ckpt <command> ...\n"
+            "\n"
+            "  ls DIR                      list checkpoints: step, size, verification\n"
+            "  verify DIR [STEP]           verify every checkpoint (or STEP): sizes and xxh3 of\n"
+            "                              every file against the manifest; exit 1 if any fails\n"
+            "  export DIR STEP OUT [--tokenizer FILE]\n"
+            "                              write a Hugging Face folder (model.safetensors,\n"
+            "                              config.json, tokenizer file) loadable by transformers\n"
+            "  import HF_DIR OUT_DIR       turn a Hugging Face GPTNeoX folder (config.json,\n"
+            "                              model.safetensors; F32/F16/BF16) into OUT_DIR/ckpt/\n"
+            "                              step_00000000 (for \"init_from\")\n"
+            "  prune DIR --keep-last K [--keep-every M]\n"
+            "                              remove old checkpoints (and stale .tmp folders)\n"
+            "\n"
+            "DIR is a run directory or its ckpt/ folder.\n");
+}
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Opens DIR/ckpt when DIR is a run directory, DIR itself otherwise. */
+static store *open_ckpt(const char *dir)
+{
+    char p[2048];
+    snprintf(p, sizeof p, "%s/ckpt", dir);
+    if (!is_dir(dir)) {
+        fprintf(stderr, "grit ckpt: %s: not a directory\n", dir);
+        return NULL;
+    }
+    store *s = NULL;
+    if (store_open_posix(is_dir(p) ? p : dir, &s) != GRIT_OK) {
+        fprintf(stderr, "grit ckpt: %s\n", grit_errmsg());
+        return NULL;
+    }
+    return s;
+}
+
+static double dir_bytes(store *s, const char *d)
+{
+    static const char *const files[] = {"model.safetensors", "optimizer.safetensors",
+                                        "config.json", "trainer_state.json", "manifest.json",
+                                        NULL};
+    double t = 0;
+    for (const char *const *f = files; *f; f++) {
+        char p[256];
+        size_t n;
+        snprintf(p, sizeof p, "%s/%s", d, *f);
+        if (s->ops->size(s, p, &n) == GRIT_OK)
+            t += (double)n;
+    }
+    return t;
+}
+
+static int cmd_ls_verify(int argc, char **argv, int verify_only)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    long only = -1;
+    if (verify_only && argc > 2)
+        only = strtol(argv[2], NULL, 10);
+    store *s = open_ckpt(argv[1]);
+    if (!s)
+        return 2;
+    long *steps = NULL;
+    int n = 0, bad = 0, shown = 0;
+    if (ckpt_list(s, &steps, &n) != GRIT_OK) {
+        fprintf(stderr, "grit ckpt: %s\n", grit_errmsg());
+        store_close(s);
+        return 2;
+    }
+    char *latest = NULL;
+    store_read_all(s, "LATEST", &latest, NULL);
+    printf("%-15s %10s  %-7s %s\n", "checkpoint", "size", "latest", "verification");
+    for (int i = 0; i < n; i++) {
+        if (only >= 0 && steps[i] != only)
+            continue;
+        char d[64], why[512];
+        ckpt_dirname(d, sizeof d, steps[i]);
+        int ok = ckpt_verify(s, d, why, sizeof why) == GRIT_OK;
+        bad += !ok;
+        shown++;
+        int is_latest = latest && !strncmp(latest, d, strlen(d));
+        printf("%-15s %8.1f MB  %-7s %s%s\n", d, dir_bytes(s, d) / 1e6, is_latest ? "yes" : "",
+               ok ? "ok" : "CORRUPT: ", ok ? "" : why);
+    }
+    if (only >= 0 && !shown) {
+        fprintf(stderr, "grit ckpt: no checkpoint for step %ld in %s\n", only, s->root);
+        bad = 1;
+    }
+    printf("%d checkpoint(s), %d failed verification\n", shown, bad);
+    free(latest);
+    free(steps);
+    store_close(s);
+    return bad ? 1 : 0;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    if (fs_read_all(from, &buf, &len) != GRIT_OK || fs_write_durable(to, buf, len) != GRIT_OK) {
+        fprintf(stderr, "grit ckpt: %s\n", grit_errmsg());
+        free(buf);
+        return -1;
+    }
+    free(buf);
+    return 0;
+}
+
+/* Loads a model (layout from config.json in HF form) from a store directory. */
+static int load_model(store *s, const char *dir, gx_model *m)
+{
+    char p[256], *text = NULL;
+    gx_config cfg;
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    if (store_read_all(s, p, &text, NULL) != GRIT_OK ||
+        hf_config_parse(p, text, &cfg) != GRIT_OK || gx_init(m, &cfg, 1, 1, 1) != GRIT_OK ||
+        ckpt_load(s, dir, m, NULL, true) != GRIT_OK) {
+        fprintf(stderr, "grit ckpt: %s\n", grit_errmsg());
+        free(text);
+        return -1;
+    }
+    free(text);
+    return 0;
+}
+
+static int cmd_export(int argc, char **argv)
+{
+    if (argc < 4) {
+        usage(stderr);
+        return 2;
+    }
+    const char *tok = NULL;
+    for (int i = 4; i < argc; i++) {
+        if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc)
+            tok = argv[++i];
+        else {
+            fprintf(stderr, "grit ckpt export: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    store *s = open_ckpt(argv[1]);
+    if (!s)
+        return 2;
+    char d[64], why[512], out[2048];
+    ckpt_dirname(d, sizeof d, strtol(argv[2], NULL, 10));
+    if (ckpt_verify(s, d, why, sizeof why) != GRIT_OK) {
+        fprintf(stderr, "grit ckpt export: %s/%s does not verify: %s\n", s->root, d, why);
+        store_close(s);
+        return 1;
+    }
+    gx_model m;
+    int rc = 1;
+    if (load_model(s, d, &m) != 0)
+        goto out;
+    if (fs_mkdirs(argv[3]) != GRIT_OK) {
+        fprintf(stderr, "grit ckpt export: %s\n", grit_errmsg());
+        goto out_m;
+    }
+    snprintf(out, sizeof out, "%s/model.safetensors", argv[3]);
+    if (train_save_weights(&m, out) != GRIT_OK) {
+        fprintf(stderr, "grit ckpt export: %s\n", grit_errmsg());
+        goto out_m;
+    }
+    char *cj = hf_config_json(&m.cfg);
+    snprintf(out, sizeof out, "%s/config.json", argv[3]);
+    grit_err e = cj ? fs_write_durable(out, cj, strlen(cj)) : GRIT_ENOMEM;
+    free(cj);
+    if (e != GRIT_OK) {
+        fprintf(stderr, "grit ckpt export: %s\n", grit_errmsg());
+        goto out_m;
+    }
+    if (tok) {
+        snprintf(out, sizeof out, "%s/tokenizer.json", argv[3]);
+        if (copy_file(tok, out) != 0)
+            goto out_m;
+    }
+    printf("exported %s/%s -> %s (model.safetensors, config.json%s)\n", s->root, d, argv[3],
+           tok ? ", tokenizer.json" : "");
+    rc = 0;
+out_m:
+    gx_free(&m);
+out:
+    store_close(s);
+    return rc;
+}
+
+static int cmd_import(int argc, char **argv)
+{
+    if (argc != 3) {
+        usage(stderr);
+        return 2;
+    }
+    store *src = NULL, *dst = NULL;
+    char p[2048];
+    if (store_open_posix(argv[1], &src) != GRIT_OK) {
+        fprintf(stderr, "grit ckpt import: %s\n", grit_errmsg());
+        return 2;
+    }
+    gx_model m;
+    int rc = 1;
+    if (load_model(src, ".", &m) != 0)
+        goto out;
+    snprintf(p, sizeof p, "%s/ckpt", argv[2]);
+    if (store_open_posix(p, &dst) != GRIT_OK) {
+        fprintf(stderr, "grit ckpt import: %s\n", grit_errmsg());
+        goto out_m;
+    }
+    /* step 0, fresh optimiser state, no training config yet (fingerprint of nothing) */
+    ckpt_state st = {.step = 0, .threads = 1, .world_size = 1};
+    snprintf(st.fingerprint, sizeof st.fingerprint, "%016x", 0);
+    double bytes = 0;
+    if (ckpt_save(dst, &m, m.params, m.adam_m, m.adam_v, &st, &bytes) != GRIT_OK) {
+        fprintf(stderr, "grit ckpt import: %s\n", grit_errmsg());
+        goto out_m;
+    }
+    printf("imported %s -> %s/step_00000000 (%.2fM parameters, %.1f MB); train from it with "
+           "\"init_from\": \"%s/step_00000000\"\n",
+           argv[1], dst->root, (double)m.num_params / 1e6, bytes / 1e6, dst->root);
+    rc = 0;
+out_m:
+    gx_free(&m);
+out:
+    store_close(src);
+    store_close(dst);
+    return rc;
+}
+
+static int cmd_prune(int argc, char **argv)
+{
+    long keep_last = -1, keep_every = 0;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--keep-last") && i + 1 < argc)
+            keep_last = strtol(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--keep-every") && i + 1 < argc)
+            keep_every = strtol(argv[++i], NULL, 10);
+        else {
+            fprintf(stderr, "grit ckpt prune: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (argc < 2 || keep_last < 1) {
+        fprintf(stderr, "grit ckpt prune: DIR and --keep-last K (K >= 1) are required\n");
+        return 2;
+    }
+    store *s = open_ckpt(argv[1]);
+    if (!s)
+        return 2;
+    int removed = 0;
+    grit_err e = ckpt_prune(s, (int)keep_last, keep_every, -1, &removed);
+    if (e != GRIT_OK)
+        fprintf(stderr, "grit ckpt prune: %s\n", grit_errmsg());
+    else
+        printf("removed %d checkpoint(s) from %s\n", removed, s->root);
+    store_close(s);
+    return e == GRIT_OK ? 0 : 1;
+}
+
+int cmd_ckpt(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    const char *sub = argv[1];
+    if (!strcmp(sub, "ls"))
+        return cmd_ls_verify(argc - 1, argv + 1, 0);
+    if (!strcmp(sub, "verify"))
+        return cmd_ls_verify(argc - 1, argv + 1, 1);
+    if (!strcmp(sub, "export"))
+        return cmd_export(argc - 1, argv + 1);
+    if (!strcmp(sub, "import"))
+        return cmd_import(argc - 1, argv + 1);
+    if (!strcmp(sub, "prune"))
+        return cmd_prune(argc - 1, argv + 1);
+    fprintf(stderr, "grit ckpt: unknown command '%s'\n\n", sub);
+    usage(stderr);
+    return 2;
+}
