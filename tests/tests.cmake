@@ -60,3 +60,16 @@ add_test(NAME reference.indexed_megatron
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_indexed.sh $<TARGET_FILE:grit-idx-tool>
           ${GRIT_PYTHON} ${CMAKE_BINARY_DIR}/indexed-ref)
 set_tests_properties(reference.indexed_megatron PROPERTIES TIMEOUT 300 LABELS "reference")
+
+# Checkpoints (src/ckpt): crash at every commit phase and inside file writes, corruption
+# of every file kind, a full disk; HF interoperability against the PyTorch reference.
+foreach(t ckpt_crash ckpt_corrupt ckpt_enospc)
+  add_test(NAME integration.${t}
+    COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/${t}.sh $<TARGET_FILE:grit>)
+  set_tests_properties(integration.${t} PROPERTIES TIMEOUT 300 LABELS "integration")
+endforeach()
+set_tests_properties(integration.ckpt_corrupt integration.ckpt_enospc PROPERTIES LABELS "integration;san")
+add_test(NAME reference.ckpt_hf
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/ckpt_hf.sh $<TARGET_FILE:grit>
+          $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON})
+set_tests_properties(reference.ckpt_hf PROPERTIES TIMEOUT 300 LABELS "reference")

@@ -76,13 +76,10 @@ void ckpt_async_wait(ckpt_async *a)
     pthread_mutex_unlock(&a->mu);
 }
 
-grit_err ckpt_async_save(ckpt_async *a, const gx_model *m, const ckpt_state *st, double *stall,
-                         ckpt_result *prev)
+grit_err ckpt_async_save(ckpt_async *a, const gx_model *m, const ckpt_state *st, double *stall)
 {
     double t0 = now_seconds();
     ckpt_async_wait(a);
-    prev->step = -1;
-    ckpt_async_poll(a, prev);
     size_t n = m->num_params;
     memcpy(a->snap, m->params, n * sizeof(float));
     memcpy(a->snap + n, m->adam_m, n * sizeof(float));

@@ -44,11 +44,11 @@ typedef struct ckpt_async {
 
 grit_err ckpt_async_init(ckpt_async *a, store *s, const gx_model *m, bool async, int keep_last,
                          long keep_every);
-/* Snapshots m's state as checkpoint st->step and starts writing it. *stall is
- * the time the caller was blocked. A previous result not yet polled is kept
- * in *prev (prev->step = -1 when none). */
-grit_err ckpt_async_save(ckpt_async *a, const gx_model *m, const ckpt_state *st, double *stall,
-                         ckpt_result *prev);
+/* Snapshots m's state as checkpoint st->step and starts writing it (after
+ * waiting for a save still running: callers that must see its result first
+ * call ckpt_async_wait and ckpt_async_poll before). *stall is the time the
+ * caller was blocked here. */
+grit_err ckpt_async_save(ckpt_async *a, const gx_model *m, const ckpt_state *st, double *stall);
 /* Non-blocking: 1 and *out filled if a save finished since the last poll. */
 int ckpt_async_poll(ckpt_async *a, ckpt_result *out);
 /* Blocks until no save is running. */

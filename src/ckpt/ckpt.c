@@ -111,6 +111,21 @@ static char *state_json(const ckpt_state *st)
     return s;
 }
 
+/* The manifest protects itself: self_xxh3 is the hash of its compact JSON form
+ * without that member, so a damaged manifest is not mistaken for a good one. */
+static grit_err manifest_self_hash(json_t *j, char out[17])
+{
+    json_t *c = json_copy(j);
+    json_object_del(c, "self_xxh3");
+    char *t = c ? json_dumps(c, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(c);
+    if (!t)
+        return GRIT_ENOMEM;
+    snprintf(out, 17, "%016llx", (unsigned long long)XXH3_64bits(t, strlen(t)));
+    free(t);
+    return GRIT_OK;
+}
+
 static char *manifest_json(long step, const mf_entry *e, int n)
 {
     json_t *files = json_array();
@@ -122,7 +137,13 @@ static char *manifest_json(long step, const mf_entry *e, int n)
     }
     json_t *j = json_pack("{s:s,s:i,s:I,s:o}", "format", "grit-checkpoint", "version",
                           CKPT_FORMAT_VERSION, "step", (json_int_t)step, "files", files);
-    char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    char self[17];
+    if (!j || manifest_self_hash(j, self) != GRIT_OK) {
+        json_decref(j);
+        return NULL;
+    }
+    json_object_set_new(j, "self_xxh3", json_string(self));
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(j);
     return s;
 }
@@ -209,6 +230,15 @@ grit_err ckpt_verify(store *s, const char *dir, char *why, size_t cap)
     rc = GRIT_EFORMAT;
     if (!j || !json_is_array(files) || !json_is_integer(ver)) {
         snprintf(why, cap, "manifest.json: not a grit manifest (%s)", j ? "fields" : je.text);
+        goto out;
+    }
+    char self[17];
+    json_t *sh = json_object_get(j, "self_xxh3");
+    if (!json_is_string(sh) || manifest_self_hash(j, self) != GRIT_OK ||
+        strcmp(self, json_string_value(sh)) != 0) {
+        snprintf(why, cap, "manifest.json: self-check failed (self_xxh3 %s, content hashes to "
+                           "%s): the manifest is damaged",
+                 json_is_string(sh) ? json_string_value(sh) : "missing", self);
         goto out;
     }
     if (json_integer_value(ver) != CKPT_FORMAT_VERSION) {

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char errbuf[1024];
 
@@ -23,10 +24,12 @@ const char *grit_strerror(grit_err err)
 
 grit_err grit_errf(grit_err err, const char *fmt, ...)
 {
+    char tmp[sizeof errbuf]; /* the arguments may include grit_errmsg() itself */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    memcpy(errbuf, tmp, sizeof errbuf);
     return err;
 }
 

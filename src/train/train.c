@@ -293,13 +293,19 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
                     now_seconds() - last_save >= 60.0 * cfg->ckpt_interval_minutes) ||
                    step + 1 == o->total_steps);
         if (due) {
+            /* the previous save's outcome is reported before the next one starts */
+            double t_wait = now_seconds();
+            ckpt_async_wait(&r.ca);
+            double waited = now_seconds() - t_wait;
+            if (ckpt_async_poll(&r.ca, &done) && (rc = report_save(&r, &done)) != GRIT_OK)
+                goto out;
             ckpt_state st = {.step = step + 1, .tokens = tokens_done,
                              .next_sample = (step + 1) * (long)A * B, .loss = loss,
                              .threads = cfg->threads, .world_size = 1};
             memcpy(st.fingerprint, fp, sizeof st.fingerprint);
-            if ((rc = ckpt_async_save(&r.ca, &m, &st, &stall, &done)) != GRIT_OK ||
-                (rc = report_save(&r, &done)) != GRIT_OK)
+            if ((rc = ckpt_async_save(&r.ca, &m, &st, &stall)) != GRIT_OK)
                 goto out;
+            stall += waited;
             if (!cfg->ckpt_async && ckpt_async_poll(&r.ca, &done) &&
                 (rc = report_save(&r, &done)) != GRIT_OK)
                 goto out;

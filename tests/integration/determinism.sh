@@ -13,7 +13,7 @@ for r in a b; do
 done
 "$grit" train "$cfg" --run-dir "$tmp/c" --seed 43 --quiet
 
-strip() { sed -E 's/,"tokens_per_s":[^,]*,"step_time_s":[^}]*//' "$1"; }
+strip() { sed -E 's/,"tokens_per_s".*//' "$1"; }
 fail=0
 if ! cmp "$tmp/a/model.safetensors" "$tmp/b/model.safetensors"; then
   echo "FAIL: model.safetensors differs between two identical runs"; fail=1

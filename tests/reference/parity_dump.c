@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
 #include "core/fsutil.h"
 #include "data/synthetic.h"
@@ -61,6 +62,13 @@ int main(int argc, char **argv)
     if (gx_init(&m, &cfg.model, B, T, cfg.threads) != GRIT_OK)
         return fail("model");
     gx_init_weights(&m, cfg.seed);
+    if (cfg.init_from[0]) { /* start from a checkpoint's (or HF folder's) weights */
+        store *src;
+        if (store_open_posix(cfg.init_from, &src) != GRIT_OK ||
+            ckpt_load(src, ".", &m, NULL, true) != GRIT_OK)
+            return fail("init_from");
+        store_close(src);
+    }
     snprintf(path, sizeof path, "%s/weights.safetensors", out);
     if (train_save_weights(&m, path) != GRIT_OK)
         return fail("weights");
