@@ -22,7 +22,8 @@ typedef struct ckpt_result {
     long step;
     grit_err rc;
     char err[512];
-    double bytes, seconds;
+    double bytes, seconds; /* seconds: the save itself (durable when it ends) */
+    double prune_seconds;  /* retention afterwards */
     int pruned;
 } ckpt_result;
 

@@ -28,6 +28,8 @@ typedef struct mf_entry {
     uint64_t hash;
 } mf_entry;
 
+static void hash_bytes(void *ctx, const void *p, size_t n) { XXH3_64bits_update(ctx, p, n); }
+
 /* put() with the file's size and xxh3-64 computed over the bytes as they go out. */
 static grit_err put_hashed(store *s, const char *dir, const char *name, const void *const *bufs,
                            const size_t *lens, int n, mf_entry *e)
@@ -36,15 +38,14 @@ static grit_err put_hashed(store *s, const char *dir, const char *name, const vo
     snprintf(path, sizeof path, "%s/%s", dir, name);
     XXH3_state_t st;
     XXH3_64bits_reset(&st);
-    size_t total = 0;
-    for (int i = 0; i < n; i++) {
-        XXH3_64bits_update(&st, bufs[i], lens[i]);
-        total += lens[i];
-    }
+    store_sink sink = {hash_bytes, &st};
     snprintf(e->name, sizeof e->name, "%s", name);
-    e->size = total;
+    e->size = 0;
+    for (int i = 0; i < n; i++)
+        e->size += lens[i];
+    grit_err rc = s->ops->put(s, path, bufs, lens, n, &sink);
     e->hash = XXH3_64bits_digest(&st);
-    return s->ops->put(s, path, bufs, lens, n);
+    return rc;
 }
 
 /* Safetensors of one block (params, m or v) with names prefix + HF name. */

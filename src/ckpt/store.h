@@ -5,9 +5,10 @@
  * backend (S3) slots in without touching it. Paths are relative to the
  * store's root and use '/'. Contract of each operation:
  *
- *   put(path, bufs)      create or replace path with the concatenated buffers and
- *                        make its bytes durable (fsync) before returning. Not
- *                        atomic by itself: callers get atomicity from rename.
+ *   put(path, bufs, sink) create or replace path with the concatenated buffers and
+ *                        make its bytes durable (fsync) before returning; sink (if
+ *                        any) sees the bytes as they go out. Not atomic by itself:
+ *                        callers get atomicity from rename.
  *   read(path, off, len) exactly len bytes at off, or an error (short = error).
  *   size(path)           byte size; GRIT_ENOTFOUND when absent.
  *   list(dir)            names directly inside dir (no "." / ".."), any order.
@@ -41,9 +42,16 @@ typedef struct store store;
 
 typedef void (*store_list_fn)(void *ctx, const char *name);
 
+/* Sees every byte put() writes, in order, just before it is written (the
+ * checkpoint hash is computed as bytes pass, while they are cache-hot). */
+typedef struct store_sink {
+    void (*fn)(void *ctx, const void *p, size_t n);
+    void *ctx;
+} store_sink;
+
 typedef struct store_ops {
     grit_err (*put)(store *s, const char *path, const void *const *bufs, const size_t *lens,
-                    int n);
+                    int n, const store_sink *sink /* may be NULL */);
     grit_err (*read)(store *s, const char *path, size_t off, size_t len, void *buf);
     grit_err (*size)(store *s, const char *path, size_t *out);
     grit_err (*list)(store *s, const char *dir, store_list_fn fn, void *ctx);

@@ -59,4 +59,15 @@ static inline double rng_normal(rng_t *r)
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+/* Two independent standard normals from one Box-Muller draw. */
+static inline void rng_normal2(rng_t *r, double *z1, double *z2)
+{
+    double u1 = rng_uniform(r), u2 = rng_uniform(r);
+    if (u1 < 1e-300)
+        u1 = 1e-300;
+    double rad = sqrt(-2.0 * log(u1)), th = 6.283185307179586 * u2;
+    *z1 = rad * cos(th);
+    *z2 = rad * sin(th);
+}
+
 #endif

@@ -293,11 +293,13 @@ void gx_init_weights(gx_model *m, uint64_t seed)
     const gx_config *c = &m->cfg;
     double small = sqrt(2.0 / (5.0 * c->hidden));
     double wang = 2.0 / (c->layers * sqrt((double)c->hidden));
+    /* each tensor draws from its own stream (seed, index), so tensors can be filled in
+     * parallel and in any order with the same result */
+#pragma omp parallel for schedule(dynamic)
     for (int i = 0; i < m->num_tensors; i++) {
         const gx_tensor *t = &m->tensors[i];
         float *p = m->params + t->offset;
         const char *nm = t->name;
-        size_t n = strlen(nm);
         if (t->ndim == 1) {
             float v = strstr(nm, "layernorm.weight") || strstr(nm, "layer_norm.weight") ? 1.0f
                                                                                       : 0.0f;
@@ -305,13 +307,17 @@ void gx_init_weights(gx_model *m, uint64_t seed)
                 p[k] = v;
             continue;
         }
-        bool out_layer = (n > 20 && strstr(nm, "attention.dense.weight")) ||
-                         strstr(nm, "dense_4h_to_h.weight");
+        bool out_layer = strstr(nm, "attention.dense.weight") || strstr(nm, "dense_4h_to_h.weight");
         double std = out_layer ? wang : small;
         rng_t r;
         rng_seed(&r, seed, (uint64_t)i + 1);
-        for (size_t k = 0; k < t->numel; k++)
-            p[k] = (float)(std * rng_normal(&r));
+        for (size_t k = 0; k < t->numel; k += 2) {
+            double z1, z2;
+            rng_normal2(&r, &z1, &z2);
+            p[k] = (float)(std * z1);
+            if (k + 1 < t->numel)
+                p[k + 1] = (float)(std * z2);
+        }
     }
 }
 

@@ -52,7 +52,7 @@ typedef struct run_ctx {
     store *ck;
     ckpt_async ca;
     int ck_on, saves, save_failures;
-    double stall_total;
+    double stall_total, last_stall; /* last_stall: of the save in flight */
 } run_ctx;
 
 static void on_reject(void *ctx, const char *dir, const char *why)
@@ -71,8 +71,11 @@ static grit_err report_save(run_ctx *r, const ckpt_result *res)
     if (res->rc == GRIT_OK) {
         r->saves++;
         events_emit(&r->ev, "ckpt_saved",
-                    json_pack("{s:I,s:f,s:f,s:i}", "step", (json_int_t)res->step, "bytes",
-                              res->bytes, "seconds", res->seconds, "pruned", res->pruned));
+                    json_pack("{s:I,s:f,s:f,s:f,s:f,s:i,s:f}", "step", (json_int_t)res->step,
+                              "bytes", res->bytes, "seconds", res->seconds, "gb_per_s",
+                              res->bytes / 1e9 / (res->seconds > 0 ? res->seconds : 1e-9),
+                              "stall_s", r->last_stall, "pruned", res->pruned, "prune_seconds",
+                              res->prune_seconds));
         if (res->err[0]) /* saved, but retention failed */
             fprintf(stderr, "grit train: WARNING: checkpoint step %ld: %s\n", res->step, res->err);
         return GRIT_OK;
@@ -110,12 +113,15 @@ static grit_err truncate_metrics(const char *path, long step)
     return rc;
 }
 
-/* Restores state from the newest good checkpoint or init_from; *start = first step to run. */
-static grit_err restore(run_ctx *r, gx_model *m, const char *fp, long *start, double *tokens)
+/* Restores state from the newest good checkpoint or init_from; *start = first step to
+ * run; *loaded tells whether the weights came from a file (else: initialise them). */
+static grit_err restore(run_ctx *r, gx_model *m, const char *fp, long *start, double *tokens,
+                        bool *loaded)
 {
     const train_cfg *cfg = r->cfg;
     *start = 0;
     *tokens = 0;
+    *loaded = false;
     if (cfg->resume) {
         char dir[64];
         grit_err rc = ckpt_find(r->ck, dir, sizeof dir, on_reject, r);
@@ -141,6 +147,7 @@ static grit_err restore(run_ctx *r, gx_model *m, const char *fp, long *start, do
                         st.threads, cfg->threads, st.threads);
             *start = st.step;
             *tokens = st.tokens;
+            *loaded = true;
             if (r->log)
                 fprintf(r->log, "grit train: resuming from %s/%s (step %ld)\n", r->ck->root, dir,
                         st.step);
@@ -160,6 +167,7 @@ static grit_err restore(run_ctx *r, gx_model *m, const char *fp, long *start, do
         if (rc != GRIT_OK)
             return rc;
         events_emit(&r->ev, "init_from", json_pack("{s:s}", "path", cfg->init_from));
+        *loaded = true;
     }
     return GRIT_OK;
 }
@@ -223,7 +231,6 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
         return rc;
     if ((rc = gx_init(&m, &cfg->model, B, T, cfg->threads)) != GRIT_OK)
         goto out;
-    gx_init_weights(&m, cfg->seed);
     if (r.ck_on || cfg->resume) {
         path_join(path, sizeof path, cfg->run_dir, "ckpt");
         if ((rc = store_open(path, &r.ck)) != GRIT_OK)
@@ -231,8 +238,11 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
     }
     long start;
     double tokens_done;
-    if ((rc = restore(&r, &m, fp, &start, &tokens_done)) != GRIT_OK)
+    bool loaded;
+    if ((rc = restore(&r, &m, fp, &start, &tokens_done, &loaded)) != GRIT_OK)
         goto out;
+    if (!loaded)
+        gx_init_weights(&m, cfg->seed);
     if (r.ck_on && (rc = ckpt_async_init(&r.ca, r.ck, &m, cfg->ckpt_async, cfg->ckpt_keep_last,
                                          cfg->ckpt_keep_every)) != GRIT_OK)
         goto out;
@@ -306,6 +316,7 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
             if ((rc = ckpt_async_save(&r.ca, &m, &st, &stall)) != GRIT_OK)
                 goto out;
             stall += waited;
+            r.last_stall = stall;
             if (!cfg->ckpt_async && ckpt_async_poll(&r.ca, &done) &&
                 (rc = report_save(&r, &done)) != GRIT_OK)
                 goto out;
