@@ -13,7 +13,7 @@
 #include "core/events.h"
 #include "core/fsutil.h"
 #include "core/progress.h"
-#include "data/synthetic.h"
+#include "train/data.h"
 #include "train/optim.h"
 
 double train_peak_rss_mib(void)
@@ -210,6 +210,7 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
     char *cfgtext = NULL;
     grit_err rc;
     run_ctx r = {.cfg = cfg, .log = log, .ck_on = train_cfg_ckpt_enabled(cfg)};
+    train_data data = {0};
 
     omp_set_num_threads(cfg->threads);
     openblas_set_num_threads(cfg->threads);
@@ -229,7 +230,8 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
     path_join(path, sizeof path, cfg->run_dir, "events.jsonl");
     if ((rc = events_open(&r.ev, path)) != GRIT_OK)
         return rc;
-    if ((rc = gx_init(&m, &cfg->model, B, T, cfg->threads)) != GRIT_OK)
+    if ((rc = gx_init(&m, &cfg->model, B, T, cfg->threads)) != GRIT_OK ||
+        (rc = train_data_open(&data, cfg)) != GRIT_OK)
         goto out;
     if (r.ck_on || cfg->resume) {
         path_join(path, sizeof path, cfg->run_dir, "ckpt");
@@ -274,7 +276,8 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
     for (step = start; step < o->total_steps; step++) {
         double t0 = now_seconds();
         long sample0 = step * (long)A * B;
-        syn_fill(cfg->seed, cfg->synthetic_vocab, sample0, A * B, T + 1, tokens);
+        if ((rc = train_data_fill(&data, sample0, A * B, T + 1, tokens)) != GRIT_OK)
+            goto out;
         gx_zero_grad(&m);
         double loss = 0.0;
         for (int a = 0; a < A; a++)
@@ -366,6 +369,7 @@ out:
     if (mf && fclose(mf) != 0 && rc == GRIT_OK)
         rc = grit_errf(GRIT_EIO, "%s/metrics.jsonl: write failed", cfg->run_dir);
     events_close(&r.ev);
+    train_data_close(&data);
     free(tokens);
     gx_free(&m);
     return rc;
