@@ -8,6 +8,7 @@ PKGS=(
   build-essential cmake pkg-config   # compiler, build
   libopenblas-openmp-dev             # sgemm (OpenMP build, shares our thread pool)
   libjansson-dev                     # JSON configs
+  libopenmpi-dev openmpi-bin         # data-parallel training (mpirun)
   libutf8proc-dev libxxhash-dev      # tokenizer: Unicode categories/NFC, hashing
   nodejs                             # reference tokenizers (tests/data/package.json)
   debian-handbook installation-guide-amd64 manpages-de manpages-fr manpages-es manpages-ru manpages-ja manpages-zh  # tokenizer parity corpus (tests/tok/make_corpus.py)

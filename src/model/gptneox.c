@@ -322,3 +322,10 @@ void gx_init_weights(gx_model *m, uint64_t seed)
 }
 
 void gx_zero_grad(gx_model *m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
+
+void gx_drop_optim_state(gx_model *m)
+{
+    free(m->adam_m);
+    free(m->adam_v);
+    m->adam_m = m->adam_v = NULL;
+}

@@ -104,6 +104,13 @@ typedef struct gx_model {
     float *att_scratch;
     float *rope_cos, *rope_sin; /* [max_positions, rot/2] */
     int rot, chunk, nthreads;
+
+    /* If set, called during backward each time a contiguous range of m->grads
+     * [off, off + n) is final for this micro-batch (LM head and final norm, then
+     * each layer from the last, then the input embedding): lets data-parallel
+     * training start reducing gradients while backward goes on. */
+    void (*grad_ready)(void *ctx, size_t off, size_t n);
+    void *grad_ctx;
 } gx_model;
 
 /* Allocates everything for micro-batches of B sequences of T tokens, using
@@ -128,6 +135,9 @@ const gx_tensor *gx_find(const gx_model *m, const char *name);
 float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logits_out);
 
 void gx_zero_grad(gx_model *m);
+
+/* Frees the AdamW moment arrays (ZeRO-1 keeps only a shard of them elsewhere). */
+void gx_drop_optim_state(gx_model *m);
 
 /* Bytes of activations stored per token (excluding the fixed-size scratch). */
 size_t gx_act_bytes_per_token(const gx_config *cfg);

@@ -168,8 +168,17 @@ float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logit
     memset(dy, 0, sizeof(float) * (size_t)N * C);
     op_layernorm_bwd(dy, m->g.lnf_w, m->g.lnf_b, m->dres, m->resid[L], m->lnf_mean, m->lnf_rstd,
                      m->w.lnf_w, N, C);
-    for (int l = L - 1; l >= 0; l--)
+    const gx_tensor *t = m->tensors; /* layer l's tensors are t[1 + 12 l .. 12 + 12 l] */
+    if (m->grad_ready)
+        m->grad_ready(m->grad_ctx, t[1 + 12 * L].offset, m->num_params - t[1 + 12 * L].offset);
+    for (int l = L - 1; l >= 0; l--) {
         layer_bwd(m, l, dy);
+        if (m->grad_ready)
+            m->grad_ready(m->grad_ctx, t[1 + 12 * l].offset,
+                          t[1 + 12 * (l + 1)].offset - t[1 + 12 * l].offset);
+    }
     op_embed_bwd(m->g.embed_in, dy, m->inp, N, C);
+    if (m->grad_ready)
+        m->grad_ready(m->grad_ctx, 0, t[1].offset);
     return loss;
 }

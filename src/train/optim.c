@@ -42,7 +42,8 @@ float optim_clip_coef(const optim_cfg *o, double norm)
     return c < 1.0 ? (float)c : 1.0f;
 }
 
-void optim_adamw(gx_model *m, const optim_cfg *o, long t, double lr, float clip_coef)
+void optim_adamw_range(gx_model *m, const optim_cfg *o, long t, double lr, float clip_coef,
+                       size_t lo, size_t hi, float *mm, float *vv)
 {
     float b1 = (float)o->beta1, b2 = (float)o->beta2, eps = (float)o->eps;
     float bc1 = (float)(1.0 - pow(o->beta1, (double)t));
@@ -50,19 +51,27 @@ void optim_adamw(gx_model *m, const optim_cfg *o, long t, double lr, float clip_
     float step = (float)lr / bc1;
     for (int ti = 0; ti < m->num_tensors; ti++) {
         const gx_tensor *tn = &m->tensors[ti];
+        size_t a = tn->offset > lo ? tn->offset : lo;
+        size_t b = tn->offset + tn->numel < hi ? tn->offset + tn->numel : hi;
+        if (a >= b)
+            continue;
         float decay = tn->decay ? (float)(1.0 - lr * o->weight_decay) : 1.0f;
-        float *p = m->params + tn->offset, *g = m->grads + tn->offset;
-        float *mm = m->adam_m + tn->offset, *vv = m->adam_v + tn->offset;
-        long n = (long)tn->numel;
+        float *p = m->params + a, *g = m->grads + a, *m1 = mm + (a - lo), *v1 = vv + (a - lo);
+        long n = (long)(b - a);
 #pragma omp parallel for simd schedule(static)
         for (long i = 0; i < n; i++) {
             float gi = g[i] * clip_coef;
-            float mi = b1 * mm[i] + (1.0f - b1) * gi;
-            float vi = b2 * vv[i] + (1.0f - b2) * gi * gi;
-            mm[i] = mi;
-            vv[i] = vi;
+            float mi = b1 * m1[i] + (1.0f - b1) * gi;
+            float vi = b2 * v1[i] + (1.0f - b2) * gi * gi;
+            m1[i] = mi;
+            v1[i] = vi;
             float denom = sqrtf(vi) / bc2s + eps;
             p[i] = p[i] * decay - step * mi / denom;
         }
     }
+}
+
+void optim_adamw(gx_model *m, const optim_cfg *o, long t, double lr, float clip_coef)
+{
+    optim_adamw_range(m, o, t, lr, clip_coef, 0, m->num_params, m->adam_m, m->adam_v);
 }

@@ -14,6 +14,8 @@ typedef struct optim_cfg {
     double lr, min_lr;
     int warmup_steps, total_steps;
     double beta1, beta2, eps, weight_decay, grad_clip;
+    int global_batch;  /* sequences per optimiser step over all ranks (0: micro x accum x world) */
+    bool zero1;        /* shard AdamW moments across data-parallel ranks */
 } optim_cfg;
 
 /* LR for optimiser step s (0-based): linear warmup to lr over warmup_steps,
@@ -26,6 +28,12 @@ double optim_grad_norm(const gx_model *m);
 /* One AdamW update at 1-based step t with learning rate lr; gradients are
  * first multiplied by clip_coef. Decay only on tensors marked decay. */
 void optim_adamw(gx_model *m, const optim_cfg *o, long t, double lr, float clip_coef);
+
+/* AdamW on the flat range [lo, hi) of the parameter block only, with moments
+ * mm/vv indexed from lo (ZeRO-1: each rank updates its shard). Decay per
+ * tensor as optim_adamw. */
+void optim_adamw_range(gx_model *m, const optim_cfg *o, long t, double lr, float clip_coef,
+                       size_t lo, size_t hi, float *mm, float *vv);
 
 /* Coefficient torch's clip_grad_norm_ applies: min(1, clip / (norm + 1e-6)). */
 float optim_clip_coef(const optim_cfg *o, double norm);

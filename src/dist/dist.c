@@ -1,0 +1,305 @@
+/* dist.c - MPI wrapper with deadlines (see dist.h). Built with or without MPI. */
+#include "dist/dist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/progress.h"
+
+#ifdef GRIT_HAVE_MPI
+#include <mpi.h>
+
+#define COMM(d) (*(MPI_Comm *)(d)->world)
+#define REQS(d) ((MPI_Request *)(d)->reqs)
+
+static grit_err mpi_fail(dist *d, int code, const char *what)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(code, msg, &len);
+    return grit_errf(GRIT_EIO, "rank %d: %s failed: %s", d->rank, what, msg);
+}
+
+/* Waits for one request with the deadline; polls so a dead peer cannot hang us. */
+static grit_err wait_req(dist *d, MPI_Request *r, const char *what)
+{
+    double t0 = now_seconds();
+    int done = 0, spins = 0;
+    while (!done) {
+        int rc = MPI_Test(r, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(d, rc, what);
+        if (done)
+            break;
+        if (now_seconds() - t0 > d->timeout_s)
+            return grit_errf(GRIT_EIO,
+                             "rank %d: %s did not complete within %.0f s: a peer rank died or "
+                             "hung",
+                             d->rank, what, d->timeout_s);
+        if (++spins > 1000)
+            usleep(50);
+    }
+    d->wait_s += now_seconds() - t0;
+    return GRIT_OK;
+}
+
+#define CALL(what, expr)                                                                 \
+    do {                                                                                 \
+        MPI_Request r_;                                                                  \
+        int rc_ = (expr);                                                                \
+        if (rc_ != MPI_SUCCESS)                                                          \
+            return mpi_fail(d, rc_, what);                                               \
+        return wait_req(d, &r_, what);                                                   \
+    } while (0)
+
+static int launched_by_mpi(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE",
+                                       "PMI_RANK", NULL};
+    for (const char *const *v = vars; *v; v++)
+        if (getenv(*v))
+            return 1;
+    return 0;
+}
+
+grit_err dist_init(dist *d, int *argc, char ***argv)
+{
+    memset(d, 0, sizeof *d);
+    d->size = 1;
+    d->timeout_s = 300;
+    const char *t = getenv("GRIT_DIST_TIMEOUT");
+    if (t && atof(t) > 0)
+        d->timeout_s = atof(t);
+    if (!launched_by_mpi())
+        return GRIT_OK;
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+        return grit_errf(GRIT_EIO, "MPI_Init_thread failed");
+    d->world = malloc(sizeof(MPI_Comm));
+    d->reqs = calloc(DIST_MAX_REQS, sizeof(MPI_Request));
+    if (!d->world || !d->reqs)
+        return grit_errf(GRIT_ENOMEM, "out of memory");
+    MPI_Comm_dup(MPI_COMM_WORLD, (MPI_Comm *)d->world);
+    MPI_Comm_set_errhandler(COMM(d), MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(COMM(d), &d->rank);
+    MPI_Comm_size(COMM(d), &d->size);
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    d->local_rank = lr ? atoi(lr) : d->rank;
+    d->mpi = 1;
+    return GRIT_OK;
+}
+
+void dist_finalize(dist *d)
+{
+    if (d->mpi) {
+        MPI_Comm_free((MPI_Comm *)d->world);
+        MPI_Finalize();
+    }
+    free(d->world);
+    free(d->reqs);
+    memset(d, 0, sizeof *d);
+}
+
+void dist_abort(dist *d, int code)
+{
+    fflush(stdout);
+    fflush(stderr);
+    if (d->mpi)
+        MPI_Abort(MPI_COMM_WORLD, code);
+    _exit(code);
+}
+
+grit_err dist_barrier(dist *d)
+{
+    if (!d->mpi)
+        return GRIT_OK;
+    CALL("barrier", MPI_Ibarrier(COMM(d), &r_));
+}
+
+grit_err dist_bcast(dist *d, void *buf, size_t bytes, int root)
+{
+    if (!d->mpi)
+        return GRIT_OK;
+    CALL("broadcast", MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, COMM(d), &r_));
+}
+
+grit_err dist_allreduce_sum(dist *d, float *buf, size_t n)
+{
+    if (!d->mpi)
+        return GRIT_OK;
+    CALL("all-reduce", MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, COMM(d), &r_));
+}
+
+grit_err dist_allreduce_sum_f64(dist *d, double *buf, size_t n)
+{
+    if (!d->mpi)
+        return GRIT_OK;
+    CALL("all-reduce", MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, COMM(d), &r_));
+}
+
+grit_err dist_allgather_f64(dist *d, const double *in, double *out, size_t n)
+{
+    if (!d->mpi) {
+        memcpy(out, in, n * sizeof(double));
+        return GRIT_OK;
+    }
+    CALL("all-gather", MPI_Iallgather(in, (int)n, MPI_DOUBLE, out, (int)n, MPI_DOUBLE, COMM(d), &r_));
+}
+
+grit_err dist_reduce_scatter_sum(dist *d, const float *buf, float *out, size_t n)
+{
+    if (!d->mpi) {
+        memmove(out, buf, n * sizeof(float));
+        return GRIT_OK;
+    }
+    CALL("reduce-scatter",
+         MPI_Ireduce_scatter_block(buf, out, (int)n, MPI_FLOAT, MPI_SUM, COMM(d), &r_));
+}
+
+grit_err dist_allgather(dist *d, float *buf, size_t n)
+{
+    if (!d->mpi)
+        return GRIT_OK;
+    CALL("all-gather",
+         MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)n, MPI_FLOAT, COMM(d), &r_));
+}
+
+grit_err dist_gather(dist *d, const void *in, void *out, size_t bytes, int root)
+{
+    if (!d->mpi) {
+        memcpy(out, in, bytes);
+        return GRIT_OK;
+    }
+    CALL("gather", MPI_Igather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, root, COMM(d), &r_));
+}
+
+grit_err dist_reduce_scatter_v(dist *d, const float *buf, float *out, const int *counts)
+{
+    if (!d->mpi) {
+        memmove(out, buf, (size_t)counts[0] * sizeof(float));
+        return GRIT_OK;
+    }
+    CALL("reduce-scatter",
+         MPI_Ireduce_scatter(buf, out, counts, MPI_FLOAT, MPI_SUM, COMM(d), &r_));
+}
+
+grit_err dist_allgather_v(dist *d, float *buf, const int *counts, const int *displs)
+{
+    if (!d->mpi)
+        return GRIT_OK;
+    CALL("all-gather", MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs,
+                                       MPI_FLOAT, COMM(d), &r_));
+}
+
+grit_err dist_gather_v(dist *d, const float *in, int n, float *out, const int *counts,
+                       const int *displs, int root)
+{
+    if (!d->mpi) {
+        memmove(out + displs[0], in, (size_t)n * sizeof(float));
+        return GRIT_OK;
+    }
+    CALL("gather", MPI_Igatherv(in, n, MPI_FLOAT, out, counts, displs, MPI_FLOAT, root, COMM(d),
+                                &r_));
+}
+
+grit_err dist_iallreduce_sum(dist *d, float *buf, size_t n)
+{
+    if (!d->mpi)
+        return GRIT_OK;
+    if (d->nreqs == DIST_MAX_REQS)
+        return grit_errf(GRIT_EINVAL, "too many outstanding reductions (%d)", DIST_MAX_REQS);
+    if (d->nreqs == 0)
+        d->t_first = now_seconds();
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, COMM(d),
+                            &REQS(d)[d->nreqs]);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(d, rc, "all-reduce");
+    d->nreqs++;
+    return GRIT_OK;
+}
+
+void dist_progress(dist *d)
+{
+    if (!d->mpi || !d->nreqs)
+        return;
+    int flag;
+    MPI_Testall(d->nreqs, REQS(d), &flag, MPI_STATUSES_IGNORE);
+}
+
+grit_err dist_wait_all(dist *d)
+{
+    if (!d->mpi)
+        return GRIT_OK;
+    for (int i = 0; i < d->nreqs; i++) {
+        grit_err rc = wait_req(d, &REQS(d)[i], "gradient all-reduce");
+        if (rc != GRIT_OK)
+            return rc;
+    }
+    if (d->nreqs)
+        d->comm_s += now_seconds() - d->t_first;
+    d->nreqs = 0;
+    return GRIT_OK;
+}
+
+#else /* no MPI: world size 1 */
+
+grit_err dist_init(dist *d, int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    memset(d, 0, sizeof *d);
+    d->size = 1;
+    d->timeout_s = 300;
+    return GRIT_OK;
+}
+void dist_finalize(dist *d) { memset(d, 0, sizeof *d); }
+void dist_abort(dist *d, int code)
+{
+    (void)d;
+    fflush(stderr);
+    _exit(code);
+}
+grit_err dist_barrier(dist *d) { (void)d; return GRIT_OK; }
+grit_err dist_bcast(dist *d, void *b, size_t n, int root) { (void)d, (void)b, (void)n, (void)root; return GRIT_OK; }
+grit_err dist_allreduce_sum(dist *d, float *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
+grit_err dist_allreduce_sum_f64(dist *d, double *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
+grit_err dist_allgather_f64(dist *d, const double *in, double *out, size_t n)
+{
+    (void)d;
+    memcpy(out, in, n * sizeof(double));
+    return GRIT_OK;
+}
+grit_err dist_reduce_scatter_sum(dist *d, const float *b, float *out, size_t n)
+{
+    (void)d;
+    memmove(out, b, n * sizeof(float));
+    return GRIT_OK;
+}
+grit_err dist_allgather(dist *d, float *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
+grit_err dist_gather(dist *d, const void *in, void *out, size_t n, int root)
+{
+    (void)d, (void)root;
+    memcpy(out, in, n);
+    return GRIT_OK;
+}
+grit_err dist_reduce_scatter_v(dist *d, const float *b, float *out, const int *counts)
+{
+    (void)d;
+    memmove(out, b, (size_t)counts[0] * sizeof(float));
+    return GRIT_OK;
+}
+grit_err dist_allgather_v(dist *d, float *b, const int *c, const int *di) { (void)d, (void)b, (void)c, (void)di; return GRIT_OK; }
+grit_err dist_gather_v(dist *d, const float *in, int n, float *out, const int *c, const int *di, int root)
+{
+    (void)d, (void)c, (void)root;
+    memmove(out + di[0], in, (size_t)n * sizeof(float));
+    return GRIT_OK;
+}
+grit_err dist_iallreduce_sum(dist *d, float *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
+void dist_progress(dist *d) { (void)d; }
+grit_err dist_wait_all(dist *d) { (void)d; return GRIT_OK; }
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * dist.h - the distributed runtime: MPI behind a small interface.
+ *
+ * This is the only module that includes mpi.h. A build without MPI (or a
+ * process not started by an MPI launcher) runs as world size 1 with every
+ * collective a local no-op, so the trainer has one code path.
+ *
+ * Errors are returned, never aborted: communicators use MPI_ERRORS_RETURN,
+ * and every blocking wait polls with a deadline (dist.timeout_s). A peer
+ * that died or hung shows up as GRIT_EIO "collective X did not complete
+ * within T s" on the survivors instead of a hang, so a supervisor can act.
+ *
+ * Determinism: collectives are called with the same counts in the same
+ * order on every rank, and Open MPI's algorithms are then fixed for a given
+ * world size, so a world size is bitwise reproducible (tested). Sums that
+ * must not depend on the library (the gradient norm) are gathered and
+ * added in rank order by the caller.
+ *
+ * Nonblocking all-reduces (dist_iallreduce_sum + dist_progress/dist_wait_all)
+ * let the trainer start reducing one layer's gradients while backward
+ * computes the next; dist_progress() is called between layers so the
+ * reduction actually advances (Open MPI has no progress thread).
+ */
+#ifndef GRIT_DIST_DIST_H
+#define GRIT_DIST_DIST_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+
+#define DIST_MAX_REQS 256
+
+typedef struct dist {
+    int rank, size, local_rank;
+    int mpi;               /* 1 when MPI is initialised and in use */
+    double timeout_s;      /* deadline for any collective to complete */
+    void *world;           /* MPI_Comm (opaque) */
+    void *reqs;            /* MPI_Request[DIST_MAX_REQS] */
+    int nreqs;
+    double wait_s, comm_s; /* time blocked in waits; time from first start to last completion */
+    double t_first;
+} dist;
+
+/* Initialises MPI when launched by mpirun/srun (detected from the environment),
+ * else world size 1. */
+grit_err dist_init(dist *d, int *argc, char ***argv);
+void dist_finalize(dist *d);
+/* Leaves at once with a message; for a rank that cannot go on (peers are told by
+ * the runtime). */
+void dist_abort(dist *d, int code);
+
+grit_err dist_barrier(dist *d);
+grit_err dist_bcast(dist *d, void *buf, size_t bytes, int root);
+/* In place; every rank gets the same sum. */
+grit_err dist_allreduce_sum(dist *d, float *buf, size_t n);
+grit_err dist_allreduce_sum_f64(dist *d, double *buf, size_t n);
+/* Gathers n doubles from every rank into out[size][n] on every rank. */
+grit_err dist_allgather_f64(dist *d, const double *in, double *out, size_t n);
+/* buf holds size blocks of n floats; block r is summed into rank r's out[n]. */
+grit_err dist_reduce_scatter_sum(dist *d, const float *buf, float *out, size_t n);
+/* In place: block r of buf[size][n] comes from rank r. */
+grit_err dist_allgather(dist *d, float *buf, size_t n);
+/* Gathers bytes from every rank to root: out[size][bytes] (root only). */
+grit_err dist_gather(dist *d, const void *in, void *out, size_t bytes, int root);
+
+/* Variable-size forms (counts/displs in elements, one per rank):
+ * reduce-scatter: rank r receives the sum of every rank's buf[displs[r] ..
+ * + counts[r]) in out; all-gather: in place, rank r's block at displs[r];
+ * gather: rank r's in[counts[r]] lands at out + displs[r] on root. */
+grit_err dist_reduce_scatter_v(dist *d, const float *buf, float *out, const int *counts);
+grit_err dist_allgather_v(dist *d, float *buf, const int *counts, const int *displs);
+grit_err dist_gather_v(dist *d, const float *in, int n, float *out, const int *counts,
+                       const int *displs, int root);
+
+/* Starts an in-place sum all-reduce; completes in dist_wait_all. */
+grit_err dist_iallreduce_sum(dist *d, float *buf, size_t n);
+/* Advances outstanding nonblocking operations without blocking. */
+void dist_progress(dist *d);
+/* Waits (with the deadline) for every outstanding nonblocking operation. */
+grit_err dist_wait_all(dist *d);
+
+#endif

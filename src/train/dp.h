@@ -1,0 +1,61 @@
+/*
+ * dp.h - data-parallel gradient synchronisation and ZeRO-1, over dist.h.
+ *
+ * Every rank runs the same model on its slice of the global batch. With
+ * ZeRO-1 off, gradients are summed with all-reduces that start during the
+ * last micro-batch's backward, one per layer-sized bucket as the model
+ * reports it final (gx_model.grad_ready), and are progressed between layers;
+ * every rank then holds the full averaged gradient and applies the same
+ * AdamW. With ZeRO-1 on, the flat parameter block is split into one
+ * contiguous shard per rank: gradients are reduce-scattered, each rank keeps
+ * AdamW moments for its shard only (memory / world size), updates its shard
+ * and the shards are all-gathered back into every rank's parameters.
+ *
+ * The global gradient norm is computed the same way on every rank (ZeRO:
+ * per-rank partial sums gathered and added in rank order), so clipping and
+ * the update are identical everywhere.
+ */
+#ifndef GRIT_TRAIN_DP_H
+#define GRIT_TRAIN_DP_H
+
+#include <stdbool.h>
+
+#include "dist/dist.h"
+#include "model/gptneox.h"
+#include "train/optim.h"
+
+typedef struct dp_sync {
+    dist *d;               /* borrowed */
+    gx_model *m;           /* borrowed */
+    bool zero1;
+    size_t lo, hi;         /* this rank's shard of the flat block (ZeRO-1) */
+    int *counts, *displs;  /* [world] shard sizes and starts, in floats */
+    float *m_shard, *v_shard, *g_shard; /* ZeRO-1 state */
+    double ar_blocking_s;  /* measured cost of one blocking all-reduce of all gradients */
+    double wait_s;         /* time blocked on gradient reductions, this step */
+} dp_sync;
+
+grit_err dp_init(dp_sync *p, dist *d, gx_model *m, bool zero1);
+void dp_free(dp_sync *p);
+
+/* Call before the last micro-batch's forward/backward of a step: arms the
+ * overlapped all-reduces (world > 1, ZeRO-1 off). */
+void dp_arm(dp_sync *p);
+
+/* After backward: completes the reductions; *norm = global gradient L2 norm. */
+grit_err dp_finish_grads(dp_sync *p, double *norm);
+
+/* The AdamW update (and, for ZeRO-1, the all-gather of parameters). */
+grit_err dp_step(dp_sync *p, const optim_cfg *o, long t, double lr, float clip);
+
+/* Full AdamW moments on root for a checkpoint (ZeRO-1: gathered from the shards;
+ * otherwise copied): mm/vv are num_params floats, written on root only. */
+grit_err dp_gather_moments(dp_sync *p, float *mm, float *vv, int root);
+
+/* Takes this rank's moments from full arrays (after a checkpoint load). */
+void dp_set_moments(dp_sync *p, const float *mm, const float *vv);
+
+/* Bytes of AdamW state this rank holds. */
+double dp_optim_bytes(const dp_sync *p);
+
+#endif
