@@ -8,6 +8,7 @@ PKGS=(
   build-essential cmake pkg-config   # compiler, build
   libopenblas-openmp-dev             # sgemm (OpenMP build, shares our thread pool)
   libjansson-dev                     # JSON configs
+  libxxhash-dev                      # digests (grit health)
   python3 python3-torch python3-numpy # the PyTorch reference model (tests, bench)
 )
 

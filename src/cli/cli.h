@@ -5,5 +5,6 @@
 #define GRIT_VERSION "0.1.0"
 
 int cmd_train(int argc, char **argv);
+int cmd_health(int argc, char **argv);
 
 #endif
