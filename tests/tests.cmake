@@ -39,3 +39,7 @@ set_tests_properties(integration.config_errors PROPERTIES TIMEOUT 120 LABELS "in
 add_test(NAME integration.cli_help
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/cli_help.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.cli_help PROPERTIES TIMEOUT 60 LABELS "integration;san")
+
+add_test(NAME integration.health
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/health.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.health PROPERTIES TIMEOUT 300 LABELS "integration;san")

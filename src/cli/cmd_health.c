@@ -139,11 +139,13 @@ int cmd_health(int argc, char **argv)
         int bad = 0;
         if (!strcmp(a, "--quick") || !strcmp(a, "--deep"))
             continue;
-        else if (!strcmp(a, "--json"))
+        else if (!strcmp(a, "--json")) {
             json = 1;
-        else if (!strcmp(a, "--slurm"))
+            continue;
+        } else if (!strcmp(a, "--slurm")) {
             slurm = 1;
-        else if (!v) {
+            continue;
+        } else if (!v) {
             fprintf(stderr, "grit health: unknown option or missing value: '%s'\n", a);
             usage(stderr);
             return 2;
@@ -205,7 +207,7 @@ int cmd_health(int argc, char **argv)
         }
         if (bad)
             return 2;
-        i++;
+        i++; /* consumed the value */
     }
     if (health_faults_from_env(&o) != GRIT_OK) {
         fprintf(stderr, "grit health: %s\n", grit_errmsg());
