@@ -567,7 +567,7 @@ grit_err health_check_compute(health_report *r, const health_opts *o)
             health_judge(res, (double)diff, HEALTH_CMP_LE, 0.0, "elements");
             const struct health_baseline *bl = o->baseline;
             if (diff)
-                snprintf(res->reason, sizeof res->reason, "%s; %ld element(s) differ "
+                snprintf(res->reason, sizeof res->reason, "%.200s; %ld element(s) differ "
                          "(xxh3 %016llx vs %016llx)", why, diff, (unsigned long long)h0,
                          (unsigned long long)h1);
             else if (bl && bl->digest[0] && bl->threads == nthreads &&

@@ -5,7 +5,8 @@
  * A probe file DIR/.grit-health.<pid> (O_CREAT|O_EXCL) receives
  * disk_test_bytes in 1 MiB writes of a seeded pattern, is fsynced, the
  * directory is fsynced (fs_sync_dir), the file is read back and compared,
- * and it is always unlinked. Bandwidth = bytes / (write + fsync time).
+ * and it is always unlinked. Bandwidth = bytes / (write + fsync time), best of
+ * two attempts when the first is below the floor.
  * Free space (statvfs f_bavail, what an unprivileged writer may use) must
  * cover need_bytes; when that is 0 and a model preset is named, need =
  * ckpt_count x 12 bytes per parameter (fp32 weights + AdamW m and v), the
@@ -132,24 +133,36 @@ grit_err health_check_disk(health_report *r, const health_opts *o)
     rng_seed(&rg, o->seed, 7);
     for (size_t i = 0; i < chunk / 8; i++)
         buf[i] = rng_next(&rg);
-    double t0 = now_seconds();
-    grit_err werr = GRIT_OK;
-    for (size_t off = 0; off < total && werr == GRIT_OK; off += chunk) {
-        buf[0] = off; /* every chunk distinct */
-        werr = write_all(fd, buf, chunk);
-    }
-    if (werr != GRIT_OK) {
-        health_set(fr, HEALTH_FAIL, "%s: write of %zu bytes failed: %s", dir, total,
-                   strerror(errno));
-        health_set(bw, HEALTH_SKIP, "not measured: write failed");
-        goto out;
-    }
-    int frc = health_fault_on(o, HF_FSYNC_FAIL) ? (errno = EIO, -1) : fsync(fd);
-    double dt = now_seconds() - t0;
-    if (frc != 0) {
-        health_set(fr, HEALTH_FAIL, "%s: fsync failed: %s", dir, strerror(errno));
-        health_set(bw, HEALTH_SKIP, "not measured: fsync failed");
-        goto out;
+    /* write + fsync, timed; a second attempt when the first is below the
+     * bandwidth floor, since one slow journal flush on a shared disk can
+     * stall a single fsync (the better attempt counts). */
+    double dt = 0.0, slow = health_fault_on(o, HF_SLOW_DISK) ? 1000.0 : 1.0;
+    int attempts = 0;
+    for (; attempts < 2; attempts++) {
+        if (attempts && lseek(fd, 0, SEEK_SET) != 0)
+            break;
+        double t0 = now_seconds();
+        grit_err werr = GRIT_OK;
+        for (size_t off = 0; off < total && werr == GRIT_OK; off += chunk) {
+            buf[0] = off; /* every chunk distinct */
+            werr = write_all(fd, buf, chunk);
+        }
+        if (werr != GRIT_OK) {
+            health_set(fr, HEALTH_FAIL, "%s: write of %zu bytes failed: %s", dir, total,
+                       strerror(errno));
+            health_set(bw, HEALTH_SKIP, "not measured: write failed");
+            goto out;
+        }
+        int frc = health_fault_on(o, HF_FSYNC_FAIL) ? (errno = EIO, -1) : fsync(fd);
+        double d = (now_seconds() - t0) * slow;
+        if (frc != 0) {
+            health_set(fr, HEALTH_FAIL, "%s: fsync failed: %s", dir, strerror(errno));
+            health_set(bw, HEALTH_SKIP, "not measured: fsync failed");
+            goto out;
+        }
+        dt = attempts == 0 || d < dt ? d : dt;
+        if ((double)total / 1e6 / dt >= o->min_disk_mbps)
+            break;
     }
     if (fs_sync_dir(dir) != GRIT_OK) {
         health_set(fr, HEALTH_FAIL, "%s", grit_errmsg());
@@ -182,12 +195,11 @@ grit_err health_check_disk(health_report *r, const health_opts *o)
         health_set(fr, HEALTH_PASS, "%.0f MiB written, fsynced (file and directory), read back",
                    total / 1048576.0);
 
-    double slow = health_fault_on(o, HF_SLOW_DISK) ? 1000.0 : 1.0;
-    double mbps = (double)total / 1e6 / (dt * slow);
+    double mbps = (double)total / 1e6 / dt;
     health_judge(bw, mbps, HEALTH_CMP_GE, o->min_disk_mbps, "MB/s");
     if (bw->verdict == HEALTH_FAIL)
-        snprintf(bw->reason, sizeof bw->reason, "%s: write+fsync %.1f MB/s below %.1f MB/s", dir,
-                 mbps, o->min_disk_mbps);
+        snprintf(bw->reason, sizeof bw->reason, "%s: write+fsync %.1f MB/s below %.1f MB/s "
+                 "(best of 2 attempts)", dir, mbps, o->min_disk_mbps);
     else
         snprintf(bw->reason, sizeof bw->reason, "write+fsync of %.0f MiB", total / 1048576.0);
 out:

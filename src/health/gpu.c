@@ -114,7 +114,7 @@ static void judge_devices(health_report *r, const health_opts *o, const gpu_api 
     }
     unsigned long long ecc_total = 0;
     double max_temp = 0;
-    char ecc_why[160] = "", rp_why[160] = "", th_why[160] = "", names[128] = "";
+    char ecc_why[200] = "", rp_why[160] = "", th_why[160] = "", names[128] = "";
     int pending = 0, throttled = 0, ecc_supported = 0;
     for (unsigned i = 0; i < n; i++) {
         nvml_dev d;
@@ -123,12 +123,12 @@ static void judge_devices(health_report *r, const health_opts *o, const gpu_api 
         char nm[96] = "?";
         api->name(d, nm, sizeof nm);
         if (i == 0)
-            snprintf(names, sizeof names, "%s", nm);
+            snprintf(names, sizeof names, "%.96s", nm);
         unsigned long long c = 0;
         if (api->ecc && api->ecc(d, 1 /* uncorrected */, 0 /* volatile */, &c) == 0) {
             ecc_supported = 1;
             if (c && !ecc_total)
-                snprintf(ecc_why, sizeof ecc_why, "GPU %u (%s): %llu uncorrected ECC error(s) "
+                snprintf(ecc_why, sizeof ecc_why, "GPU %u (%.64s): %llu uncorrected ECC error(s) "
                          "since the driver loaded", i, nm, c);
             ecc_total += c;
         }
