@@ -38,10 +38,12 @@ static void usage(FILE *f)
             "  --baseline FILE       compare throughput (and digest) with this baseline\n"
             "  --write-baseline FILE record this run's measurements as a baseline\n"
             "  --slow-factor F       flag throughput below baseline / F (default 1.25)\n"
-            "  --threads N           compute threads (default: OpenMP's)\n"
+            "  --threads N           compute threads of the known-answer test (default: OpenMP's)\n"
+            "  --gemm-threads N      threads of the throughput GEMM (default 1: stable on shared\n"
+            "                        cores; 0: all compute threads)\n"
             "  --seed N              seed of the known-answer inputs\n"
             "memory:\n"
-            "  --mem-fraction F      fraction of MemAvailable to test (quick 0.01, deep 0.25)\n"
+            "  --mem-fraction F      fraction of MemAvailable to test (quick 0.01, deep 0.10)\n"
             "  --mem-max-bytes N     cap on the tested size (quick 128 MiB, deep 8 GiB)\n"
             "  --min-mem-gbps F      memory copy bandwidth floor (default 0.5 GB/s)\n"
             "disk:\n"
@@ -160,6 +162,9 @@ int cmd_health(int argc, char **argv)
         else if (!strcmp(a, "--threads")) {
             bad = parse_u64(a, v, 1, 1024, &u);
             o.threads = (int)u;
+        } else if (!strcmp(a, "--gemm-threads")) {
+            bad = parse_u64(a, v, 0, 1024, &u);
+            o.gemm_threads = (int)u;
         } else if (!strcmp(a, "--seed"))
             bad = parse_u64(a, v, 0, UINT64_MAX, &o.seed);
         else if (!strcmp(a, "--mem-fraction"))

@@ -26,7 +26,12 @@
  *
  * Throughput: best-of-trials GFLOP/s of a square sgemm (noise on a shared
  * node only ever slows a trial, so the best trial is the stable statistic),
- * failed when below baseline / slow_factor; skipped without a baseline.
+ * failed when below baseline / slow_factor; skipped without a baseline. It
+ * runs on gemm_threads threads, 1 by default: on a node whose cores are
+ * shared, a multi-threaded OpenMP GEMM collapses (we measured 205 vs 14
+ * GFLOP/s in back-to-back runs on 2 busy cores: one descheduled thread stalls
+ * the team), while one thread gives the per-core rate within ~3%. A slow
+ * clock, thermal throttling or a wrong BLAS kernel shows on every core.
  *
  * Faults: gemm_bitflip / layernorm_corrupt / attention_corrupt /
  * adamw_corrupt flip bit opts->fault_bit of one output element of the first
@@ -369,7 +374,9 @@ static double gemm_gflops(const health_opts *o, int n, float *A, float *Bm, floa
     double budget = o->mode == HEALTH_DEEP ? o->deep_seconds : 0.6;
     double flops = 2.0 * n * n * (double)n * calls, best = 0.0;
     double t_start = now_seconds();
-    int trials = 0;
+    int trials = 0, saved = omp_get_max_threads();
+    if (o->gemm_threads > 0)
+        omp_set_num_threads(o->gemm_threads);
     mm_nn(n, n, n, 1.0f, A, n, Bm, n, 0.0f, Cm, n); /* warm-up: thread pool, caches */
     while (trials < min_trials || (now_seconds() - t_start < budget && trials < 100000)) {
         double t0 = now_seconds();
@@ -386,6 +393,7 @@ static double gemm_gflops(const health_opts *o, int n, float *A, float *Bm, floa
         if (o->mode != HEALTH_DEEP && now_seconds() - t_start > 3.0)
             break;
     }
+    omp_set_num_threads(saved);
     *trials_out = trials;
     return best;
 }
@@ -585,7 +593,7 @@ grit_err health_check_compute(health_report *r, const health_opts *o)
 
     /* Throughput. */
     {
-        int trials = 0;
+        int trials = 0, gthreads = o->gemm_threads > 0 ? o->gemm_threads : nthreads;
         double g = gemm_gflops(o, tn, TA, TB, TC, &trials);
         health_result *res = health_add(r, "compute.gemm_gflops");
         double base;
@@ -593,18 +601,20 @@ grit_err health_check_compute(health_report *r, const health_opts *o)
             health_judge(res, g, HEALTH_CMP_GE, base / o->slow_factor, "GFLOP/s");
             if (res->verdict == HEALTH_FAIL)
                 snprintf(res->reason, sizeof res->reason,
-                         "sgemm %d^3 best of %d trials %.1f GFLOP/s is %.2fx slower than the "
-                         "baseline %.1f (flagged beyond %.2fx)", tn, trials, g, base / g, base,
-                         o->slow_factor);
+                         "sgemm %d^3 on %d thread(s), best of %d trials %.1f GFLOP/s is %.2fx "
+                         "slower than the baseline %.1f (flagged beyond %.2fx)", tn,
+                         gthreads, trials, g, base / g, base, o->slow_factor);
             else
                 snprintf(res->reason, sizeof res->reason,
-                         "best of %d trials, %.2fx baseline %.1f", trials, g / base, base);
+                         "%d thread(s), best of %d trials, %.2fx baseline %.1f", gthreads,
+                         trials, g / base, base);
         } else if (res) {
             res->measured = g;
             snprintf(res->unit, sizeof res->unit, "GFLOP/s");
             health_set(res, HEALTH_SKIP,
-                       "no baseline to compare with (measured %.1f GFLOP/s, best of %d trials; "
-                       "record one with --write-baseline FILE)", g, trials);
+                       "no baseline to compare with (measured %.1f GFLOP/s on %d thread(s), "
+                       "best of %d trials; record one with --write-baseline FILE)", g, gthreads,
+                       trials);
         }
     }
 out:

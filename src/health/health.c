@@ -40,7 +40,8 @@ void health_opts_defaults(health_opts *o, health_mode mode)
     o->deep_seconds = 20.0;
     o->seed = 20240607;
     o->slow_factor = 1.25;
-    o->mem_fraction = mode == HEALTH_DEEP ? 0.25 : 0.01;
+    o->gemm_threads = 1;
+    o->mem_fraction = mode == HEALTH_DEEP ? 0.10 : 0.01;
     o->mem_max_bytes = mode == HEALTH_DEEP ? (size_t)8 << 30 : (size_t)128 << 20;
     o->min_mem_gbps = 0.5;
     o->dir = ".";

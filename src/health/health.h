@@ -72,6 +72,7 @@ typedef struct health_opts {
     int threads;              /* 0: OpenMP default */
     const struct health_baseline *baseline; /* NULL: no throughput comparison */
     double slow_factor;       /* fail when throughput < baseline / slow_factor */
+    int gemm_threads;         /* threads of the throughput GEMM (default 1; 0: all) */
     /* memory */
     double mem_fraction;      /* of MemAvailable */
     size_t mem_max_bytes;     /* cap on the memory test size */
