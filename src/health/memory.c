@@ -22,6 +22,7 @@
  * address-in-address pattern is written; slow_memory (or
  * GRIT_HEALTH_SLOWDOWN) scales the timed copies' measured durations.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,7 +42,7 @@ static uint64_t mem_available(void)
     if (f) {
         char line[256];
         while (fgets(line, sizeof line, f))
-            if (sscanf(line, "MemAvailable: %lu kB", &kb) == 1)
+            if (sscanf(line, "MemAvailable: %" SCNu64 " kB", &kb) == 1)
                 break;
         fclose(f);
     }

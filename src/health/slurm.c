@@ -104,11 +104,14 @@ grit_err health_slurm_apply(const health_report *r, health_slurm_result *res)
         snprintf(res->detail, sizeof res->detail, "drained %s (%s)", res->node, reason + 7);
         return GRIT_OK;
     }
-    static char show[65536];
+    size_t cap = 65536;
+    char *show = malloc(cap);
+    if (!show)
+        return grit_errf(GRIT_ENOMEM, "slurm: out of memory");
     char *argv[] = {(char *)sc, "show", "node", res->node, NULL};
-    grit_err rc = run_cmd(argv, show, sizeof show);
+    grit_err rc = run_cmd(argv, show, cap);
     if (rc != GRIT_OK)
-        return rc;
+        goto out;
     /* "Reason=grit: compute.gemm_kat [root@2026-01-01T00:00:00]" to end of line. */
     const char *p = show, *reason = NULL;
     while ((p = strstr(p, "Reason=")) != NULL) {
@@ -124,14 +127,16 @@ grit_err health_slurm_apply(const health_report *r, health_slurm_result *res)
             snprintf(cur, sizeof cur, "%.*s", (int)strcspn(reason, "\n"), reason);
         snprintf(res->detail, sizeof res->detail,
                  "healthy; node not drained by grit (Reason=%s), state unchanged", cur);
-        return GRIT_OK;
+        goto out;
     }
     char *uargv[] = {(char *)sc, "update", nodearg, "State=RESUME", NULL};
     rc = run_cmd(uargv, NULL, 0);
     if (rc != GRIT_OK)
-        return rc;
+        goto out;
     res->action = HEALTH_SLURM_RESUMED;
     snprintf(res->detail, sizeof res->detail, "resumed %s (grit had drained it: %.*s)", res->node,
              (int)strcspn(reason, "\n"), reason);
-    return GRIT_OK;
+out:
+    free(show);
+    return rc;
 }
