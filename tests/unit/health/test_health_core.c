@@ -41,6 +41,22 @@ int main(void)
     CHECK_INT(json_array_size(json_object_get(j, "failures")), 2);
     json_decref(j);
 
+    /* The table: reasons listed; ANSI colours only when asked for. */
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *mf = open_memstream(&buf, &blen);
+    health_report_print(&r, mf, 0);
+    fclose(mf);
+    CHECK_STR_HAS(buf, "UNHEALTHY");
+    CHECK_STR_HAS(buf, "  - fam.le: ");
+    CHECK(strchr(buf, '\033') == NULL);
+    free(buf);
+    mf = open_memstream(&buf, &blen);
+    health_report_print(&r, mf, 1);
+    fclose(mf);
+    CHECK_STR_HAS(buf, "\033[31mfail");
+    free(buf);
+
     /* Faults from the environment. */
     health_opts o;
     health_opts_defaults(&o, HEALTH_QUICK);
