@@ -73,3 +73,7 @@ add_test(NAME reference.ckpt_hf
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/ckpt_hf.sh $<TARGET_FILE:grit>
           $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON})
 set_tests_properties(reference.ckpt_hf PROPERTIES TIMEOUT 300 LABELS "reference")
+
+add_test(NAME integration.health
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/health.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.health PROPERTIES TIMEOUT 300 LABELS "integration;san")

@@ -1,0 +1,229 @@
+/*
+ * gpu.c - the GPU check through NVML, loaded at run time with
+ * dlopen("libnvidia-ml.so.1"): no build dependency, and a node without the
+ * NVIDIA driver gets a clear "skipped" line (or a failure when GPUs were
+ * expected with --expect-gpus).
+ *
+ * Per device: uncorrected volatile ECC errors (> 0 fails), pending page
+ * retirement or row remapping (fails: the GPU needs a reset), temperature
+ * (above max_gpu_temp_c fails) and hardware/thermal throttle reasons
+ * (active hardware slowdown, HW/SW thermal or power-brake throttling
+ * fails). Counters a device does not support are ignored. Xid events need
+ * an event set polled over time; they belong to the supervisor's monitor,
+ * not to this one-shot check.
+ *
+ * The NVML entry points sit behind a small table (gpu_api) so that the
+ * gpu_ecc fault can substitute a fake driver: one device reporting two
+ * uncorrected ECC errors, judged by the same code as a real one.
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "health/health.h"
+
+typedef int nvml_ret; /* nvmlReturn_t: 0 success, 3 not supported */
+typedef void *nvml_dev;
+
+typedef struct gpu_api {
+    nvml_ret (*init)(void);
+    nvml_ret (*shutdown)(void);
+    nvml_ret (*count)(unsigned *);
+    nvml_ret (*handle)(unsigned, nvml_dev *);
+    nvml_ret (*name)(nvml_dev, char *, unsigned);
+    nvml_ret (*temp)(nvml_dev, int, unsigned *);
+    nvml_ret (*ecc)(nvml_dev, int, int, unsigned long long *);
+    nvml_ret (*retired_pending)(nvml_dev, int *);
+    nvml_ret (*remapped)(nvml_dev, unsigned *, unsigned *, unsigned *, unsigned *);
+    nvml_ret (*throttle)(nvml_dev, unsigned long long *);
+    const char *(*errstr)(nvml_ret);
+} gpu_api;
+
+/* ---- the fake driver for the gpu_ecc fault --------------------------------- */
+static nvml_ret fake_ok(void) { return 0; }
+static nvml_ret fake_count(unsigned *n) { *n = 1; return 0; }
+static nvml_ret fake_handle(unsigned i, nvml_dev *d) { *d = (nvml_dev)(size_t)(i + 1); return 0; }
+static nvml_ret fake_name(nvml_dev d, char *s, unsigned n)
+{
+    (void)d;
+    snprintf(s, n, "Fake GPU (gpu_ecc fault)");
+    return 0;
+}
+static nvml_ret fake_temp(nvml_dev d, int sensor, unsigned *t) { (void)d, (void)sensor; *t = 40; return 0; }
+static nvml_ret fake_ecc(nvml_dev d, int type, int counter, unsigned long long *c)
+{
+    (void)d, (void)counter;
+    *c = type == 1 ? 2 : 0;
+    return 0;
+}
+static nvml_ret fake_unsupported_i(nvml_dev d, int *p) { (void)d, (void)p; return 3; }
+static nvml_ret fake_unsupported_r(nvml_dev d, unsigned *a, unsigned *b, unsigned *c, unsigned *e)
+{
+    (void)d, (void)a, (void)b, (void)c, (void)e;
+    return 3;
+}
+static nvml_ret fake_throttle(nvml_dev d, unsigned long long *r) { (void)d; *r = 0; return 0; }
+static const char *fake_errstr(nvml_ret r) { return r == 3 ? "Not Supported" : "Unknown Error"; }
+
+static const gpu_api fake_api = {fake_ok, fake_ok, fake_count, fake_handle, fake_name,
+                                 fake_temp, fake_ecc, fake_unsupported_i, fake_unsupported_r,
+                                 fake_throttle, fake_errstr};
+
+/* Throttle reason bits (nvml.h, clocksThrottleReasons). */
+#define THR_HW_SLOWDOWN 0x8ull
+#define THR_SW_THERMAL 0x20ull
+#define THR_HW_THERMAL 0x40ull
+#define THR_HW_POWER_BRAKE 0x80ull
+
+static void *sym(void *h, const char *a, const char *b)
+{
+    void *p = dlsym(h, a);
+    return p || !b ? p : dlsym(h, b);
+}
+
+static void judge_devices(health_report *r, const health_opts *o, const gpu_api *api)
+{
+    health_result *dv = health_add(r, "gpu.devices");
+    health_result *ec = health_add(r, "gpu.ecc");
+    health_result *rp = health_add(r, "gpu.retired_pages");
+    health_result *tp = health_add(r, "gpu.temperature");
+    health_result *th = health_add(r, "gpu.throttle");
+    if (!dv || !ec || !rp || !tp || !th)
+        return;
+    unsigned n = 0;
+    nvml_ret e = api->init();
+    if (e != 0) {
+        health_set(dv, o->expect_gpus > 0 ? HEALTH_FAIL : HEALTH_SKIP,
+                   "NVML init failed: %s", api->errstr(e));
+        health_set(ec, HEALTH_SKIP, "not run");
+        health_set(rp, HEALTH_SKIP, "not run");
+        health_set(tp, HEALTH_SKIP, "not run");
+        health_set(th, HEALTH_SKIP, "not run");
+        return;
+    }
+    if ((e = api->count(&n)) != 0)
+        n = 0;
+    if (o->expect_gpus >= 0) {
+        health_judge(dv, n, HEALTH_CMP_GE, o->expect_gpus, "devices");
+        if (n != (unsigned)o->expect_gpus)
+            health_set(dv, HEALTH_FAIL, "found %u GPU(s), expected %d", n, o->expect_gpus);
+    } else {
+        dv->measured = n;
+        snprintf(dv->unit, sizeof dv->unit, "devices");
+    }
+    unsigned long long ecc_total = 0;
+    double max_temp = 0;
+    char ecc_why[200] = "", rp_why[160] = "", th_why[160] = "", names[128] = "";
+    int pending = 0, throttled = 0, ecc_supported = 0;
+    for (unsigned i = 0; i < n; i++) {
+        nvml_dev d;
+        if (api->handle(i, &d) != 0)
+            continue;
+        char nm[96] = "?";
+        api->name(d, nm, sizeof nm);
+        if (i == 0)
+            snprintf(names, sizeof names, "%.96s", nm);
+        unsigned long long c = 0;
+        if (api->ecc && api->ecc(d, 1 /* uncorrected */, 0 /* volatile */, &c) == 0) {
+            ecc_supported = 1;
+            if (c && !ecc_total)
+                snprintf(ecc_why, sizeof ecc_why, "GPU %u (%.64s): %llu uncorrected ECC error(s) "
+                         "since the driver loaded", i, nm, c);
+            ecc_total += c;
+        }
+        unsigned corr = 0, unc = 0, pend = 0, failed = 0;
+        int rpend = 0;
+        if (api->remapped && api->remapped(d, &corr, &unc, &pend, &failed) == 0) {
+            if ((pend || failed) && !pending)
+                snprintf(rp_why, sizeof rp_why, "GPU %u: row remapping %s", i,
+                         failed ? "failed" : "pending (reset the GPU)");
+            pending += pend || failed;
+        } else if (api->retired_pending && api->retired_pending(d, &rpend) == 0 && rpend) {
+            if (!pending)
+                snprintf(rp_why, sizeof rp_why, "GPU %u: page retirement pending (reset the GPU)",
+                         i);
+            pending++;
+        }
+        unsigned t = 0;
+        if (api->temp(d, 0, &t) == 0 && t > max_temp)
+            max_temp = t;
+        unsigned long long reasons = 0;
+        unsigned long long bad = THR_HW_SLOWDOWN | THR_SW_THERMAL | THR_HW_THERMAL | THR_HW_POWER_BRAKE;
+        if (api->throttle && api->throttle(d, &reasons) == 0 && (reasons & bad)) {
+            if (!throttled)
+                snprintf(th_why, sizeof th_why, "GPU %u: throttled (reasons 0x%llx:%s%s%s%s)", i,
+                         reasons, reasons & THR_HW_SLOWDOWN ? " hw-slowdown" : "",
+                         reasons & THR_SW_THERMAL ? " sw-thermal" : "",
+                         reasons & THR_HW_THERMAL ? " hw-thermal" : "",
+                         reasons & THR_HW_POWER_BRAKE ? " power-brake" : "");
+            throttled++;
+        }
+    }
+    api->shutdown();
+    if (dv->verdict == HEALTH_PASS)
+        snprintf(dv->reason, sizeof dv->reason, "%u GPU(s)%s%s", n, n ? ": " : "", names);
+    if (!n) {
+        health_set(ec, HEALTH_SKIP, "no devices");
+        health_set(rp, HEALTH_SKIP, "no devices");
+        health_set(tp, HEALTH_SKIP, "no devices");
+        health_set(th, HEALTH_SKIP, "no devices");
+        return;
+    }
+    if (ecc_supported) {
+        health_judge(ec, (double)ecc_total, HEALTH_CMP_LE, 0, "errors");
+        snprintf(ec->reason, sizeof ec->reason, "%s", ecc_total ? ecc_why : "no uncorrected ECC errors");
+    } else
+        health_set(ec, HEALTH_SKIP, "ECC counters not supported");
+    health_judge(rp, pending, HEALTH_CMP_LE, 0, "devices");
+    snprintf(rp->reason, sizeof rp->reason, "%s", pending ? rp_why : "no pending retirement/remap");
+    health_judge(tp, max_temp, HEALTH_CMP_LE, o->max_gpu_temp_c, "C");
+    snprintf(tp->reason, sizeof tp->reason, "hottest GPU %.0f C", max_temp);
+    health_judge(th, throttled, HEALTH_CMP_LE, 0, "devices");
+    snprintf(th->reason, sizeof th->reason, "%s", throttled ? th_why : "no hardware/thermal throttling");
+}
+
+grit_err health_check_gpu(health_report *r, const health_opts *o)
+{
+    if (health_fault_on(o, HF_GPU_ECC)) {
+        judge_devices(r, o, &fake_api);
+        return GRIT_OK;
+    }
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        health_result *res = health_add(r, "gpu.devices");
+        if (!res)
+            return GRIT_OK;
+        if (o->expect_gpus > 0)
+            health_set(res, HEALTH_FAIL, "expected %d GPU(s), found none: libnvidia-ml.so.1 "
+                       "cannot be loaded (no NVIDIA driver)", o->expect_gpus);
+        else
+            health_set(res, HEALTH_SKIP, "skipped: no GPU (libnvidia-ml.so.1 not found)");
+        return GRIT_OK;
+    }
+    gpu_api api;
+    memset(&api, 0, sizeof api);
+    *(void **)&api.init = sym(h, "nvmlInit_v2", "nvmlInit");
+    *(void **)&api.shutdown = sym(h, "nvmlShutdown", NULL);
+    *(void **)&api.count = sym(h, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount");
+    *(void **)&api.handle = sym(h, "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex");
+    *(void **)&api.name = sym(h, "nvmlDeviceGetName", NULL);
+    *(void **)&api.temp = sym(h, "nvmlDeviceGetTemperature", NULL);
+    *(void **)&api.ecc = sym(h, "nvmlDeviceGetTotalEccErrors", NULL);
+    *(void **)&api.retired_pending = sym(h, "nvmlDeviceGetRetiredPagesPendingStatus", NULL);
+    *(void **)&api.remapped = sym(h, "nvmlDeviceGetRemappedRows", NULL);
+    *(void **)&api.throttle = sym(h, "nvmlDeviceGetCurrentClocksEventReasons",
+                                  "nvmlDeviceGetCurrentClocksThrottleReasons");
+    *(void **)&api.errstr = sym(h, "nvmlErrorString", NULL);
+    if (!api.init || !api.shutdown || !api.count || !api.handle || !api.name || !api.temp ||
+        !api.errstr) {
+        health_result *res = health_add(r, "gpu.devices");
+        if (res)
+            health_set(res, o->expect_gpus > 0 ? HEALTH_FAIL : HEALTH_ERROR,
+                       "libnvidia-ml.so.1 lacks required NVML entry points");
+    } else {
+        judge_devices(r, o, &api);
+    }
+    dlclose(h);
+    return GRIT_OK;
+}
