@@ -77,3 +77,9 @@ set_tests_properties(reference.ckpt_hf PROPERTIES TIMEOUT 300 LABELS "reference"
 add_test(NAME integration.health
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/health.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.health PROPERTIES TIMEOUT 300 LABELS "integration;san")
+
+# Data parallel over real MPI ranks (src/dist, src/train/dp): DP=1/2/4 agreement, bitwise
+# DP=2, ZeRO-1, resume across world sizes, a killed rank.
+add_test(NAME integration.dp
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/dp.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.dp PROPERTIES TIMEOUT 300 LABELS "integration;mpi")

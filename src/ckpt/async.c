@@ -89,28 +89,42 @@ grit_err ckpt_async_save(ckpt_async *a, const gx_model *m, const ckpt_state *st,
     double t0 = now_seconds();
     ckpt_async_wait(a);
     size_t n = m->num_params;
-    const float *src[3] = {m->params, m->adam_m, m->adam_v};
     /* the copy is the whole stall of an async save: spread it over the threads */
-    enum { CHUNKS = 96 };
-    size_t per = (n + CHUNKS / 3 - 1) / (CHUNKS / 3);
+    ckpt_copy_parallel(a->snap, m->params, n);
+    ckpt_copy_parallel(a->snap + n, m->adam_m, n);
+    ckpt_copy_parallel(a->snap + 2 * n, m->adam_v, n);
+    grit_err rc = ckpt_async_start(a, st);
+    *stall = now_seconds() - t0;
+    return rc;
+}
+
+void ckpt_copy_parallel(float *dst, const float *src, size_t n)
+{
+    enum { CHUNKS = 64 };
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < CHUNKS; c++) {
-        int which = c % 3;
-        size_t lo = (size_t)(c / 3) * per, hi = lo + per < n ? lo + per : n;
-        if (lo < hi)
-            memcpy(a->snap + (size_t)which * n + lo, src[which] + lo, (hi - lo) * sizeof(float));
+        size_t lo = n * (size_t)c / CHUNKS, hi = n * (size_t)(c + 1) / CHUNKS;
+        memcpy(dst + lo, src + lo, (hi - lo) * sizeof(float));
     }
+}
+
+float *ckpt_async_begin(ckpt_async *a)
+{
+    ckpt_async_wait(a);
+    return a->snap;
+}
+
+grit_err ckpt_async_start(ckpt_async *a, const ckpt_state *st)
+{
     a->st = *st;
     if (!a->async) {
         run_job(a);
-        *stall = now_seconds() - t0;
         return GRIT_OK;
     }
     pthread_mutex_lock(&a->mu);
     a->busy = a->job = 1;
     pthread_cond_broadcast(&a->cv);
     pthread_mutex_unlock(&a->mu);
-    *stall = now_seconds() - t0;
     return GRIT_OK;
 }
 

@@ -50,6 +50,16 @@ grit_err ckpt_async_init(ckpt_async *a, store *s, const gx_model *m, bool async,
  * call ckpt_async_wait and ckpt_async_poll before). *stall is the time the
  * caller was blocked here. */
 grit_err ckpt_async_save(ckpt_async *a, const gx_model *m, const ckpt_state *st, double *stall);
+/* The two halves of ckpt_async_save for callers that fill the snapshot
+ * themselves (e.g. gathering ZeRO shards into it): begin waits for a running
+ * save and returns the snapshot (params, m, v: 3 x num_params floats); start
+ * writes it as checkpoint st->step. */
+float *ckpt_async_begin(ckpt_async *a);
+grit_err ckpt_async_start(ckpt_async *a, const ckpt_state *st);
+
+/* memcpy of n floats spread over the OpenMP threads (snapshot copies). */
+void ckpt_copy_parallel(float *dst, const float *src, size_t n);
+
 /* Non-blocking: 1 and *out filled if a save finished since the last poll. */
 int ckpt_async_poll(ckpt_async *a, ckpt_result *out);
 /* Blocks until no save is running. */

@@ -582,14 +582,21 @@ grit_err ckpt_read_state(store *s, const char *dir, ckpt_state *st)
     return GRIT_OK;
 }
 
+grit_err ckpt_load_moments(store *s, const char *dir, const gx_model *m, float *mm, float *vv)
+{
+    const char *op[2] = {"exp_avg.", "exp_avg_sq."};
+    float *ob[2] = {mm, vv};
+    return load_file(s, dir, "optimizer.safetensors", m, op, ob, 2);
+}
+
 grit_err ckpt_load(store *s, const char *dir, gx_model *m, ckpt_state *st, bool weights_only)
 {
-    const char *pp[1] = {""}, *op[2] = {"exp_avg.", "exp_avg_sq."};
-    float *pb[1] = {m->params}, *ob[2] = {m->adam_m, m->adam_v};
+    const char *pp[1] = {""};
+    float *pb[1] = {m->params};
     grit_err rc = load_file(s, dir, "model.safetensors", m, pp, pb, 1);
     if (rc != GRIT_OK || weights_only)
         return rc;
     if ((rc = ckpt_read_state(s, dir, st)) != GRIT_OK)
         return rc;
-    return load_file(s, dir, "optimizer.safetensors", m, op, ob, 2);
+    return ckpt_load_moments(s, dir, m, m->adam_m, m->adam_v);
 }

@@ -71,6 +71,10 @@ grit_err ckpt_find(store *s, char *dir, size_t cap, ckpt_reject_fn reject, void 
  * any other unknown or missing tensor is an error. */
 grit_err ckpt_load(store *s, const char *dir, gx_model *m, ckpt_state *st, bool weights_only);
 
+/* Loads only the AdamW moments of dir into mm and vv (num_params floats each,
+ * laid out as m->tensors). */
+grit_err ckpt_load_moments(store *s, const char *dir, const gx_model *m, float *mm, float *vv);
+
 /* Reads only trainer_state.json of dir. */
 grit_err ckpt_read_state(store *s, const char *dir, ckpt_state *st);
 

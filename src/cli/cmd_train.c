@@ -23,6 +23,11 @@ static void usage(FILE *f)
             "                    for a fixed thread count)\n"
             "  --seed N          seed for initialisation and data\n"
             "  --print-config    print the resolved config and exit\n"
+            "\n"
+            "Data parallel: mpirun -np N grit train CONFIG.json. Each rank takes its slice of\n"
+            "every global batch (optim.global_batch keeps it fixed across world sizes);\n"
+            "optim.zero1 shards the AdamW state. GRIT_DIST_TIMEOUT (seconds, default 300)\n"
+            "bounds every collective, so a dead peer ends the job instead of hanging it.\n"
             "  --quiet           no progress line or summary\n"
             "  -h, --help        show this help\n");
 }
@@ -82,31 +87,52 @@ int cmd_train(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    train_cfg cfg;
-    train_cfg_defaults(&cfg);
-    grit_err rc = train_cfg_load(&cfg, cfgpath);
-    if (rc != GRIT_OK) {
+    dist d;
+    if (dist_init(&d, &argc, &argv) != GRIT_OK) {
         fprintf(stderr, "grit train: %s\n", grit_errmsg());
         return 1;
     }
-    if (run_dir)
-        snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", run_dir);
-    if (steps)
-        cfg.optim.total_steps = (int)steps;
-    if (threads)
-        cfg.threads = (int)threads;
-    if (seed >= 0)
-        cfg.seed = (uint64_t)seed;
-    if (print_cfg) {
-        char *s = train_cfg_dump(&cfg);
-        puts(s ? s : "");
-        free(s);
-        return 0;
+    int leader = d.rank == 0;
+    train_cfg cfg;
+    train_cfg_defaults(&cfg);
+    grit_err rc = train_cfg_load(&cfg, cfgpath);
+    if (rc == GRIT_OK) {
+        if (run_dir)
+            snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", run_dir);
+        if (steps)
+            cfg.optim.total_steps = (int)steps;
+        if (threads)
+            cfg.threads = (int)threads;
+        if (seed >= 0)
+            cfg.seed = (uint64_t)seed;
+        rc = train_cfg_resolve_world(&cfg, d.size);
     }
-    rc = train_run(&cfg, quiet ? NULL : stderr, NULL);
-    if (rc != GRIT_OK) {
-        fprintf(stderr, "grit train: %s: %s\n", grit_strerror(rc), grit_errmsg());
+    if (rc != GRIT_OK) { /* every rank read the same file: rank 0 speaks for all */
+        if (leader)
+            fprintf(stderr, "grit train: %s\n", grit_errmsg());
+        dist_finalize(&d);
         return 1;
     }
+    if (print_cfg) {
+        char *s = leader ? train_cfg_dump(&cfg) : NULL;
+        if (s)
+            puts(s);
+        free(s);
+        dist_finalize(&d);
+        return 0;
+    }
+    rc = train_run(&cfg, &d, quiet ? NULL : stderr, NULL);
+    if (rc != GRIT_OK) {
+        if (d.size > 1) {
+            /* the other ranks may be waiting in a collective: take the job down now */
+            fprintf(stderr, "grit train: rank %d: %s: %s\n", d.rank, grit_strerror(rc),
+                    grit_errmsg());
+            dist_abort(&d, 1);
+        }
+        fprintf(stderr, "grit train: %s: %s\n", grit_strerror(rc), grit_errmsg());
+        dist_finalize(&d);
+        return 1;
+    }
+    dist_finalize(&d);
     return 0;
 }

@@ -57,7 +57,7 @@ static const char *const model_keys[] = {
     "layer_norm_eps", "activation", "parallel_residual", NULL};
 static const char *const optim_keys[] = {
     "micro_batch", "grad_accum", "seq_len", "lr", "min_lr", "warmup_steps", "total_steps",
-    "beta1", "beta2", "eps", "weight_decay", "grad_clip", NULL};
+    "beta1", "beta2", "eps", "weight_decay", "grad_clip", "global_batch", "zero1", NULL};
 static const char *const data_keys[] = {"source", "synthetic_vocab", NULL};
 static const char *const acts[] = {"gelu", "gelu_tanh", NULL};
 static const char *const sources[] = {"synthetic", NULL};
@@ -156,6 +156,14 @@ static grit_err load_optim(const jcfg *j, train_cfg *c)
     TRY(jcfg_num(j, o, "optim", "eps", 0.0, 1.0, &p->eps));
     TRY(jcfg_num(j, o, "optim", "weight_decay", 0.0, 10.0, &p->weight_decay));
     TRY(jcfg_num(j, o, "optim", "grad_clip", 0.0, 1e6, &p->grad_clip));
+    TRY(load_int(j, o, "optim", "global_batch", 0, 1 << 24, &p->global_batch));
+    TRY(jcfg_bool(j, o, "optim", "zero1", &p->zero1));
+    if (p->global_batch > 0 && json_object_get(o, "grad_accum"))
+        return jcfg_fail(j, "optim.grad_accum", "expected either grad_accum or global_batch, "
+                                                "not both (global_batch derives grad_accum)");
+    if (p->global_batch > 0 && p->global_batch % p->micro_batch != 0)
+        return jcfg_fail(j, "optim.global_batch", "expected a multiple of micro_batch %d, got %d",
+                         p->micro_batch, p->global_batch);
     if (p->min_lr > p->lr)
         return jcfg_fail(j, "optim.min_lr", "expected a value <= optim.lr (%g), got %g", p->lr,
                          p->min_lr);
@@ -272,6 +280,8 @@ char *train_cfg_dump(const train_cfg *c)
                   "keep_every", c->ckpt_keep_every, "async", c->ckpt_async, "on_error",
                   c->ckpt_stop_on_error ? "stop" : "continue"));
     json_object_set_new(root, "resume", json_boolean(c->resume));
+    json_object_set_new(optim, "global_batch", json_integer(o->global_batch));
+    json_object_set_new(optim, "zero1", json_boolean(o->zero1));
     if (c->init_from[0])
         json_object_set_new(root, "init_from", json_string(c->init_from));
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
@@ -293,9 +303,28 @@ void train_cfg_fingerprint(const train_cfg *c, char out[17])
                                           "checkpoint", "resume",    "init_from", NULL};
     for (const char *const *k = outside; j && *k; k++)
         json_object_del(j, *k);
+    /* how the work is spread over ranks does not change what is computed */
+    json_t *op = json_object_get(j, "optim");
+    json_object_del(op, "zero1");
+    if (c->optim.global_batch > 0)
+        json_object_del(op, "grad_accum");
     char *canon = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
     json_decref(j);
     snprintf(out, 17, "%016llx",
              canon ? (unsigned long long)XXH3_64bits(canon, strlen(canon)) : 0ULL);
     free(canon);
+}
+
+grit_err train_cfg_resolve_world(train_cfg *c, int world)
+{
+    optim_cfg *o = &c->optim;
+    if (o->global_batch <= 0)
+        return GRIT_OK;
+    long per = (long)o->micro_batch * world;
+    if (o->global_batch % per != 0)
+        return grit_errf(GRIT_ECONFIG,
+                         "optim.global_batch %d is not a multiple of micro_batch %d x %d ranks",
+                         o->global_batch, o->micro_batch, world);
+    o->grad_accum = (int)(o->global_batch / per);
+    return GRIT_OK;
 }

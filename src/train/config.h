@@ -57,6 +57,9 @@ char *train_cfg_dump(const train_cfg *c);
  * stored in checkpoints: resuming under a different one is refused. */
 void train_cfg_fingerprint(const train_cfg *c, char out[17]);
 
+/* With optim.global_batch set, derives grad_accum for a world size. */
+grit_err train_cfg_resolve_world(train_cfg *c, int world);
+
 /* True when checkpointing is on (by steps or by minutes). */
 bool train_cfg_ckpt_enabled(const train_cfg *c);
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt/async.h"
 #include "core/progress.h"
 
 static void on_grad_ready(void *ctx, size_t off, size_t n)
@@ -137,8 +138,8 @@ grit_err dp_gather_moments(dp_sync *p, float *mm, float *vv, int root)
     size_t np = p->m->num_params;
     if (!p->zero1) {
         if (p->d->rank == root) {
-            memcpy(mm, p->m->adam_m, np * sizeof(float));
-            memcpy(vv, p->m->adam_v, np * sizeof(float));
+            ckpt_copy_parallel(mm, p->m->adam_m, np);
+            ckpt_copy_parallel(vv, p->m->adam_v, np);
         }
         return GRIT_OK;
     }

@@ -14,6 +14,7 @@
 #include "core/fsutil.h"
 #include "core/progress.h"
 #include "train/data.h"
+#include "train/dp.h"
 #include "train/optim.h"
 
 double train_peak_rss_mib(void)
@@ -47,6 +48,7 @@ static void path_join(char *buf, size_t cap, const char *dir, const char *name)
 
 typedef struct run_ctx {
     const train_cfg *cfg;
+    dist *d;
     FILE *log;
     events ev;
     store *ck;
@@ -113,10 +115,43 @@ static grit_err truncate_metrics(const char *path, long step)
     return rc;
 }
 
-/* Restores state from the newest good checkpoint or init_from; *start = first step to
- * run; *loaded tells whether the weights came from a file (else: initialise them). */
-static grit_err restore(run_ctx *r, gx_model *m, const char *fp, long *start, double *tokens,
-                        bool *loaded)
+/* Loads checkpoint dir (already verified by rank 0) into this rank's model and shard. */
+static grit_err load_checkpoint(run_ctx *r, gx_model *m, dp_sync *dp, const char *dir,
+                                const char *fp, ckpt_state *st)
+{
+    const train_cfg *cfg = r->cfg;
+    grit_err rc = ckpt_read_state(r->ck, dir, st);
+    if (rc != GRIT_OK)
+        return rc;
+    if (strcmp(st->fingerprint, fp) != 0)
+        return grit_errf(GRIT_ECONFIG,
+                         "%s/%s was written by a different config (fingerprint %s, this config "
+                         "%s): use a new run_dir, or \"init_from\" to start from its weights only",
+                         r->ck->root, dir, st->fingerprint, fp);
+    if (cfg->optim.global_batch == 0 && st->world_size != r->d->size)
+        return grit_errf(GRIT_ECONFIG,
+                         "%s/%s was written by %d ranks, this run has %d: set optim.global_batch "
+                         "so the global batch stays the same across world sizes",
+                         r->ck->root, dir, st->world_size, r->d->size);
+    if ((rc = ckpt_load(r->ck, dir, m, NULL, true)) != GRIT_OK)
+        return rc;
+    if (!dp->zero1)
+        return ckpt_load_moments(r->ck, dir, m, m->adam_m, m->adam_v);
+    /* ZeRO-1: read the full moments once, keep this rank's shard */
+    float *mm = malloc(sizeof(float) * m->num_params), *vv = malloc(sizeof(float) * m->num_params);
+    rc = !mm || !vv ? grit_errf(GRIT_ENOMEM, "out of memory") : ckpt_load_moments(r->ck, dir, m, mm, vv);
+    if (rc == GRIT_OK)
+        dp_set_moments(dp, mm, vv);
+    free(mm);
+    free(vv);
+    return rc;
+}
+
+/* Restores state from the newest good checkpoint (rank 0 chooses and verifies it, every
+ * rank loads it) or init_from; *start = first step to run; *loaded tells whether the
+ * weights came from a file (else: initialise them). */
+static grit_err restore(run_ctx *r, gx_model *m, dp_sync *dp, const char *fp, long *start,
+                        double *tokens, bool *loaded)
 {
     const train_cfg *cfg = r->cfg;
     *start = 0;
@@ -124,23 +159,30 @@ static grit_err restore(run_ctx *r, gx_model *m, const char *fp, long *start, do
     *loaded = false;
     if (cfg->resume) {
         char dir[64];
-        grit_err rc = ckpt_find(r->ck, dir, sizeof dir, on_reject, r);
-        if (rc == GRIT_EFORMAT)
-            return grit_errf(rc, "%s; refusing to start over on top of them (move them away, or "
-                                 "set \"resume\": false)", grit_errmsg());
-        if (rc == GRIT_OK) {
+        long chosen = -1; /* -1: none, -2: some exist but none verifies */
+        grit_err rc = GRIT_OK;
+        char why[1024] = "";
+        if (r->d->rank == 0) {
+            rc = ckpt_find(r->ck, dir, sizeof dir, on_reject, r);
+            if (rc == GRIT_OK)
+                chosen = strtol(dir + 5, NULL, 10);
+            else if (rc != GRIT_ENOTFOUND) {
+                chosen = -2;
+                snprintf(why, sizeof why, "%s", grit_errmsg());
+            }
+        }
+        if ((rc = dist_bcast(r->d, &chosen, sizeof chosen, 0)) != GRIT_OK)
+            return rc;
+        if (chosen == -2)
+            return grit_errf(GRIT_EFORMAT, "%s; refusing to start over on top of them (move "
+                                           "them away, or set \"resume\": false)",
+                             r->d->rank == 0 ? why : "rank 0 found no usable checkpoint");
+        if (chosen >= 0) {
             ckpt_state st;
-            if ((rc = ckpt_read_state(r->ck, dir, &st)) != GRIT_OK)
+            ckpt_dirname(dir, sizeof dir, chosen);
+            if ((rc = load_checkpoint(r, m, dp, dir, fp, &st)) != GRIT_OK)
                 return rc;
-            if (strcmp(st.fingerprint, fp) != 0)
-                return grit_errf(GRIT_ECONFIG,
-                                 "%s/%s was written by a different config (fingerprint %s, this "
-                                 "config %s): use a new run_dir, or \"init_from\" to start from "
-                                 "its weights only",
-                                 r->ck->root, dir, st.fingerprint, fp);
-            if ((rc = ckpt_load(r->ck, dir, m, &st, false)) != GRIT_OK)
-                return rc;
-            if (st.threads != cfg->threads)
+            if (st.threads != cfg->threads && r->log)
                 fprintf(stderr, "grit train: note: checkpoint was written with %d threads, this "
                                 "run uses %d: the continuation is exact but not bitwise equal "
                                 "to an uninterrupted %d-thread run\n",
@@ -149,14 +191,15 @@ static grit_err restore(run_ctx *r, gx_model *m, const char *fp, long *start, do
             *tokens = st.tokens;
             *loaded = true;
             if (r->log)
-                fprintf(r->log, "grit train: resuming from %s/%s (step %ld)\n", r->ck->root, dir,
-                        st.step);
-            events_emit(&r->ev, "resume", json_pack("{s:s,s:I}", "dir", dir, "step",
-                                                    (json_int_t)st.step));
+                fprintf(r->log, "grit train: resuming from %s/%s (step %ld, written by %d "
+                                "rank%s, now %d)\n",
+                        r->ck->root, dir, st.step, st.world_size, st.world_size > 1 ? "s" : "",
+                        r->d->size);
+            events_emit(&r->ev, "resume",
+                        json_pack("{s:s,s:I,s:i,s:i}", "dir", dir, "step", (json_int_t)st.step,
+                                  "from_world", st.world_size, "world", r->d->size));
             return GRIT_OK;
         }
-        if (rc != GRIT_ENOTFOUND)
-            return rc;
     }
     if (cfg->init_from[0]) {
         store *src;
@@ -199,39 +242,88 @@ static void summary(FILE *log, const run_ctx *r, const gx_model *m, long steps,
             cfg->run_dir, cfg->run_dir);
 }
 
-grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
+/* Rank 0 reports the previous save and decides whether the run may go on; every
+ * rank learns the decision. */
+static grit_err ckpt_checkpoint_gate(run_ctx *r)
+{
+    int stop = 0;
+    grit_err rc = GRIT_OK;
+    if (r->d->rank == 0) {
+        ckpt_result done;
+        ckpt_async_wait(&r->ca);
+        if (ckpt_async_poll(&r->ca, &done))
+            rc = report_save(r, &done);
+        stop = rc != GRIT_OK;
+    }
+    grit_err brc = dist_bcast(r->d, &stop, sizeof stop, 0);
+    if (rc != GRIT_OK)
+        return rc;
+    if (brc != GRIT_OK)
+        return brc;
+    return stop ? grit_errf(GRIT_EIO, "rank 0 stopped the run: a checkpoint save failed") : GRIT_OK;
+}
+
+/* Snapshot (params on rank 0, moments gathered from every rank) and start the save. */
+static grit_err ckpt_checkpoint_save(run_ctx *r, gx_model *m, dp_sync *dp, const ckpt_state *st,
+                                     double *stall)
+{
+    double t0 = now_seconds();
+    size_t np = m->num_params;
+    float *snap = r->d->rank == 0 ? ckpt_async_begin(&r->ca) : NULL;
+    if (snap)
+        ckpt_copy_parallel(snap, m->params, np);
+    grit_err rc = dp_gather_moments(dp, snap ? snap + np : NULL, snap ? snap + 2 * np : NULL, 0);
+    if (rc == GRIT_OK && snap)
+        rc = ckpt_async_start(&r->ca, st);
+    *stall = now_seconds() - t0;
+    ckpt_result done;
+    if (rc == GRIT_OK && snap && !r->cfg->ckpt_async && ckpt_async_poll(&r->ca, &done))
+        rc = report_save(r, &done);
+    return rc;
+}
+
+grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
 {
     const optim_cfg *o = &cfg->optim;
-    int B = o->micro_batch, T = o->seq_len, A = o->grad_accum;
+    int B = o->micro_batch, T = o->seq_len, A = o->grad_accum, W = d->size;
+    int leader = d->rank == 0;
+    long G = (long)W * A * B; /* sequences per optimiser step, all ranks */
     char path[1200], fp[17];
     gx_model m;
+    dp_sync dp = {0};
     FILE *mf = NULL;
     int32_t *tokens = NULL;
-    char *cfgtext = NULL;
     grit_err rc;
-    run_ctx r = {.cfg = cfg, .log = log, .ck_on = train_cfg_ckpt_enabled(cfg)};
+    run_ctx r = {.cfg = cfg, .d = d, .log = leader ? log : NULL,
+                 .ck_on = train_cfg_ckpt_enabled(cfg)};
     train_data data = {0};
+    log = r.log;
 
     omp_set_num_threads(cfg->threads);
     openblas_set_num_threads(cfg->threads);
     memset(&m, 0, sizeof m);
     train_cfg_fingerprint(cfg, fp);
 
-    if ((rc = fs_mkdirs(cfg->run_dir)) != GRIT_OK)
-        return rc;
-    cfgtext = train_cfg_dump(cfg);
-    if (!cfgtext)
-        return grit_errf(GRIT_ENOMEM, "out of memory");
-    path_join(path, sizeof path, cfg->run_dir, "config.json");
-    rc = fs_write_durable(path, cfgtext, strlen(cfgtext));
-    free(cfgtext);
-    if (rc != GRIT_OK)
-        return rc;
-    path_join(path, sizeof path, cfg->run_dir, "events.jsonl");
-    if ((rc = events_open(&r.ev, path)) != GRIT_OK)
-        return rc;
+    if (leader) {
+        if ((rc = fs_mkdirs(cfg->run_dir)) != GRIT_OK)
+            return rc;
+        char *cfgtext = train_cfg_dump(cfg);
+        if (!cfgtext)
+            return grit_errf(GRIT_ENOMEM, "out of memory");
+        path_join(path, sizeof path, cfg->run_dir, "config.json");
+        rc = fs_write_durable(path, cfgtext, strlen(cfgtext));
+        free(cfgtext);
+        if (rc != GRIT_OK)
+            return rc;
+        path_join(path, sizeof path, cfg->run_dir, "events.jsonl");
+        if ((rc = events_open(&r.ev, path)) != GRIT_OK)
+            return rc;
+    }
+    if ((rc = dist_barrier(d)) != GRIT_OK) /* the run directory exists for everyone */
+        goto out;
     if ((rc = gx_init(&m, &cfg->model, B, T, cfg->threads)) != GRIT_OK ||
-        (rc = train_data_open(&data, cfg)) != GRIT_OK)
+        (rc = train_data_open(&data, cfg)) != GRIT_OK ||
+        (rc = dp_init(&dp, d, &m, o->zero1)) != GRIT_OK)
         goto out;
     if (r.ck_on || cfg->resume) {
         path_join(path, sizeof path, cfg->run_dir, "ckpt");
@@ -241,49 +333,62 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
     long start;
     double tokens_done;
     bool loaded;
-    if ((rc = restore(&r, &m, fp, &start, &tokens_done, &loaded)) != GRIT_OK)
+    if ((rc = restore(&r, &m, &dp, fp, &start, &tokens_done, &loaded)) != GRIT_OK)
         goto out;
     if (!loaded)
         gx_init_weights(&m, cfg->seed);
-    if (r.ck_on && (rc = ckpt_async_init(&r.ca, r.ck, &m, cfg->ckpt_async, cfg->ckpt_keep_last,
-                                         cfg->ckpt_keep_every)) != GRIT_OK)
+    if (leader && r.ck_on &&
+        (rc = ckpt_async_init(&r.ca, r.ck, &m, cfg->ckpt_async, cfg->ckpt_keep_last,
+                              cfg->ckpt_keep_every)) != GRIT_OK)
         goto out;
     tokens = malloc(sizeof(int32_t) * (size_t)A * B * (T + 1));
-    path_join(path, sizeof path, cfg->run_dir, "metrics.jsonl");
-    if (start > 0 && (rc = truncate_metrics(path, start)) != GRIT_OK)
-        goto out;
-    mf = fopen(path, start > 0 ? "a" : "w");
-    if (!tokens || !mf) {
-        rc = !tokens ? grit_errf(GRIT_ENOMEM, "out of memory")
-                     : grit_errf(GRIT_EIO, "%s: cannot create", path);
+    if (!tokens) {
+        rc = grit_errf(GRIT_ENOMEM, "out of memory");
         goto out;
     }
+    if (leader) {
+        path_join(path, sizeof path, cfg->run_dir, "metrics.jsonl");
+        if (start > 0 && (rc = truncate_metrics(path, start)) != GRIT_OK)
+            goto out;
+        if (!(mf = fopen(path, start > 0 ? "a" : "w"))) {
+            rc = grit_errf(GRIT_EIO, "%s: cannot create", path);
+            goto out;
+        }
+    }
     events_emit(&r.ev, "train_start",
-                json_pack("{s:I,s:i,s:s}", "step", (json_int_t)start, "total_steps",
-                          o->total_steps, "fingerprint", fp));
+                json_pack("{s:I,s:i,s:s,s:i,s:b}", "step", (json_int_t)start, "total_steps",
+                          o->total_steps, "fingerprint", fp, "world", W, "zero1", dp.zero1));
     if (log)
-        fprintf(log, "grit train: %s, %.2fM params, %d layers, micro batch %d x %d tokens, "
-                     "accum %d, %d steps, %d threads, activations %.1f KiB/token\n",
+        fprintf(log, "grit train: %s, %.2fM params, %d layers, %d rank%s x micro batch %d x %d "
+                     "tokens x accum %d, %d steps, %d threads/rank, activations %.1f KiB/token%s\n",
                 cfg->preset[0] ? cfg->preset : "custom model", (double)m.num_params / 1e6,
-                cfg->model.layers, B, T, A, o->total_steps, cfg->threads,
-                (double)gx_act_bytes_per_token(&cfg->model) / 1024.0);
+                cfg->model.layers, W, W > 1 ? "s" : "", B, T, A, o->total_steps, cfg->threads,
+                (double)gx_act_bytes_per_token(&cfg->model) / 1024.0, dp.zero1 ? ", ZeRO-1" : "");
 
     progress pr;
     progress_init(&pr, log ? log : stderr, o->total_steps, cfg->log_every);
     double t_start = now_seconds(), last_save = t_start, first = NAN, last = NAN, minl = INFINITY;
-    double run_tokens = 0;
+    double run_tokens = 0, wait_total = 0;
     long step;
     for (step = start; step < o->total_steps; step++) {
         double t0 = now_seconds();
-        long sample0 = step * (long)A * B;
+        long sample0 = step * G + (long)d->rank * A * B; /* this rank's slice */
         if ((rc = train_data_fill(&data, sample0, A * B, T + 1, tokens)) != GRIT_OK)
             goto out;
         gx_zero_grad(&m);
         double loss = 0.0;
-        for (int a = 0; a < A; a++)
-            loss += gx_step(&m, tokens + (size_t)a * B * (T + 1), 1.0f / (float)A, NULL);
+        for (int a = 0; a < A; a++) {
+            if (a == A - 1)
+                dp_arm(&dp);
+            loss += gx_step(&m, tokens + (size_t)a * B * (T + 1), 1.0f / (float)(A * W), NULL);
+        }
         loss /= A;
-        double norm = optim_grad_norm(&m);
+        double norm;
+        if ((rc = dp_finish_grads(&dp, &norm)) != GRIT_OK ||
+            (rc = dist_allreduce_sum_f64(d, &loss, 1)) != GRIT_OK)
+            goto out;
+        loss /= W;
+        wait_total += dp.wait_s;
         if (!isfinite(loss) || !isfinite(norm)) {
             rc = grit_errf(GRIT_ENUMERIC, "step %ld: non-finite %s (loss %g, grad norm %g)",
                            step + 1, isfinite(loss) ? "gradient norm" : "loss", loss, norm);
@@ -291,13 +396,15 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
             goto out;
         }
         double lr = optim_lr(o, step);
-        optim_adamw(&m, o, step + 1, lr, optim_clip_coef(o, norm));
-        double dt = now_seconds() - t0, ntok = (double)A * B * T;
+        if ((rc = dp_step(&dp, o, step + 1, lr, optim_clip_coef(o, norm))) != GRIT_OK)
+            goto out;
+        double dt = now_seconds() - t0, ntok = (double)G * T;
         tokens_done += ntok;
         run_tokens += ntok;
 
         ckpt_result done;
-        if (r.ck_on && ckpt_async_poll(&r.ca, &done) && (rc = report_save(&r, &done)) != GRIT_OK)
+        if (leader && r.ck_on && ckpt_async_poll(&r.ca, &done) &&
+            (rc = report_save(&r, &done)) != GRIT_OK)
             goto out;
         double stall = -1;
         int due = r.ck_on &&
@@ -305,35 +412,36 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
                    (cfg->ckpt_interval_minutes > 0 &&
                     now_seconds() - last_save >= 60.0 * cfg->ckpt_interval_minutes) ||
                    step + 1 == o->total_steps);
+        if (W > 1 && cfg->ckpt_interval_minutes > 0 && (rc = dist_bcast(d, &due, sizeof due, 0)) != GRIT_OK)
+            goto out; /* time-based: rank 0's clock decides for all */
         if (due) {
-            /* the previous save's outcome is reported before the next one starts */
             double t_wait = now_seconds();
-            ckpt_async_wait(&r.ca);
-            double waited = now_seconds() - t_wait;
-            if (ckpt_async_poll(&r.ca, &done) && (rc = report_save(&r, &done)) != GRIT_OK)
+            if ((rc = ckpt_checkpoint_gate(&r)) != GRIT_OK)
                 goto out;
+            double waited = now_seconds() - t_wait;
             ckpt_state st = {.step = step + 1, .tokens = tokens_done,
-                             .next_sample = (step + 1) * (long)A * B, .loss = loss,
-                             .threads = cfg->threads, .world_size = 1};
+                             .next_sample = (step + 1) * G, .loss = loss,
+                             .threads = cfg->threads, .world_size = W};
             memcpy(st.fingerprint, fp, sizeof st.fingerprint);
-            if ((rc = ckpt_async_save(&r.ca, &m, &st, &stall)) != GRIT_OK)
+            if ((rc = ckpt_checkpoint_save(&r, &m, &dp, &st, &stall)) != GRIT_OK)
                 goto out;
             stall += waited;
             r.last_stall = stall;
-            if (!cfg->ckpt_async && ckpt_async_poll(&r.ca, &done) &&
-                (rc = report_save(&r, &done)) != GRIT_OK)
-                goto out;
             r.stall_total += stall;
             last_save = now_seconds();
         }
-        fprintf(mf,
-                "{\"step\":%ld,\"loss\":%.9g,\"grad_norm\":%.9g,\"lr\":%.9g,"
-                "\"tokens\":%.0f,\"tokens_per_s\":%.1f,\"step_time_s\":%.6f",
-                step + 1, loss, norm, lr, tokens_done, ntok / dt, dt);
-        if (stall >= 0)
-            fprintf(mf, ",\"ckpt_stall_s\":%.6f", stall);
-        fputs("}\n", mf);
-        fflush(mf);
+        if (mf) {
+            fprintf(mf,
+                    "{\"step\":%ld,\"loss\":%.9g,\"grad_norm\":%.9g,\"lr\":%.9g,"
+                    "\"tokens\":%.0f,\"tokens_per_s\":%.1f,\"step_time_s\":%.6f",
+                    step + 1, loss, norm, lr, tokens_done, ntok / dt, dt);
+            if (W > 1)
+                fprintf(mf, ",\"comm_wait_s\":%.6f", dp.wait_s);
+            if (stall >= 0)
+                fprintf(mf, ",\"ckpt_stall_s\":%.6f", stall);
+            fputs("}\n", mf);
+            fflush(mf);
+        }
         if (step == start)
             first = loss;
         last = loss;
@@ -347,29 +455,40 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
     }
     if (log)
         progress_finish(&pr);
-    if (r.ck_on) {
+    if (leader && r.ck_on) {
         ckpt_result done;
         ckpt_async_wait(&r.ca);
         if (ckpt_async_poll(&r.ca, &done) && (rc = report_save(&r, &done)) != GRIT_OK)
             goto out;
     }
     double secs = now_seconds() - t_start;
-    path_join(path, sizeof path, cfg->run_dir, "model.safetensors");
-    if ((rc = train_save_weights(&m, path)) != GRIT_OK)
-        goto out;
+    if (leader) {
+        path_join(path, sizeof path, cfg->run_dir, "model.safetensors");
+        if ((rc = train_save_weights(&m, path)) != GRIT_OK)
+            goto out;
+    }
     events_emit(&r.ev, "train_end", json_pack("{s:I,s:f}", "step", (json_int_t)step, "loss", last));
-    if (log && step > start)
-        summary(log, &r, &m, step - start, first, last, minl, secs, run_tokens);
+    long ran = step - start;
+    if (log && ran > 0) {
+        summary(log, &r, &m, ran, first, last, minl, secs, run_tokens);
+        if (W > 1)
+            fprintf(log, "  %-26s %d ranks%s; AdamW state %.1f MiB per rank; gradient "
+                         "all-reduce %.3f s blocking, %.3f s waited per step (%.0f%% hidden)\n\n",
+                    "data parallel", W, dp.zero1 ? ", ZeRO-1" : "", dp_optim_bytes(&dp) / 1048576.0,
+                    dp.ar_blocking_s, wait_total / (double)ran,
+                    dp.zero1 ? 0.0 : fmax(0.0, 100.0 * (1.0 - wait_total / (double)ran / dp.ar_blocking_s)));
+    }
     if (res)
         *res = (train_result){step, last, secs, run_tokens / secs};
 out:
-    if (r.ck_on)
+    if (leader && r.ck_on)
         ckpt_async_free(&r.ca);
     store_close(r.ck);
     if (mf && fclose(mf) != 0 && rc == GRIT_OK)
         rc = grit_errf(GRIT_EIO, "%s/metrics.jsonl: write failed", cfg->run_dir);
     events_close(&r.ev);
     train_data_close(&data);
+    dp_free(&dp);
     free(tokens);
     gx_free(&m);
     return rc;

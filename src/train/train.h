@@ -14,6 +14,7 @@
 
 #include <stdio.h>
 
+#include "dist/dist.h"
 #include "train/config.h"
 
 typedef struct train_result {
@@ -21,8 +22,9 @@ typedef struct train_result {
     double final_loss, seconds, tokens_per_s;
 } train_result;
 
-/* log: where progress and the summary go (NULL for silence). */
-grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res);
+/* log: where progress and the summary go (NULL for silence). d: the data-parallel
+ * world (dist_init'ed; size 1 without MPI). Only rank 0 writes the run directory. */
+grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res);
 
 /* Writes the model's parameters as safetensors (HF names), durably. */
 grit_err train_save_weights(const gx_model *m, const char *path);
