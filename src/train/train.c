@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "ckpt/async.h"
 #include "ckpt/safetensors.h"
@@ -15,6 +16,7 @@
 #include "core/progress.h"
 #include "train/data.h"
 #include "train/dp.h"
+#include "train/faults.h"
 #include "train/optim.h"
 
 double train_peak_rss_mib(void)
@@ -242,6 +244,25 @@ static void summary(FILE *log, const run_ctx *r, const gx_model *m, long steps,
             cfg->run_dir, cfg->run_dir);
 }
 
+/* This rank's node: GRIT_NODES[rank / GRIT_RANKS_PER_NODE] under grit launch, else
+ * the host name. */
+static void train_node_name(int rank, char *out, size_t cap)
+{
+    const char *nodes = getenv("GRIT_NODES"), *rpn = getenv("GRIT_RANKS_PER_NODE");
+    int per = rpn && atoi(rpn) > 0 ? atoi(rpn) : 1, want = rank / per, i = 0;
+    if (nodes && *nodes) {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", nodes);
+        for (char *sv = NULL, *n = strtok_r(buf, ",", &sv); n; n = strtok_r(NULL, ",", &sv), i++)
+            if (i == want) {
+                snprintf(out, cap, "%s", n);
+                return;
+            }
+    }
+    if (gethostname(out, cap) != 0)
+        snprintf(out, cap, "local");
+}
+
 /* Rank 0 reports the previous save and decides whether the run may go on; every
  * rank learns the decision. */
 static grit_err ckpt_checkpoint_gate(run_ctx *r)
@@ -297,7 +318,13 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
     run_ctx r = {.cfg = cfg, .d = d, .log = leader ? log : NULL,
                  .ck_on = train_cfg_ckpt_enabled(cfg)};
     train_data data = {0};
+    faults fs;
+    hb_client *hb = NULL;
+    char node[64];
     log = r.log;
+    train_node_name(d->rank, node, sizeof node);
+    if ((rc = faults_init(&fs, d->rank, node)) != GRIT_OK)
+        return rc;
 
     omp_set_num_threads(cfg->threads);
     openblas_set_num_threads(cfg->threads);
@@ -365,6 +392,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
                 cfg->model.layers, W, W > 1 ? "s" : "", B, T, A, o->total_steps, cfg->threads,
                 (double)gx_act_bytes_per_token(&cfg->model) / 1024.0, dp.zero1 ? ", ZeRO-1" : "");
 
+    hb = hb_client_start(d->rank, node, 1.0); /* NULL unless run under grit launch */
     progress pr;
     progress_init(&pr, log ? log : stderr, o->total_steps, cfg->log_every);
     double t_start = now_seconds(), last_save = t_start, first = NAN, last = NAN, minl = INFINITY;
@@ -389,14 +417,20 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
             goto out;
         loss /= W;
         wait_total += dp.wait_s;
+        if (faults_nan_at(&fs, step + 1))
+            loss = NAN;
         if (!isfinite(loss) || !isfinite(norm)) {
+            hb_client_event(hb, "nan", step + 1, isfinite(loss) ? "grad_norm" : "loss");
             rc = grit_errf(GRIT_ENUMERIC, "step %ld: non-finite %s (loss %g, grad norm %g)",
                            step + 1, isfinite(loss) ? "gradient norm" : "loss", loss, norm);
             events_emit(&r.ev, "numeric_error", json_pack("{s:I}", "step", (json_int_t)step + 1));
             goto out;
         }
         double lr = optim_lr(o, step);
-        if ((rc = dp_step(&dp, o, step + 1, lr, optim_clip_coef(o, norm))) != GRIT_OK)
+        if (faults_skip(&fs, step + 1)) { /* the supervisor's answer to a NaN that repeats */
+            events_emit(&r.ev, "batch_skipped", json_pack("{s:I}", "step", (json_int_t)step + 1));
+            hb_client_event(hb, "batch_skipped", step + 1, "-");
+        } else if ((rc = dp_step(&dp, o, step + 1, lr, optim_clip_coef(o, norm))) != GRIT_OK)
             goto out;
         double dt = now_seconds() - t0, ntok = (double)G * T;
         tokens_done += ntok;
@@ -442,6 +476,8 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
             fputs("}\n", mf);
             fflush(mf);
         }
+        hb_client_step(hb, step + 1, loss, norm, dt, dp.wait_s);
+        faults_after_step(&fs, hb, step + 1, dt);
         if (step == start)
             first = loss;
         last = loss;
@@ -481,6 +517,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
     if (res)
         *res = (train_result){step, last, secs, run_tokens / secs};
 out:
+    hb_client_stop(hb);
     if (leader && r.ck_on)
         ckpt_async_free(&r.ca);
     store_close(r.ck);

@@ -1,0 +1,67 @@
+/*
+ * hb.h - the heartbeat line protocol between workers and the supervisor.
+ *
+ * Transport: UDP datagrams to GRIT_SUP_ADDR (host:port, loopback by default),
+ * one line per datagram, fields separated by spaces (docs/heartbeat.md):
+ *
+ *   HB1 <secret> rank=<int> node=<name> step=<int> loss=<float> gnorm=<float>
+ *       step_time=<seconds> comm_time=<seconds> pid=<int>
+ *   EV1 <secret> rank=<int> node=<name> kind=<word> step=<int> [detail=<word>]
+ *
+ * HB1 reports progress (a worker with nothing new sends its last step again
+ * as a liveness beat); EV1 reports an event the worker knows about (an
+ * injected fault about to fire, a skipped batch). <secret> is the job's
+ * GRIT_SUP_SECRET; anything else is rejected and logged without the secret.
+ * Unknown key=value pairs are ignored, so the protocol can grow.
+ */
+#ifndef GRIT_SUPERVISE_HB_H
+#define GRIT_SUPERVISE_HB_H
+
+#include <stdbool.h>
+
+#include "core/error.h"
+
+typedef struct hb_msg {
+    bool event;       /* EV1 (else HB1) */
+    int rank;
+    char node[64];
+    long step;
+    double loss, gnorm, step_time, comm_time;
+    long pid;
+    char kind[32], detail[64]; /* EV1 */
+} hb_msg;
+
+/* Parses one line; GRIT_EINVAL for a malformed line, GRIT_EFORMAT (no message
+ * detail that could leak the secret) when the secret does not match. */
+grit_err hb_parse(const char *line, const char *secret, hb_msg *out);
+
+/* --- client (workers) --------------------------------------------------------- */
+
+typedef struct hb_client hb_client;
+
+/* From GRIT_SUP_ADDR / GRIT_SUP_SECRET; NULL (no error) when not supervised.
+ * Starts a background thread that sends a beat at least every period seconds. */
+hb_client *hb_client_start(int rank, const char *node, double period);
+/* Records a finished step and sends it now. */
+void hb_client_step(hb_client *c, long step, double loss, double gnorm, double step_time,
+                    double comm_time);
+void hb_client_event(hb_client *c, const char *kind, long step, const char *detail);
+void hb_client_stop(hb_client *c);
+
+/* --- server (supervisor) --------------------------------------------------------- */
+
+typedef struct hb_server {
+    int fd;
+    char addr[64];     /* "127.0.0.1:port" */
+    char secret[65];   /* hex */
+    long rejected;
+} hb_server;
+
+/* Binds bind_host (NULL: 127.0.0.1) on an ephemeral port, makes a fresh secret. */
+grit_err hb_server_open(hb_server *s, const char *bind_host);
+/* Non-blocking: 1 and *out when a valid message was read, 0 when none is
+ * pending; invalid ones are counted, logged to log (without the secret) and skipped. */
+int hb_server_poll(hb_server *s, hb_msg *out, void (*log)(void *ctx, const char *why), void *ctx);
+void hb_server_close(hb_server *s);
+
+#endif

@@ -1,0 +1,86 @@
+/* faults.c - in-process fault injection (see faults.h). */
+#include "train/faults.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+grit_err faults_init(faults *fs, int rank, const char *node)
+{
+    memset(fs, 0, sizeof *fs);
+    const char *spec = getenv("GRIT_FAULTS");
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", spec ? spec : "");
+    for (char *s1 = NULL, *item = strtok_r(buf, ",", &s1); item; item = strtok_r(NULL, ",", &s1)) {
+        fault f = {.step = -1, .factor = 1.0};
+        int mine = 1;
+        char *s2 = NULL, *kind = strtok_r(item, ":", &s2);
+        if (!kind || (strcmp(kind, "kill") && strcmp(kind, "hang") && strcmp(kind, "slow") &&
+                      strcmp(kind, "nan")))
+            return grit_errf(GRIT_EINVAL, "GRIT_FAULTS: unknown fault '%s' (expected kill, hang, "
+                                          "slow or nan)", kind ? kind : "");
+        snprintf(f.kind, sizeof f.kind, "%s", kind);
+        for (char *kv; (kv = strtok_r(NULL, ":", &s2));) {
+            char *eq = strchr(kv, '=');
+            if (!eq)
+                return grit_errf(GRIT_EINVAL, "GRIT_FAULTS: '%s' is not key=value", kv);
+            *eq = '\0';
+            const char *v = eq + 1;
+            if (!strcmp(kv, "step"))
+                f.step = atol(v);
+            else if (!strcmp(kv, "factor"))
+                f.factor = atof(v);
+            else if (!strcmp(kv, "rank"))
+                mine &= atoi(v) == rank;
+            else if (!strcmp(kv, "node"))
+                mine &= node && !strcmp(v, node);
+            else
+                return grit_errf(GRIT_EINVAL, "GRIT_FAULTS: unknown key '%s'", kv);
+        }
+        if (mine && fs->n < FAULTS_MAX)
+            fs->f[fs->n++] = f;
+    }
+    const char *skip = getenv("GRIT_SKIP_STEPS");
+    snprintf(buf, sizeof buf, "%s", skip ? skip : "");
+    for (char *s1 = NULL, *it = strtok_r(buf, ",", &s1); it && fs->nskip < 64; it = strtok_r(NULL, ",", &s1))
+        fs->skip[fs->nskip++] = atol(it);
+    return GRIT_OK;
+}
+
+bool faults_nan_at(const faults *fs, long step)
+{
+    for (int i = 0; i < fs->n; i++)
+        if (!strcmp(fs->f[i].kind, "nan") && fs->f[i].step == step)
+            return true;
+    return false;
+}
+
+bool faults_skip(const faults *fs, long step)
+{
+    for (int i = 0; i < fs->nskip; i++)
+        if (fs->skip[i] == step)
+            return true;
+    return false;
+}
+
+void faults_after_step(const faults *fs, hb_client *hb, long step, double step_time)
+{
+    for (int i = 0; i < fs->n; i++) {
+        const fault *f = &fs->f[i];
+        if (!strcmp(f->kind, "slow") && f->factor > 1.0) {
+            double extra = (f->factor - 1.0) * step_time;
+            struct timespec ts = {(time_t)extra, (long)((extra - (double)(time_t)extra) * 1e9)};
+            nanosleep(&ts, NULL);
+        } else if (f->step == step && (!strcmp(f->kind, "kill") || !strcmp(f->kind, "hang"))) {
+            char kind[32];
+            snprintf(kind, sizeof kind, "fault_%s", f->kind);
+            hb_client_event(hb, kind, step, "injected");
+            fprintf(stderr, "grit: fault injection: %s after step %ld\n", f->kind, step);
+            fflush(stderr);
+            raise(!strcmp(f->kind, "kill") ? SIGKILL : SIGSTOP);
+        }
+    }
+}

@@ -1,0 +1,49 @@
+/*
+ * faults.h - fault injection inside a training process (tests and demos).
+ *
+ * GRIT_FAULTS is a comma list of KIND:key=value[:key=value...]; a fault applies
+ * to this process when its rank= or node= matches (or neither is given):
+ *   kill:step=S          SIGKILL this process after step S (node=X: every rank
+ *                        of node X, i.e. the node dies)
+ *   hang:step=S          SIGSTOP this process after step S (a hung rank)
+ *   slow:factor=F        every step takes F times as long (a straggler)
+ *   nan:step=S           the loss of step S becomes NaN
+ * Before a fault fires, the heartbeat client reports it (EV1 kind=fault_KIND),
+ * so the supervisor can measure detection latency.
+ * GRIT_SKIP_STEPS=S1,S2 (set by the supervisor after a NaN repeats at the same
+ * step) makes those steps apply no update.
+ */
+#ifndef GRIT_TRAIN_FAULTS_H
+#define GRIT_TRAIN_FAULTS_H
+
+#include <stdbool.h>
+
+#include "core/error.h"
+#include "supervise/hb.h"
+
+#define FAULTS_MAX 16
+
+typedef struct fault {
+    char kind[16];
+    long step;
+    double factor;
+} fault;
+
+typedef struct faults {
+    fault f[FAULTS_MAX];
+    int n;
+    long skip[64];
+    int nskip;
+} faults;
+
+/* Parses the environment for this rank/node; errors name the bad entry. */
+grit_err faults_init(faults *fs, int rank, const char *node);
+
+/* True when the loss of step (1-based) must be replaced by NaN. */
+bool faults_nan_at(const faults *fs, long step);
+/* True when step's update must be skipped (GRIT_SKIP_STEPS). */
+bool faults_skip(const faults *fs, long step);
+/* After step finished (step_time seconds): slows down, hangs or dies as configured. */
+void faults_after_step(const faults *fs, hb_client *hb, long step, double step_time);
+
+#endif
