@@ -18,6 +18,7 @@ static void usage(FILE *f)
             "  train CONFIG.json   train a GPT-NeoX (Pythia) model from a JSON config\n"
             "  ckpt ...            list, verify, export, import and prune checkpoints\n"
             "  health              check this node (compute, memory, disk, GPU, system)\n"
+            "  launch ... -- CMD   run CMD supervised: detect failures, replace nodes, resume\n"
             "\n"
             "Run 'grit <command> --help' for the options of a command.\n"
             "  --help, -h          show this help\n"
@@ -46,6 +47,8 @@ int main(int argc, char **argv)
         return cmd_ckpt(argc - 1, argv + 1);
     if (!strcmp(cmd, "health"))
         return cmd_health(argc - 1, argv + 1);
+    if (!strcmp(cmd, "launch"))
+        return cmd_launch(argc - 1, argv + 1);
     fprintf(stderr, "grit: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

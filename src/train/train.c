@@ -516,6 +516,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
     }
     if (res)
         *res = (train_result){step, last, secs, run_tokens / secs};
+    hb_client_event(hb, "done", step, "-");
 out:
     hb_client_stop(hb);
     if (leader && r.ck_on)

@@ -1,0 +1,122 @@
+/* cmd_launch.c - `grit launch [options] -- CMD...`: run CMD supervised (src/supervise/sup.h). */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "supervise/sup.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: grit launch [options] -- CMD [ARGS...]\n"
+            "\n"
+            "Runs CMD as N nodes x R ranks with mpirun, watches it (heartbeats, exit, hangs,\n"
+            "NaN, stragglers), and on a failure stops it, checks the implicated nodes with\n"
+            "grit health, cordons the bad ones, swaps in spares and relaunches; CMD resumes\n"
+            "from its newest good checkpoint (grit train does so by itself).\n"
+            "\n"
+            "options:\n"
+            "  --run DIR              run directory: events.jsonl, cluster.json, logs/ (required;\n"
+            "                         give grit train the same --run-dir)\n"
+            "  --nodes N              active node slots (default 4)\n"
+            "  --spares K             spare node slots (default 1)\n"
+            "  --ranks-per-node R     MPI ranks per node slot (default 1)\n"
+            "  --max-restarts M       give up after M restarts (default 10)\n"
+            "  --hang-timeout S       no step progress for S seconds is a hang (default: 10x the\n"
+            "                         median step time within [--hang-floor, --hang-cap])\n"
+            "  --hang-floor S         (default 30)    --hang-cap S (default 600)\n"
+            "  --startup-timeout S    time allowed before the first step (default 120)\n"
+            "  --grace S              SIGTERM to SIGKILL when stopping a job (default 3)\n"
+            "  --backoff S            first restart delay, doubling per restart (default 0.5)\n"
+            "  --straggler-factor F   a node computing F x slower than the others' median for\n"
+            "                         --straggler-window steps is replaced (default 2.5, 0 off)\n"
+            "  --straggler-window N   (default 5)\n"
+            "  --no-spare POLICY      give_up (default), wait, or shrink (needs optim.global_batch)\n"
+            "  --bind ADDR            heartbeat address (default 127.0.0.1, loopback only)\n"
+            "  --inject SPEC          faults for tests and demos, comma list:\n"
+            "                           kill:node=X|rank=R:step=S   hang:rank=R:step=S\n"
+            "                           slow:node=X:factor=F        nan:step=S\n"
+            "                           ckpt_crash:phase=P          health_fail:node=X\n"
+            "                         attempt=K applies a fault to the K-th launch (default 0)\n"
+            "  --quiet                no progress lines\n"
+            "  -h, --help             this help\n"
+            "\n"
+            "Exit status: 0 the job finished, 1 the supervisor gave up (reason printed and in\n"
+            "events.jsonl), 2 bad usage or the job could not start.\n"
+            "Heartbeat protocol for any program: docs/heartbeat.md.\n");
+}
+
+int cmd_launch(int argc, char **argv)
+{
+    sup_opts o = {.nodes = 4, .spares = 1, .ranks_per_node = 1, .max_restarts = 10,
+                  .hang_floor = 30, .hang_cap = 600, .startup_timeout = 120, .grace = 3,
+                  .backoff = 0.5, .straggler_factor = 2.5, .straggler_window = 5,
+                  .no_spare = "give_up"};
+    int i;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int v = i + 1 < argc;
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--quiet"))
+            o.quiet = 1;
+#define INT_OPT(name, field)                                                             \
+    else if (!strcmp(a, name) && v) o.field = atoi(argv[++i]);
+#define NUM_OPT(name, field)                                                             \
+    else if (!strcmp(a, name) && v) o.field = atof(argv[++i]);
+#define STR_OPT(name, field)                                                             \
+    else if (!strcmp(a, name) && v) o.field = argv[++i];
+        INT_OPT("--nodes", nodes)
+        INT_OPT("--spares", spares)
+        INT_OPT("--ranks-per-node", ranks_per_node)
+        INT_OPT("--max-restarts", max_restarts)
+        INT_OPT("--straggler-window", straggler_window)
+        NUM_OPT("--hang-timeout", hang_timeout)
+        NUM_OPT("--hang-floor", hang_floor)
+        NUM_OPT("--hang-cap", hang_cap)
+        NUM_OPT("--startup-timeout", startup_timeout)
+        NUM_OPT("--grace", grace)
+        NUM_OPT("--backoff", backoff)
+        NUM_OPT("--straggler-factor", straggler_factor)
+        STR_OPT("--run", run_dir)
+        STR_OPT("--inject", inject)
+        STR_OPT("--no-spare", no_spare)
+        STR_OPT("--bind", bind)
+#undef INT_OPT
+#undef NUM_OPT
+#undef STR_OPT
+        else {
+            fprintf(stderr, "grit launch: unknown option or missing value: '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!o.run_dir || i >= argc) {
+        fprintf(stderr, "grit launch: --run DIR and a command after -- are required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (o.nodes < 1 || o.spares < 0 || o.ranks_per_node < 1 || o.max_restarts < 0 ||
+        o.straggler_window < 1 || o.straggler_window > 32) {
+        fprintf(stderr, "grit launch: --nodes >= 1, --spares >= 0, --ranks-per-node >= 1, "
+                        "--max-restarts >= 0, --straggler-window in 1..32 expected\n");
+        return 2;
+    }
+    if (strcmp(o.no_spare, "give_up") && strcmp(o.no_spare, "wait") && strcmp(o.no_spare, "shrink")) {
+        fprintf(stderr, "grit launch: --no-spare: expected give_up, wait or shrink\n");
+        return 2;
+    }
+    static char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    o.grit = n > 0 ? self : "grit";
+    o.cmd = argv + i;
+    return sup_run(&o);
+}

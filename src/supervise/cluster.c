@@ -1,0 +1,146 @@
+/* cluster.c - node slots and cluster.json (see cluster.h). */
+#include "supervise/cluster.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fsutil.h"
+
+const char *node_state_name(node_state s)
+{
+    return s == NODE_ACTIVE ? "active" : s == NODE_SPARE ? "spare" : "cordoned";
+}
+
+grit_err cluster_save(const cluster *c)
+{
+    json_t *nodes = json_array();
+    for (int i = 0; i < c->count; i++) {
+        const node_slot *n = &c->n[i];
+        json_t *o = json_pack("{s:s,s:s,s:i}", "name", n->name, "state", node_state_name(n->state),
+                              "position", n->position);
+        if (n->reason[0])
+            json_object_set_new(o, "reason", json_string(n->reason));
+        json_array_append_new(nodes, o);
+    }
+    json_t *j = json_pack("{s:i,s:o}", "version", 1, "nodes", nodes);
+    char *text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(j);
+    if (!text)
+        return grit_errf(GRIT_ENOMEM, "out of memory");
+    grit_err rc = fs_write_durable(c->path, text, strlen(text));
+    free(text);
+    return rc;
+}
+
+grit_err cluster_open(cluster *c, const char *path, int nodes, int spares)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->path, sizeof c->path, "%s", path);
+    char *text = NULL;
+    if (fs_read_all(path, &text, NULL) == GRIT_OK) {
+        json_error_t je;
+        json_t *j = json_loads(text, 0, &je), *arr = json_object_get(j, "nodes");
+        free(text);
+        if (!json_is_array(arr) || json_array_size(arr) > CLUSTER_MAX) {
+            json_decref(j);
+            return grit_errf(GRIT_EFORMAT, "%s: expected {\"nodes\": [...]}", path);
+        }
+        for (size_t i = 0; i < json_array_size(arr); i++) {
+            json_t *o = json_array_get(arr, i);
+            const char *name = json_string_value(json_object_get(o, "name"));
+            const char *st = json_string_value(json_object_get(o, "state"));
+            const char *why = json_string_value(json_object_get(o, "reason"));
+            if (!name || !st) {
+                json_decref(j);
+                return grit_errf(GRIT_EFORMAT, "%s: nodes[%zu]: expected name and state", path, i);
+            }
+            node_slot *n = &c->n[c->count++];
+            snprintf(n->name, sizeof n->name, "%s", name);
+            n->state = !strcmp(st, "active") ? NODE_ACTIVE : !strcmp(st, "spare") ? NODE_SPARE
+                                                                                  : NODE_CORDONED;
+            snprintf(n->reason, sizeof n->reason, "%s", why ? why : "");
+            n->position = (int)json_integer_value(json_object_get(o, "position"));
+            if (n->state != NODE_ACTIVE)
+                n->position = -1;
+        }
+        json_decref(j);
+        return GRIT_OK;
+    }
+    if (nodes + spares > CLUSTER_MAX || nodes < 1)
+        return grit_errf(GRIT_EINVAL, "--nodes %d --spares %d: expected 1..%d slots", nodes,
+                         spares, CLUSTER_MAX);
+    for (int i = 0; i < nodes + spares; i++) {
+        node_slot *n = &c->n[c->count++];
+        snprintf(n->name, sizeof n->name, "node%d", i);
+        n->state = i < nodes ? NODE_ACTIVE : NODE_SPARE;
+        n->position = i < nodes ? i : -1;
+    }
+    return cluster_save(c);
+}
+
+int cluster_active(const cluster *c)
+{
+    int k = 0;
+    for (int i = 0; i < c->count; i++)
+        k += c->n[i].state == NODE_ACTIVE;
+    return k;
+}
+
+int cluster_spares(const cluster *c)
+{
+    int k = 0;
+    for (int i = 0; i < c->count; i++)
+        k += c->n[i].state == NODE_SPARE;
+    return k;
+}
+
+const node_slot *cluster_at(const cluster *c, int p)
+{
+    for (int i = 0; i < c->count; i++)
+        if (c->n[i].state == NODE_ACTIVE && c->n[i].position == p)
+            return &c->n[i];
+    return NULL;
+}
+
+node_slot *cluster_find(cluster *c, const char *name)
+{
+    for (int i = 0; i < c->count; i++)
+        if (!strcmp(c->n[i].name, name))
+            return &c->n[i];
+    return NULL;
+}
+
+const char *cluster_replace(cluster *c, const char *name, const char *reason)
+{
+    node_slot *bad = cluster_find(c, name);
+    if (!bad || bad->state != NODE_ACTIVE)
+        return NULL;
+    int pos = bad->position;
+    bad->state = NODE_CORDONED;
+    bad->position = -1;
+    snprintf(bad->reason, sizeof bad->reason, "%s", reason);
+    for (int i = 0; i < c->count; i++)
+        if (c->n[i].state == NODE_SPARE) {
+            c->n[i].state = NODE_ACTIVE;
+            c->n[i].position = pos;
+            return c->n[i].name;
+        }
+    /* no spare: close the gap so positions stay 0..active-1 */
+    for (int i = 0; i < c->count; i++)
+        if (c->n[i].state == NODE_ACTIVE && c->n[i].position > pos)
+            c->n[i].position--;
+    return NULL;
+}
+
+void cluster_names(const cluster *c, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    int act = cluster_active(c);
+    for (int p = 0; p < act; p++) {
+        const node_slot *n = cluster_at(c, p);
+        size_t l = strlen(buf);
+        snprintf(buf + l, cap - l, "%s%s", p ? "," : "", n ? n->name : "?");
+    }
+}

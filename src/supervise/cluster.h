@@ -1,0 +1,48 @@
+/*
+ * cluster.h - the job's node slots and their states, persisted as cluster.json.
+ *
+ * Slots are named node0..node{N+K-1}; the first N start active, the rest as
+ * spares. A slot that fails diagnosis is cordoned with a reason and a spare
+ * takes its place. The file is rewritten durably on every change, so a
+ * restarted supervisor carries on with the same cluster.
+ */
+#ifndef GRIT_SUPERVISE_CLUSTER_H
+#define GRIT_SUPERVISE_CLUSTER_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+
+#define CLUSTER_MAX 64
+
+typedef enum node_state { NODE_ACTIVE, NODE_SPARE, NODE_CORDONED } node_state;
+
+typedef struct node_slot {
+    char name[32];
+    node_state state;
+    char reason[160];
+    int position; /* index among the active nodes (its ranks), -1 when not active */
+} node_slot;
+
+typedef struct cluster {
+    node_slot n[CLUSTER_MAX];
+    int count;
+    char path[1100];
+} cluster;
+
+/* Loads path if it exists (a restarted supervisor), else creates N active + K spares. */
+grit_err cluster_open(cluster *c, const char *path, int nodes, int spares);
+grit_err cluster_save(const cluster *c);
+int cluster_active(const cluster *c);
+int cluster_spares(const cluster *c);
+/* The active node at position p, or NULL. */
+const node_slot *cluster_at(const cluster *c, int position);
+node_slot *cluster_find(cluster *c, const char *name);
+/* Cordons name and moves a spare into its position; returns the spare's name
+ * (static storage in c) or NULL when none is left (the position is dropped). */
+const char *cluster_replace(cluster *c, const char *name, const char *reason);
+/* Comma list of active node names by position. */
+void cluster_names(const cluster *c, char *buf, size_t cap);
+const char *node_state_name(node_state s);
+
+#endif

@@ -1,0 +1,858 @@
+/*
+ * sup.c - the supervisor state machine (drawn in sup.h) and its detectors.
+ *
+ * One loop, one job at a time. While RUNNING it polls every 50 ms: the
+ * heartbeat socket (progress, loss, per-rank compute and communication time,
+ * worker events such as an injected fault), the job's exit status, and the
+ * job's log size (progress for programs that send no heartbeats).
+ *
+ * Detectors: exit or signal of any rank (which rank: mpirun's report, or the
+ * heartbeats); hang (no step progress for the hang timeout: fixed, or 10x the
+ * median step time within [floor, cap], the startup timeout before the first
+ * step); NaN loss (heartbeat or the trainer's event); straggler (a node whose
+ * compute time, step minus communication, stays above factor x the median of
+ * the others for a window of steps).
+ *
+ * Faults for tests and demos (--inject, comma list; attempt=K picks the launch,
+ * default the first): trainer faults kill/hang/slow/nan (passed as GRIT_FAULTS),
+ * ckpt_crash:phase=P (GRIT_CKPT_FAULT crash:P), health_fail:node=X (the node's
+ * health check fails). A kill with node=X also marks X as dead hardware: its
+ * health check then fails as unreachable.
+ */
+#define _GNU_SOURCE
+#include "supervise/sup.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/events.h"
+#include "core/fsutil.h"
+#include "core/progress.h"
+#include "supervise/cluster.h"
+#include "supervise/hb.h"
+
+#define MAX_RANKS 256
+#define MAX_INCIDENTS 64
+
+typedef enum sup_state {
+    S_PREFLIGHT, S_LAUNCHING, S_RUNNING, S_DETECTED, S_DIAGNOSING, S_REPAIRING, S_DONE, S_GAVE_UP
+} sup_state;
+
+static const char *const state_names[] = {"PREFLIGHT",  "LAUNCHING", "RUNNING", "DETECTED",
+                                          "DIAGNOSING", "REPAIRING", "DONE",    "GAVE_UP"};
+
+typedef struct rank_info {
+    long step, pid;
+    int done; /* said it finished (EV1 kind=done): its exit is not a failure */
+    double last_beat;
+    char node[64];
+    double compute[32]; /* recent step_time - comm_time */
+    int ncompute;
+} rank_info;
+
+typedef struct incident {
+    char kind[16], node[64], detail[200];
+    int rank;
+    long step_seen, resumed_at;
+    double fault_ts, detect_ts, recovered_ts;
+} incident;
+
+typedef struct sup {
+    const sup_opts *o;
+    sup_state state;
+    cluster cl;
+    hb_server hb;
+    events ev;
+    char logdir[1100], statepath[1100];
+    int attempt, restarts;
+    pid_t job;
+    double launch_ts, progress_ts, first_launch_ts;
+    long max_step, log_size;
+    rank_info rk[MAX_RANKS];
+    int nranks;
+    incident inc[MAX_INCIDENTS];
+    int ninc;
+    char dead[8][64];
+    int ndead;
+    long nan_steps[16];
+    int nnan;
+    char skip_steps[256];
+    /* the current failure */
+    char f_kind[16], f_detail[200];
+    char implicated[8][64];
+    int nimplicated;
+    int f_rank;
+    long f_nan_step;
+} sup;
+
+static void say(sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(sup *s, const char *fmt, ...)
+{
+    if (s->o->quiet)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "grit launch: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static void event(sup *s, const char *kind, json_t *fields)
+{
+    if (!fields)
+        fields = json_object();
+    json_object_set_new(fields, "source", json_string("supervisor"));
+    json_object_set_new(fields, "state", json_string(state_names[s->state]));
+    events_emit(&s->ev, kind, fields);
+}
+
+static void set_state(sup *s, sup_state st)
+{
+    if (s->state != st)
+        event(s, "state", json_pack("{s:s,s:s}", "from", state_names[s->state], "to",
+                                    state_names[st]));
+    s->state = st;
+}
+
+static void save_state(sup *s)
+{
+    char text[128];
+    snprintf(text, sizeof text, "{\"restarts\": %d, \"attempt\": %d}\n", s->restarts, s->attempt);
+    fs_write_durable(s->statepath, text, strlen(text));
+}
+
+static void load_state(sup *s)
+{
+    char *text = NULL;
+    if (fs_read_all(s->statepath, &text, NULL) != GRIT_OK)
+        return;
+    json_t *j = json_loads(text, 0, NULL);
+    free(text);
+    s->restarts = (int)json_integer_value(json_object_get(j, "restarts"));
+    s->attempt = (int)json_integer_value(json_object_get(j, "attempt")) + 1;
+    json_decref(j);
+}
+
+/* --- fault spec -------------------------------------------------------------------- */
+
+/* Splits --inject for this attempt into trainer faults, a checkpoint fault, and
+ * health failures (the latter apply on every attempt). */
+static void faults_for_attempt(sup *s, char *trainer, size_t tcap, char *ckpt, size_t ccap,
+                               char health[][32], int *nhealth)
+{
+    trainer[0] = ckpt[0] = '\0';
+    *nhealth = 0;
+    if (!s->o->inject)
+        return;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", s->o->inject);
+    for (char *sv = NULL, *it = strtok_r(buf, ",", &sv); it; it = strtok_r(NULL, ",", &sv)) {
+        int attempt = 0;
+        char kept[256] = "", node[32] = "", phase[64] = "";
+        char item[256];
+        snprintf(item, sizeof item, "%s", it);
+        char *sv2 = NULL, *kind = strtok_r(item, ":", &sv2);
+        snprintf(kept, sizeof kept, "%s", kind ? kind : "");
+        for (char *kv; (kv = strtok_r(NULL, ":", &sv2));) {
+            if (!strncmp(kv, "attempt=", 8))
+                attempt = atoi(kv + 8);
+            else {
+                if (!strncmp(kv, "node=", 5))
+                    snprintf(node, sizeof node, "%s", kv + 5);
+                if (!strncmp(kv, "phase=", 6))
+                    snprintf(phase, sizeof phase, "%s", kv + 6);
+                size_t l = strlen(kept);
+                snprintf(kept + l, sizeof kept - l, ":%s", kv);
+            }
+        }
+        if (!kind)
+            continue;
+        if (!strcmp(kind, "health_fail")) {
+            if (*nhealth < 8)
+                snprintf(health[(*nhealth)++], 32, "%s", node);
+        } else if (attempt == s->attempt) {
+            if (!strcmp(kind, "ckpt_crash"))
+                snprintf(ckpt, ccap, "crash:%s", phase[0] ? phase : "manifest");
+            else {
+                size_t l = strlen(trainer);
+                snprintf(trainer + l, tcap - l, "%s%s", l ? "," : "", kept);
+            }
+        }
+    }
+}
+
+static int is_dead(sup *s, const char *node)
+{
+    for (int i = 0; i < s->ndead; i++)
+        if (!strcmp(s->dead[i], node))
+            return 1;
+    return 0;
+}
+
+/* --- launching and stopping -------------------------------------------------------- */
+
+static grit_err launch(sup *s)
+{
+    set_state(s, S_LAUNCHING);
+    int act = cluster_active(&s->cl), R = s->o->ranks_per_node;
+    s->nranks = act * R;
+    if (s->nranks > MAX_RANKS)
+        return grit_errf(GRIT_EINVAL, "%d ranks exceed %d", s->nranks, MAX_RANKS);
+    char names[1024], trainer[1024], ckpt[128], health[8][32], logpath[1200], np[16], rpn[16];
+    int nh;
+    cluster_names(&s->cl, names, sizeof names);
+    faults_for_attempt(s, trainer, sizeof trainer, ckpt, sizeof ckpt, health, &nh);
+    snprintf(logpath, sizeof logpath, "%s/attempt_%02d.log", s->logdir, s->attempt);
+    snprintf(np, sizeof np, "%d", s->nranks);
+    snprintf(rpn, sizeof rpn, "%d", R);
+    memset(s->rk, 0, sizeof s->rk);
+    for (int r = 0; r < s->nranks; r++) {
+        const node_slot *n = cluster_at(&s->cl, r / R);
+        snprintf(s->rk[r].node, sizeof s->rk[r].node, "%s", n ? n->name : "?");
+        s->rk[r].step = -1;
+    }
+    s->max_step = -1;
+    s->log_size = 0;
+    hb_msg stale; /* beats the previous job sent before it was stopped belong to no one now */
+    while (hb_server_poll(&s->hb, &stale, NULL, NULL))
+        ;
+    pid_t pid = fork();
+    if (pid < 0)
+        return grit_errf(GRIT_EIO, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* a killed supervisor takes its job down */
+        int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        setenv("GRIT_SUP_ADDR", s->hb.addr, 1);
+        setenv("GRIT_SUP_SECRET", s->hb.secret, 1);
+        setenv("GRIT_NODES", names, 1);
+        setenv("GRIT_RANKS_PER_NODE", rpn, 1);
+        if (trainer[0])
+            setenv("GRIT_FAULTS", trainer, 1);
+        else
+            unsetenv("GRIT_FAULTS");
+        if (ckpt[0])
+            setenv("GRIT_CKPT_FAULT", ckpt, 1);
+        else
+            unsetenv("GRIT_CKPT_FAULT");
+        if (s->skip_steps[0])
+            setenv("GRIT_SKIP_STEPS", s->skip_steps, 1);
+        if (getuid() == 0) {
+            setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+            setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+        }
+        int n = 0;
+        while (s->o->cmd[n])
+            n++;
+        char **argv = calloc((size_t)n + 10, sizeof *argv);
+        int k = 0;
+        argv[k++] = "mpirun";
+        argv[k++] = "--oversubscribe";
+        argv[k++] = "--bind-to";
+        argv[k++] = "none";
+        argv[k++] = "-np";
+        argv[k++] = np;
+        for (int i = 0; i < n; i++)
+            argv[k++] = s->o->cmd[i];
+        execvp("mpirun", argv);
+        fprintf(stderr, "grit launch: cannot run mpirun: %s\n", strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    s->job = pid;
+    s->launch_ts = s->progress_ts = now_seconds();
+    if (s->first_launch_ts == 0)
+        s->first_launch_ts = wall_seconds();
+    event(s, "launch", json_pack("{s:i,s:i,s:s,s:i,s:s,s:s}", "attempt", s->attempt, "ranks",
+                                 s->nranks, "nodes", names, "pid", (int)pid, "log", logpath,
+                                 "faults", trainer[0] ? trainer : "-"));
+    say(s, "attempt %d: %d ranks on %s (log %s)", s->attempt, s->nranks, names, logpath);
+    save_state(s);
+    set_state(s, S_RUNNING);
+    return GRIT_OK;
+}
+
+/* SIGCONT + SIGTERM to the job's group and every known rank; SIGKILL after the grace. */
+static int stop_job(sup *s)
+{
+    if (s->job <= 0)
+        return 0;
+    int status = 0;
+    kill(-s->job, SIGCONT);
+    kill(-s->job, SIGTERM);
+    for (int r = 0; r < s->nranks; r++)
+        if (s->rk[r].pid > 0) {
+            kill((pid_t)s->rk[r].pid, SIGCONT);
+            kill((pid_t)s->rk[r].pid, SIGTERM);
+        }
+    double t0 = now_seconds();
+    while (waitpid(s->job, &status, WNOHANG) == 0) {
+        if (now_seconds() - t0 > s->o->grace) {
+            kill(-s->job, SIGKILL);
+            for (int r = 0; r < s->nranks; r++)
+                if (s->rk[r].pid > 0)
+                    kill((pid_t)s->rk[r].pid, SIGKILL);
+            waitpid(s->job, &status, 0);
+            break;
+        }
+        usleep(20000);
+    }
+    for (int r = 0; r < s->nranks; r++) /* no rank may outlive its job */
+        if (s->rk[r].pid > 0 && kill((pid_t)s->rk[r].pid, 0) == 0)
+            kill((pid_t)s->rk[r].pid, SIGKILL);
+    s->job = 0;
+    return status;
+}
+
+/* On a hang: the state of every rank and its kernel stack into the logs; ranks found
+ * stopped (state T) are the implicated ones. */
+static void capture_stacks(sup *s)
+{
+    char path[1300];
+    snprintf(path, sizeof path, "%s/stacks_attempt_%02d.txt", s->logdir, s->attempt);
+    FILE *f = fopen(path, "w");
+    for (int r = 0; r < s->nranks; r++) {
+        long pid = s->rk[r].pid;
+        if (pid <= 0)
+            continue;
+        char p[64], line[256], state = '?';
+        snprintf(p, sizeof p, "/proc/%ld/stat", pid);
+        FILE *st = fopen(p, "r");
+        if (st) {
+            if (fgets(line, sizeof line, st)) {
+                char *rp = strrchr(line, ')');
+                if (rp && rp[1])
+                    state = rp[2];
+            }
+            fclose(st);
+        }
+        if (f)
+            fprintf(f, "== rank %d (pid %ld, node %s): state %c\n", r, pid, s->rk[r].node, state);
+        snprintf(p, sizeof p, "/proc/%ld/stack", pid);
+        if (f && (st = fopen(p, "r"))) {
+            while (fgets(line, sizeof line, st))
+                fputs(line, f);
+            fclose(st);
+        }
+        if (state == 'T' && s->nimplicated < 8) {
+            snprintf(s->implicated[s->nimplicated++], 64, "%s", s->rk[r].node);
+            s->f_rank = r;
+        }
+    }
+    if (f)
+        fclose(f);
+    event(s, "stacks_captured", json_pack("{s:s}", "path", path));
+}
+
+/* --- detection ------------------------------------------------------------------------- */
+
+static double median(double *v, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : 0;
+}
+
+static double hang_timeout(sup *s)
+{
+    if (s->max_step < 0 && s->o->hang_timeout <= 0)
+        return s->o->startup_timeout;
+    if (s->o->hang_timeout > 0)
+        return s->max_step < 0 ? fmax(s->o->hang_timeout, s->o->startup_timeout) : s->o->hang_timeout;
+    double v[MAX_RANKS];
+    int n = 0;
+    for (int r = 0; r < s->nranks; r++)
+        if (s->rk[r].ncompute)
+            v[n++] = s->rk[r].compute[(s->rk[r].ncompute - 1) % 32];
+    double t = 10.0 * median(v, n);
+    return fmin(s->o->hang_cap, fmax(s->o->hang_floor, t));
+}
+
+static void fail(sup *s, const char *kind, int rank, const char *detail)
+{
+    snprintf(s->f_kind, sizeof s->f_kind, "%s", kind);
+    snprintf(s->f_detail, sizeof s->f_detail, "%s", detail);
+    s->f_rank = rank;
+    if (rank >= 0 && rank < s->nranks && s->nimplicated < 8)
+        memcpy(s->implicated[s->nimplicated++], s->rk[rank].node, 64);
+}
+
+static void note_fault(sup *s, const hb_msg *m)
+{
+    if (s->ninc >= MAX_INCIDENTS)
+        return;
+    incident *in = &s->inc[s->ninc];
+    if (in->fault_ts == 0)
+        in->fault_ts = now_seconds();
+    if (!strcmp(m->kind, "fault_kill") && s->o->inject) {
+        /* node=X kills are dead hardware: remember, so diagnosis fails the node */
+        char pat[96];
+        snprintf(pat, sizeof pat, "kill:node=%s", m->node);
+        if (strstr(s->o->inject, pat) && !is_dead(s, m->node) && s->ndead < 8)
+            memcpy(s->dead[s->ndead++], m->node, 64);
+    }
+}
+
+static void on_reject(void *ctx, const char *why)
+{
+    sup *s = ctx;
+    say(s, "%s", why);
+    event(s, "heartbeat_rejected", json_pack("{s:s}", "reason", why));
+}
+
+/* Straggler: node compute time above factor x the others' median for a window. */
+static int check_straggler(sup *s)
+{
+    int W = s->o->straggler_window;
+    if (s->nranks < 2 || s->o->straggler_factor <= 0)
+        return -1;
+    double mean[MAX_RANKS];
+    for (int r = 0; r < s->nranks; r++) {
+        if (s->rk[r].ncompute < W)
+            return -1;
+        double sum = 0;
+        for (int k = 0; k < W; k++)
+            sum += s->rk[r].compute[(s->rk[r].ncompute - 1 - k) % 32];
+        mean[r] = sum / W;
+    }
+    for (int r = 0; r < s->nranks; r++) {
+        double others[MAX_RANKS];
+        int n = 0;
+        for (int q = 0; q < s->nranks; q++)
+            if (strcmp(s->rk[q].node, s->rk[r].node))
+                others[n++] = mean[q];
+        double med = median(others, n);
+        if (n && med > 0 && mean[r] > s->o->straggler_factor * med)
+            return r;
+    }
+    return -1;
+}
+
+/* One poll of everything; returns 1 when the state changed. */
+static int poll_running(sup *s)
+{
+    hb_msg m;
+    while (hb_server_poll(&s->hb, &m, on_reject, s)) {
+        if (m.rank < 0 || m.rank >= s->nranks)
+            continue;
+        rank_info *ri = &s->rk[m.rank];
+        ri->last_beat = now_seconds();
+        if (m.pid > 0)
+            ri->pid = m.pid;
+        if (m.event) {
+            event(s, "worker_event", json_pack("{s:s,s:i,s:s,s:I}", "kind", m.kind, "rank", m.rank,
+                                               "node", m.node, "step", (json_int_t)m.step));
+            if (!strncmp(m.kind, "fault_", 6))
+                note_fault(s, &m);
+            if (!strcmp(m.kind, "done"))
+                ri->done = 1;
+            if (!strcmp(m.kind, "nan")) {
+                char d[128];
+                snprintf(d, sizeof d, "non-finite %s at step %ld", m.detail, m.step);
+                fail(s, "nan", -1, d);
+                s->f_nan_step = m.step; /* for the skip policy */
+                return 1;
+            }
+            continue;
+        }
+        if (m.step > ri->step) {
+            if (ri->step >= 0 && m.step_time > 0) {
+                ri->compute[ri->ncompute % 32] = fmax(0.0, m.step_time - m.comm_time);
+                ri->ncompute++;
+            }
+            ri->step = m.step;
+            if (m.step > s->max_step) {
+                if (s->max_step < 0 && s->ninc > 0 && s->inc[s->ninc - 1].recovered_ts == 0) {
+                    incident *in = &s->inc[s->ninc - 1];
+                    in->recovered_ts = now_seconds();
+                    in->resumed_at = m.step - 1;
+                    double from = in->fault_ts > 0 ? in->fault_ts : in->detect_ts;
+                    event(s, "recovered", json_pack("{s:s,s:I,s:f,s:I}", "kind", in->kind,
+                                                    "resumed_at_step", (json_int_t)(m.step - 1),
+                                                    "recovery_s", in->recovered_ts - from,
+                                                    "steps_lost",
+                                                    (json_int_t)(in->step_seen - (m.step - 1))));
+                    say(s, "recovered: training again at step %ld, %.2f s after the failure",
+                        m.step, in->recovered_ts - from);
+                }
+                s->max_step = m.step;
+                s->progress_ts = now_seconds();
+            }
+        }
+        if (!isfinite(m.loss) && m.step > 0) {
+            char d[64];
+            snprintf(d, sizeof d, "non-finite loss at step %ld", m.step);
+            fail(s, "nan", -1, d);
+            return 1;
+        }
+    }
+    /* a rank process that is gone (or a zombie) is a failure now, before mpirun notices */
+    for (int r = 0; r < s->nranks; r++) {
+        if (s->rk[r].pid <= 0 || s->rk[r].done)
+            continue;
+        char p[64], line[256], state = 'R';
+        snprintf(p, sizeof p, "/proc/%ld/stat", s->rk[r].pid);
+        FILE *st = fopen(p, "r");
+        if (st) {
+            if (fgets(line, sizeof line, st)) {
+                char *rp = strrchr(line, ')');
+                if (rp && rp[1])
+                    state = rp[2];
+            }
+            fclose(st);
+        }
+        if (!st || state == 'Z' || state == 'X') {
+            char d[160];
+            snprintf(d, sizeof d, "rank %d (pid %ld) died", r, s->rk[r].pid);
+            s->rk[r].pid = 0;
+            fail(s, "exit", r, d);
+            return 1;
+        }
+    }
+    int status;
+    pid_t w = waitpid(s->job, &status, WNOHANG);
+    if (w == s->job) {
+        s->job = 0;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+            set_state(s, S_DONE);
+            return 1;
+        }
+        /* which rank: mpirun's "process rank N ... exited on signal" line */
+        char path[1300], *text = NULL, detail[200];
+        int rank = -1;
+        snprintf(path, sizeof path, "%s/attempt_%02d.log", s->logdir, s->attempt);
+        if (fs_read_all(path, &text, NULL) == GRIT_OK) {
+            char *p = strstr(text, "process rank ");
+            if (p)
+                rank = atoi(p + 13);
+            free(text);
+        }
+        snprintf(detail, sizeof detail, "job %s %d%s", WIFSIGNALED(status) ? "killed by signal" : "exited with",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
+                 rank >= 0 ? " (a rank died)" : "");
+        fail(s, "exit", rank, detail);
+        return 1;
+    }
+    /* progress for programs without heartbeats: their log grows */
+    char path[1300];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/attempt_%02d.log", s->logdir, s->attempt);
+    if (stat(path, &st) == 0 && st.st_size != s->log_size) {
+        s->log_size = st.st_size;
+        if (s->max_step < 0)
+            s->progress_ts = now_seconds();
+    }
+    double to = hang_timeout(s);
+    if (now_seconds() - s->progress_ts > to) {
+        char d[128];
+        snprintf(d, sizeof d, "no progress for %.1f s (timeout %.1f s) after step %ld",
+                 now_seconds() - s->progress_ts, to, s->max_step);
+        fail(s, "hang", -1, d);
+        return 1;
+    }
+    int slow = check_straggler(s);
+    if (slow >= 0) {
+        char d[128];
+        snprintf(d, sizeof d, "node %s computes more than %.1fx slower than the others",
+                 s->rk[slow].node, s->o->straggler_factor);
+        fail(s, "straggler", slow, d);
+        return 1;
+    }
+    return 0;
+}
+
+/* --- diagnosis and repair ----------------------------------------------------------------- */
+
+/* 0 healthy, else failed (reason in why). */
+static int check_node(sup *s, const char *node, char health[][32], int nh, int *machine_ok,
+                      char *why, size_t cap)
+{
+    if (is_dead(s, node)) {
+        snprintf(why, cap, "node unreachable (its ranks died with it)");
+        return 1;
+    }
+    int injected = 0;
+    for (int i = 0; i < nh; i++)
+        injected |= !strcmp(health[i], node);
+    if (!injected && *machine_ok >= 0) { /* one real check covers the slots of this machine */
+        snprintf(why, cap, "%s", *machine_ok ? "healthy" : "grit health failed");
+        return !*machine_ok;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        if (injected)
+            setenv("GRIT_HEALTH_FAULT", "gemm_bitflip", 1);
+        execl(s->o->grit, s->o->grit, "health", "--quick", (char *)NULL);
+        _exit(2);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!injected)
+        *machine_ok = ok;
+    snprintf(why, cap, "%s", ok ? "healthy" : injected ? "grit health: compute check failed (SDC)"
+                                                       : "grit health failed");
+    return !ok;
+}
+
+static int diagnose_and_repair(sup *s)
+{
+    set_state(s, S_DIAGNOSING);
+    char trainer[1024], ckpt[128], health[8][32];
+    int nh, machine_ok = -1;
+    faults_for_attempt(s, trainer, sizeof trainer, ckpt, sizeof ckpt, health, &nh);
+    char targets[CLUSTER_MAX][64];
+    int nt = 0;
+    if (!strcmp(s->f_kind, "nan")) {
+        nt = 0; /* numeric: no hardware implicated; roll back */
+    } else if (s->nimplicated) {
+        for (int i = 0; i < s->nimplicated; i++)
+            snprintf(targets[nt++], 64, "%s", s->implicated[i]);
+    } else
+        for (int p = 0; p < cluster_active(&s->cl); p++)
+            snprintf(targets[nt++], 64, "%s", cluster_at(&s->cl, p)->name);
+    set_state(s, S_REPAIRING);
+    int shrink_ok = s->o->no_spare && !strcmp(s->o->no_spare, "shrink");
+    for (int i = 0; i < nt; i++) {
+        char why[200];
+        int bad = !strcmp(s->f_kind, "straggler") ? 1 : check_node(s, targets[i], health, nh,
+                                                                    &machine_ok, why, sizeof why);
+        if (!strcmp(s->f_kind, "straggler"))
+            snprintf(why, sizeof why, "straggler: %.180s", s->f_detail);
+        event(s, "diagnosis", json_pack("{s:s,s:s,s:s}", "node", targets[i], "verdict",
+                                        bad ? "unhealthy" : "healthy", "detail", why));
+        node_slot *ns = cluster_find(&s->cl, targets[i]);
+        if (!bad || !ns || ns->state != NODE_ACTIVE)
+            continue;
+        if (!cluster_spares(&s->cl) && !shrink_ok) {
+            if (s->o->no_spare && !strcmp(s->o->no_spare, "wait")) {
+                say(s, "node %s is unhealthy and no spare is left: waiting (policy wait)",
+                    targets[i]);
+                event(s, "waiting_for_spare", json_pack("{s:s}", "node", targets[i]));
+            }
+            char reason[300];
+            snprintf(reason, sizeof reason, "node %.60s failed (%.180s) and no spare is left", targets[i],
+                     why);
+            event(s, "gave_up", json_pack("{s:s}", "reason", reason));
+            say(s, "giving up: %s", reason);
+            return -1;
+        }
+        const char *spare = cluster_replace(&s->cl, targets[i], why);
+        cluster_save(&s->cl);
+        event(s, "cordon", json_pack("{s:s,s:s,s:s}", "node", targets[i], "reason", why,
+                                     "replacement", spare ? spare : "none (shrinking)"));
+        say(s, "cordoned %s (%s); %s takes its place", targets[i], why,
+            spare ? spare : "nobody: the job shrinks");
+    }
+    return 0;
+}
+
+/* --- summary -------------------------------------------------------------------------------- */
+
+static double productive_seconds(const char *run_dir)
+{
+    char path[1200], *text = NULL;
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+    if (fs_read_all(path, &text, NULL) != GRIT_OK)
+        return -1;
+    double sum = 0;
+    for (char *p = text; (p = strstr(p, "\"step_time_s\":")); p++)
+        sum += atof(p + 14);
+    free(text);
+    return sum;
+}
+
+static void summary(sup *s, int ok)
+{
+    double wall = wall_seconds() - s->first_launch_ts;
+    double prod = productive_seconds(s->o->run_dir);
+    FILE *f = stderr;
+    fprintf(f, "\n  %-10s %-8s %-6s %-12s %-12s %-10s %s\n", "incident", "node", "step",
+            "detect (s)", "recover (s)", "steps lost", "detail");
+    for (int i = 0; i < s->ninc; i++) {
+        incident *in = &s->inc[i];
+        char det[16] = "-", rec[16] = "-", lost[16] = "-";
+        if (in->fault_ts > 0)
+            snprintf(det, sizeof det, "%.2f", in->detect_ts - in->fault_ts);
+        if (in->recovered_ts > 0) {
+            snprintf(rec, sizeof rec, "%.2f",
+                     in->recovered_ts - (in->fault_ts > 0 ? in->fault_ts : in->detect_ts));
+            snprintf(lost, sizeof lost, "%ld", in->step_seen - in->resumed_at);
+        }
+        fprintf(f, "  %-10s %-8s %-6ld %-12s %-12s %-10s %s\n", in->kind, in->node[0] ? in->node : "-",
+                in->step_seen, det, rec, lost, in->detail);
+    }
+    if (!s->ninc)
+        fprintf(f, "  (no incidents)\n");
+    char cordoned[512] = "";
+    for (int i = 0; i < s->cl.count; i++)
+        if (s->cl.n[i].state == NODE_CORDONED) {
+            size_t l = strlen(cordoned);
+            snprintf(cordoned + l, sizeof cordoned - l, "%s%s (%s)", l ? ", " : "",
+                     s->cl.n[i].name, s->cl.n[i].reason);
+        }
+    fprintf(f, "\n  %-20s %s\n", "result", ok ? "DONE" : "GAVE_UP");
+    fprintf(f, "  %-20s %d\n", "restarts", s->restarts);
+    fprintf(f, "  %-20s %s\n", "cordoned", cordoned[0] ? cordoned : "none");
+    fprintf(f, "  %-20s %.1f s\n", "wall time", wall);
+    if (prod >= 0)
+        fprintf(f, "  %-20s %.1f s of training kept, goodput %.1f%%\n", "productive", prod,
+                100.0 * prod / wall);
+    fprintf(f, "  %-20s %s/events.jsonl, %s/cluster.json\n\n", "record", s->o->run_dir,
+            s->o->run_dir);
+    event(s, ok ? "done" : "gave_up_summary",
+          json_pack("{s:i,s:f,s:f,s:f,s:i}", "restarts", s->restarts, "wall_s", wall,
+                    "productive_s", prod, "goodput", prod > 0 ? prod / wall : 0.0, "incidents",
+                    s->ninc));
+}
+
+/* --- the loop ----------------------------------------------------------------------------- */
+
+int sup_run(const sup_opts *o)
+{
+    sup *s = calloc(1, sizeof *s);
+    if (!s)
+        return 2;
+    s->o = o;
+    s->f_rank = -1;
+    int rc = 2;
+    char path[1200];
+    if (fs_mkdirs(o->run_dir) != GRIT_OK) {
+        fprintf(stderr, "grit launch: %s\n", grit_errmsg());
+        goto out;
+    }
+    snprintf(s->logdir, sizeof s->logdir, "%s/logs", o->run_dir);
+    snprintf(s->statepath, sizeof s->statepath, "%s/supervisor.json", o->run_dir);
+    snprintf(path, sizeof path, "%s/cluster.json", o->run_dir);
+    if (fs_mkdirs(s->logdir) != GRIT_OK || cluster_open(&s->cl, path, o->nodes, o->spares) != GRIT_OK) {
+        fprintf(stderr, "grit launch: %s\n", grit_errmsg());
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/events.jsonl", o->run_dir);
+    if (events_open(&s->ev, path) != GRIT_OK || hb_server_open(&s->hb, o->bind) != GRIT_OK) {
+        fprintf(stderr, "grit launch: %s\n", grit_errmsg());
+        goto out;
+    }
+    load_state(s);
+    s->state = S_PREFLIGHT;
+    event(s, "supervisor_start", json_pack("{s:i,s:i,s:i,s:s,s:i}", "nodes", o->nodes, "spares",
+                                           o->spares, "ranks_per_node", o->ranks_per_node,
+                                           "heartbeat", s->hb.addr, "attempt", s->attempt));
+    /* PREFLIGHT: every active node's health before the first launch */
+    s->nimplicated = 0;
+    for (int p = 0; p < cluster_active(&s->cl) && s->nimplicated < 8; p++)
+        snprintf(s->implicated[s->nimplicated++], 64, "%s", cluster_at(&s->cl, p)->name);
+    snprintf(s->f_kind, sizeof s->f_kind, "preflight");
+    if (diagnose_and_repair(s) != 0) {
+        set_state(s, S_GAVE_UP);
+        rc = 1;
+        goto out;
+    }
+    s->nimplicated = 0;
+    for (;;) {
+        if (launch(s) != GRIT_OK) {
+            fprintf(stderr, "grit launch: %s\n", grit_errmsg());
+            set_state(s, S_GAVE_UP);
+            rc = 1;
+            break;
+        }
+        while (!poll_running(s))
+            usleep(50000);
+        if (s->state == S_DONE) {
+            /* a recovery whose first new step came in the last beats */
+            summary(s, 1);
+            rc = 0;
+            break;
+        }
+        set_state(s, S_DETECTED);
+        incident *in = s->ninc < MAX_INCIDENTS ? &s->inc[s->ninc] : &s->inc[MAX_INCIDENTS - 1];
+        snprintf(in->kind, sizeof in->kind, "%s", s->f_kind);
+        snprintf(in->detail, sizeof in->detail, "%s", s->f_detail);
+        in->detect_ts = now_seconds();
+        in->step_seen = s->max_step;
+        in->rank = s->f_rank;
+        long nan_step = !strcmp(s->f_kind, "nan") ? s->f_nan_step : -1;
+        if (!strcmp(s->f_kind, "hang"))
+            capture_stacks(s);
+        if (s->nimplicated)
+            snprintf(in->node, sizeof in->node, "%s", s->implicated[0]);
+        event(s, "detected", json_pack("{s:s,s:s,s:s,s:I,s:f}", "kind", in->kind, "node",
+                                       in->node[0] ? in->node : "-", "detail", in->detail, "step",
+                                       (json_int_t)in->step_seen,
+                                       "latency_s", in->fault_ts > 0 ? in->detect_ts - in->fault_ts : -1.0));
+        say(s, "detected %s%s%s: %s", in->kind, in->node[0] ? " on " : "", in->node, in->detail);
+        if (s->ninc < MAX_INCIDENTS)
+            s->ninc++;
+        int st = stop_job(s);
+        event(s, "job_stopped", json_pack("{s:i}", "status", st));
+        if (nan_step > 0) { /* the same step failing twice: skip its batch from now on */
+            int seen = 0;
+            for (int i = 0; i < s->nnan; i++)
+                seen |= s->nan_steps[i] == nan_step;
+            if (seen) {
+                size_t l = strlen(s->skip_steps);
+                snprintf(s->skip_steps + l, sizeof s->skip_steps - l, "%s%ld", l ? "," : "", nan_step);
+                event(s, "skip_batches", json_pack("{s:s}", "steps", s->skip_steps));
+                say(s, "NaN at step %ld again: skipping that step's batch", nan_step);
+            } else if (s->nnan < 16)
+                s->nan_steps[s->nnan++] = nan_step;
+        }
+        if (diagnose_and_repair(s) != 0) {
+            set_state(s, S_GAVE_UP);
+            summary(s, 0);
+            rc = 1;
+            break;
+        }
+        s->nimplicated = 0;
+        s->f_rank = -1;
+        s->f_nan_step = -1;
+        if (++s->restarts > o->max_restarts) {
+            char reason[128];
+            snprintf(reason, sizeof reason, "%d restarts exceed --max-restarts %d", s->restarts,
+                     o->max_restarts);
+            event(s, "gave_up", json_pack("{s:s}", "reason", reason));
+            say(s, "giving up: %s", reason);
+            set_state(s, S_GAVE_UP);
+            summary(s, 0);
+            rc = 1;
+            break;
+        }
+        double wait = fmin(30.0, o->backoff * pow(2.0, s->restarts - 1));
+        event(s, "backoff", json_pack("{s:f,s:i}", "seconds", wait, "restart", s->restarts));
+        usleep((useconds_t)(wait * 1e6));
+        s->attempt++;
+    }
+out:
+    if (s->job > 0)
+        stop_job(s);
+    hb_server_close(&s->hb);
+    events_close(&s->ev);
+    free(s);
+    return rc;
+}

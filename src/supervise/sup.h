@@ -1,0 +1,42 @@
+/*
+ * sup.h - grit launch: supervise a job, detect failures, replace nodes, resume.
+ *
+ * The state machine (the function behind each transition in brackets):
+ *
+ *   PREFLIGHT --[preflight: health of every active node]--> LAUNCHING
+ *   LAUNCHING --[launch: mpirun in its own process group]--> RUNNING
+ *   RUNNING  --[job exits 0]--> DONE
+ *   RUNNING  --[detect: exit/signal, hang, NaN, straggler]--> DETECTED
+ *   DETECTED --[stop_job: SIGTERM, grace, SIGKILL; stacks on a hang]--> DIAGNOSING
+ *   DIAGNOSING --[diagnose: grit health on the implicated nodes]--> REPAIRING
+ *   REPAIRING --[repair: cordon, spare in, backoff]--> LAUNCHING
+ *   REPAIRING --[no spare and policy give_up | max restarts]--> GAVE_UP
+ *   any      --[an error the supervisor cannot handle]--> GAVE_UP (reason recorded)
+ *
+ * GAVE_UP is left only by a person (re-running grit launch on the run
+ * directory, which carries on from cluster.json and the checkpoints).
+ * Every transition is an event in RUN/events.jsonl ("source":"supervisor").
+ */
+#ifndef GRIT_SUPERVISE_SUP_H
+#define GRIT_SUPERVISE_SUP_H
+
+typedef struct sup_opts {
+    int nodes, spares, ranks_per_node, max_restarts;
+    const char *run_dir;
+    char *const *cmd; /* NULL-terminated */
+    const char *inject;  /* fault spec (see grit launch --help) or NULL */
+    double hang_timeout; /* 0: derived from step times, within [hang_floor, hang_cap] */
+    double hang_floor, hang_cap, startup_timeout, grace, backoff;
+    double straggler_factor;
+    int straggler_window;
+    const char *no_spare; /* "wait", "shrink" or "give_up" */
+    const char *bind;     /* heartbeat address (default 127.0.0.1) */
+    const char *grit;     /* this grit binary, for grit health */
+    int quiet;
+} sup_opts;
+
+/* Runs the job to the end. Returns 0 when it finished, 1 when the supervisor
+ * gave up (reason printed and recorded), 2 when it could not start. */
+int sup_run(const sup_opts *o);
+
+#endif
