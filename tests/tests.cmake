@@ -73,3 +73,11 @@ add_test(NAME reference.ckpt_hf
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/ckpt_hf.sh $<TARGET_FILE:grit>
           $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON})
 set_tests_properties(reference.ckpt_hf PROPERTIES TIMEOUT 300 LABELS "reference")
+
+# Megatron sample order (src/data/gptdataset, mt19937) vs numpy building the same indices.
+add_executable(grit-gptidx-tool tests/reference/gptidx_tool.c)
+target_link_libraries(grit-gptidx-tool PRIVATE gritcore)
+add_test(NAME reference.gpt_index
+  COMMAND ${GRIT_PYTHON} ${CMAKE_SOURCE_DIR}/tests/reference/gpt_index_ref.py
+          $<TARGET_FILE:grit-gptidx-tool> ${CMAKE_BINARY_DIR}/gpt-index-ref)
+set_tests_properties(reference.gpt_index PROPERTIES TIMEOUT 300 LABELS "reference")
