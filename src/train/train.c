@@ -332,6 +332,8 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
                 step + 1, loss, norm, lr, tokens_done, ntok / dt, dt);
         if (stall >= 0)
             fprintf(mf, ",\"ckpt_stall_s\":%.6f", stall);
+        if (data.mg)
+            fprintf(mf, ",\"epochs\":%.6f", train_data_epochs(&data, (step + 1) * (long)A * B));
         fputs("}\n", mf);
         fflush(mf);
         if (step == start)
@@ -360,6 +362,8 @@ grit_err train_run(const train_cfg *cfg, FILE *log, train_result *res)
     events_emit(&r.ev, "train_end", json_pack("{s:I,s:f}", "step", (json_int_t)step, "loss", last));
     if (log && step > start)
         summary(log, &r, &m, step - start, first, last, minl, secs, run_tokens);
+    if (log && data.mg)
+        fprintf(log, "data: %.4f epochs consumed\n", train_data_epochs(&data, step * (long)A * B));
     if (res)
         *res = (train_result){step, last, secs, run_tokens / secs};
 out:
