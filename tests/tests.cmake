@@ -81,3 +81,10 @@ add_test(NAME reference.gpt_index
   COMMAND ${GRIT_PYTHON} ${CMAKE_SOURCE_DIR}/tests/reference/gpt_index_ref.py
           $<TARGET_FILE:grit-gptidx-tool> ${CMAKE_BINARY_DIR}/gpt-index-ref)
 set_tests_properties(reference.gpt_index PROPERTIES TIMEOUT 300 LABELS "reference")
+
+# grit tokenize end to end (src/data/tokenize, src/cli/cmd_tokenize.c).
+add_test(NAME integration.tokenize
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/tokenize.sh $<TARGET_FILE:grit>
+          $<TARGET_FILE:grit-tok-check> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
+set_tests_properties(integration.tokenize PROPERTIES TIMEOUT 300 LABELS "integration;san")

@@ -6,5 +6,6 @@
 
 int cmd_train(int argc, char **argv);
 int cmd_ckpt(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

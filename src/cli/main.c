@@ -17,6 +17,8 @@ static void usage(FILE *f)
             "commands:\n"
             "  train CONFIG.json   train a GPT-NeoX (Pythia) model from a JSON config\n"
             "  ckpt ...            list, verify, export, import and prune checkpoints\n"
+            "  tokenize INPUT...   text / JSONL / directories -> Megatron .bin/.idx\n"
+
             "\n"
             "Run 'grit <command> --help' for the options of a command.\n"
             "  --help, -h          show this help\n"
@@ -43,6 +45,8 @@ int main(int argc, char **argv)
         return cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "ckpt"))
         return cmd_ckpt(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize"))
+        return cmd_tokenize(argc - 1, argv + 1);
     fprintf(stderr, "grit: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

@@ -82,8 +82,12 @@ grit_err train_data_open(train_data *d, const train_cfg *cfg)
     d->cfg = cfg;
     if (!strcmp(cfg->data_source, "synthetic"))
         return GRIT_OK;
-    if (!strcmp(cfg->data_source, "megatron"))
+    if (!strcmp(cfg->data_source, "megatron")) {
+        if (cfg->seed > 0xffffffffULL) /* numpy's RandomState takes 32-bit seeds */
+            return grit_errf(GRIT_EINVAL, "seed %llu: the \"megatron\" data source needs a "
+                                          "seed below 2^32", (unsigned long long)cfg->seed);
         return open_megatron(d, cfg);
+    }
     return grit_errf(GRIT_EINVAL, "data source '%s' is not supported", cfg->data_source);
 }
 
