@@ -88,3 +88,9 @@ add_test(NAME integration.tokenize
           $<TARGET_FILE:grit-tok-check> ${GRIT_PYTHON}
           ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
 set_tests_properties(integration.tokenize PROPERTIES TIMEOUT 300 LABELS "integration;san")
+
+# Training on tokenized .bin/.idx data: crash and resume end bitwise equal (src/train/data).
+add_test(NAME integration.train_megatron
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/train_megatron.sh $<TARGET_FILE:grit>
+          ${GRIT_PYTHON} ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
+set_tests_properties(integration.train_megatron PROPERTIES TIMEOUT 300 LABELS "integration")
