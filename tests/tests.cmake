@@ -94,3 +94,9 @@ add_test(NAME integration.train_megatron
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/train_megatron.sh $<TARGET_FILE:grit>
           ${GRIT_PYTHON} ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
 set_tests_properties(integration.train_megatron PROPERTIES TIMEOUT 300 LABELS "integration")
+
+# grit generate from a trained checkpoint (src/model/gptneox_infer, src/cli/cmd_generate.c).
+add_test(NAME integration.generate
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/generate.sh $<TARGET_FILE:grit>
+          ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
+set_tests_properties(integration.generate PROPERTIES TIMEOUT 300 LABELS "integration")

@@ -18,6 +18,7 @@ static void usage(FILE *f)
             "  train CONFIG.json   train a GPT-NeoX (Pythia) model from a JSON config\n"
             "  ckpt ...            list, verify, export, import and prune checkpoints\n"
             "  tokenize INPUT...   text / JSONL / directories -> Megatron .bin/.idx\n"
+            "  generate            prompt -> text from a checkpoint\n"
 
             "\n"
             "Run 'grit <command> --help' for the options of a command.\n"
@@ -47,6 +48,8 @@ int main(int argc, char **argv)
         return cmd_ckpt(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize"))
         return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "generate"))
+        return cmd_generate(argc - 1, argv + 1);
     fprintf(stderr, "grit: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

@@ -66,7 +66,7 @@ static void attend(gxi_state *s, int l, int p0, int n)
     const float *K = s->k + (size_t)l * (size_t)s->max_t * (size_t)C;
     const float *Vc = s->v + (size_t)l * (size_t)s->max_t * (size_t)C;
     float scale = 1.0f / sqrtf((float)hd);
-#pragma omp parallel for schedule(static) num_threads(s->nthreads)
+#pragma omp parallel for schedule(static) num_threads(s->cur_threads)
     for (int w = 0; w < n * H; w++) {
         int i = w / H, h = w % H, p = p0 + i;
         float *sc = s->scores + (size_t)omp_get_thread_num() * (size_t)s->max_t;
@@ -153,6 +153,16 @@ grit_err gxi_forward(gxi_state *s, const int32_t *tok, int n, float *logits_last
         if (tok[i] < 0 || tok[i] >= V)
             return grit_errf(GRIT_EINVAL, "inference: token id %d is outside the vocabulary "
                                           "of %d", tok[i], V);
+    /* A decode step of a small model is too little work to share: waking the
+     * other threads costs more than it saves (far more on a busy machine, where
+     * a descheduled thread stalls every barrier). Below ~8M multiply-adds per
+     * call, run on this thread only; omp_set_num_threads affects only the
+     * calling thread's later parallel regions, and is restored on return. */
+    double madds = (double)n * ((double)c->layers * (4.0 * C * C + 2.0 * C * c->intermediate) +
+                                (double)C * V);
+    int saved = omp_get_max_threads();
+    s->cur_threads = madds < 8e6 ? 1 : s->nthreads;
+    omp_set_num_threads(s->cur_threads);
     for (int done = 0; done < n;) {
         int k = n - done < s->rows ? n - done : s->rows, p0 = s->pos;
         op_embed_fwd(s->x, m->w.embed_in, tok + done, k, C);
@@ -172,6 +182,7 @@ grit_err gxi_forward(gxi_state *s, const int32_t *tok, int n, float *logits_last
         }
         done += k;
     }
+    omp_set_num_threads(saved);
     return GRIT_OK;
 }
 

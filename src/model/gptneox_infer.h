@@ -12,7 +12,8 @@
  * Memory: gxi_init allocates everything once: the cache
  * (2 * layers * max_t * hidden floats) and scratch for `rows` tokens per
  * call (a prompt longer than that is fed in pieces). gxi_forward and
- * gxi_sample never allocate.
+ * gxi_sample never allocate. Threads: a call with little work (a small
+ * model's decode step) runs on the calling thread alone.
  *
  * Sampling (gxi_sample): temperature 0 is greedy (argmax, lowest id on
  * ties); otherwise logits / temperature, keep the top_k largest (0: all),
@@ -42,7 +43,8 @@ typedef struct gxi_state {
     float *scores;     /* [max_t] per thread */
     float *probs;      /* [V] sampling scratch */
     int32_t *order;    /* [V] sampling scratch */
-    int nthreads;
+    int nthreads;      /* threads for calls with enough work */
+    int cur_threads;   /* threads of the call in progress */
 } gxi_state;
 
 grit_err gxi_init(gxi_state *s, const gx_model *m, int max_t, int rows, int nthreads);
