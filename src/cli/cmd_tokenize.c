@@ -155,11 +155,13 @@ int cmd_tokenize(int argc, char **argv)
         double mb = (double)st.bytes_done / 1e6;
         fprintf(stderr,
                 "grit tokenize: %s.{bin,idx}: %llu files, %llu documents (%llu empty skipped), "
-                "%llu tokens, %.1f MB, %.2f bytes/token, %.1fs, %.1f MB/s on %ld threads\n",
+                "%llu tokens, %.1f MB, %.2f bytes/token, %.2fs, %.1f MB/s, %.2f M tokens/s on %ld "
+                "threads\n",
                 out, (unsigned long long)st.files, (unsigned long long)st.docs,
                 (unsigned long long)st.empty_docs, (unsigned long long)st.tokens, mb,
                 st.tokens ? (double)st.bytes_done / (double)st.tokens : 0.0, st.seconds,
-                st.seconds > 0 ? mb / st.seconds : 0.0, threads);
+                st.seconds > 0 ? mb / st.seconds : 0.0,
+                st.seconds > 0 ? (double)st.tokens / st.seconds / 1e6 : 0.0, threads);
     }
     code = 0;
 done:
