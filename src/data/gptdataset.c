@@ -96,8 +96,8 @@ grit_err gpt_index_build(gpt_index *g, const int32_t *sizes, size_t doc_begin, s
     if (doc_end <= doc_begin || doc_end - doc_begin > INT32_MAX)
         return grit_errf(GRIT_EINVAL, "sample index: expected 1 to %d documents, got %zu",
                          INT32_MAX, doc_end > doc_begin ? doc_end - doc_begin : 0);
-    if (seq_len < 1 || num_samples < 1)
-        return grit_errf(GRIT_EINVAL, "sample index: expected seq_len >= 1 and samples >= 1");
+    if (seq_len < 1 || num_samples < 0)
+        return grit_errf(GRIT_EINVAL, "sample index: expected seq_len >= 1 and samples >= 0");
     int64_t tpe = 0;
     for (size_t d = doc_begin; d < doc_end; d++)
         tpe += sizes[d];

@@ -203,7 +203,8 @@ for seed in [1234, 0, 42, 31337]:
             (23, 200, 64, 97, "8,1,1"),       # several epochs
             (300, 17, 8, 2000, "969,30,1"),   # short documents, many per sample
             (5, 1000, 128, 40, "1"),          # samples inside long documents
-            (60, 25, 20, 71, "7,2,1")]:
+            (60, 25, 20, 71, "7,2,1"),
+            (30, 20, 16, 0, "1")]:        # a weight-0 dataset of a blend
         sizes = rs.randint(1, maxlen, size=ndocs).astype(np.int32)
         sizes[rs.randint(0, ndocs)] = 1
         b = split_bounds(split, ndocs)
