@@ -83,3 +83,30 @@ set_tests_properties(integration.health PROPERTIES TIMEOUT 300 LABELS "integrati
 add_test(NAME integration.dp
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/dp.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.dp PROPERTIES TIMEOUT 300 LABELS "integration;mpi")
+
+# Megatron sample order (src/data/gptdataset, mt19937) vs numpy building the same indices.
+add_executable(grit-gptidx-tool tests/reference/gptidx_tool.c)
+target_link_libraries(grit-gptidx-tool PRIVATE gritcore)
+add_test(NAME reference.gpt_index
+  COMMAND ${GRIT_PYTHON} ${CMAKE_SOURCE_DIR}/tests/reference/gpt_index_ref.py
+          $<TARGET_FILE:grit-gptidx-tool> ${CMAKE_BINARY_DIR}/gpt-index-ref)
+set_tests_properties(reference.gpt_index PROPERTIES TIMEOUT 300 LABELS "reference")
+
+# grit tokenize end to end (src/data/tokenize, src/cli/cmd_tokenize.c).
+add_test(NAME integration.tokenize
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/tokenize.sh $<TARGET_FILE:grit>
+          $<TARGET_FILE:grit-tok-check> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
+set_tests_properties(integration.tokenize PROPERTIES TIMEOUT 300 LABELS "integration;san")
+
+# Training on tokenized .bin/.idx data: crash and resume end bitwise equal (src/train/data).
+add_test(NAME integration.train_megatron
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/train_megatron.sh $<TARGET_FILE:grit>
+          ${GRIT_PYTHON} ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
+set_tests_properties(integration.train_megatron PROPERTIES TIMEOUT 300 LABELS "integration")
+
+# grit generate from a trained checkpoint (src/model/gptneox_infer, src/cli/cmd_generate.c).
+add_test(NAME integration.generate
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/generate.sh $<TARGET_FILE:grit>
+          ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
+set_tests_properties(integration.generate PROPERTIES TIMEOUT 300 LABELS "integration")

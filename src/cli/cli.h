@@ -8,5 +8,7 @@ int cmd_train(int argc, char **argv);
 int cmd_ckpt(int argc, char **argv);
 int cmd_health(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
 
 #endif

@@ -19,6 +19,8 @@ static void usage(FILE *f)
             "  ckpt ...            list, verify, export, import and prune checkpoints\n"
             "  health              check this node (compute, memory, disk, GPU, system)\n"
             "  launch ... -- CMD   run CMD supervised: detect failures, replace nodes, resume\n"
+            "  tokenize INPUT...   text / JSONL / directories -> Megatron .bin/.idx\n"
+            "  generate            prompt -> text from a checkpoint\n"
             "\n"
             "Run 'grit <command> --help' for the options of a command.\n"
             "  --help, -h          show this help\n"
@@ -49,6 +51,10 @@ int main(int argc, char **argv)
         return cmd_health(argc - 1, argv + 1);
     if (!strcmp(cmd, "launch"))
         return cmd_launch(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize"))
+        return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "generate"))
+        return cmd_generate(argc - 1, argv + 1);
     fprintf(stderr, "grit: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

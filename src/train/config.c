@@ -2,12 +2,14 @@
 #include "train/config.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/jcfg.h"
+#include "data/gptdataset.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -37,12 +39,14 @@ void train_cfg_defaults(train_cfg *c)
     c->threads = nc > 0 ? (int)nc : 1;
     snprintf(c->data_source, sizeof c->data_source, "synthetic");
     c->synthetic_vocab = 512;
+    snprintf(c->data_split, sizeof c->data_split, "969,30,1");
     snprintf(c->run_dir, sizeof c->run_dir, "runs/default");
     c->log_every = 1;
     c->ckpt_interval_steps = 100;
     c->ckpt_keep_last = 3;
     c->ckpt_async = true;
     c->resume = true;
+    c->world = 1;
 }
 
 static const char *const top_keys[] = {"model",   "optim",      "seed",   "threads",
@@ -58,9 +62,10 @@ static const char *const model_keys[] = {
 static const char *const optim_keys[] = {
     "micro_batch", "grad_accum", "seq_len", "lr", "min_lr", "warmup_steps", "total_steps",
     "beta1", "beta2", "eps", "weight_decay", "grad_clip", "global_batch", "zero1", NULL};
-static const char *const data_keys[] = {"source", "synthetic_vocab", NULL};
+static const char *const data_keys[] = {"source", "synthetic_vocab", "paths", "weights",
+                                         "split", NULL};
 static const char *const acts[] = {"gelu", "gelu_tanh", NULL};
-static const char *const sources[] = {"synthetic", NULL};
+static const char *const sources[] = {"synthetic", "megatron", NULL};
 
 #define TRY(expr)                                                                        \
     do {                                                                                 \
@@ -170,6 +175,68 @@ static grit_err load_optim(const jcfg *j, train_cfg *c)
     return GRIT_OK;
 }
 
+/* data.paths / data.weights / data.split of the "megatron" source. */
+static grit_err load_megatron(const jcfg *j, json_t *d, train_cfg *c)
+{
+    json_t *paths = json_object_get(d, "paths"), *ws = json_object_get(d, "weights");
+    bool mg = !strcmp(c->data_source, "megatron");
+    if (!mg && (paths || ws || json_object_get(d, "split")))
+        return jcfg_fail(j, paths ? "data.paths" : ws ? "data.weights" : "data.split",
+                         "expected only with \"source\": \"megatron\"");
+    if (!mg)
+        return GRIT_OK;
+    if (!paths)
+        return jcfg_fail(j, "data.source", "missing field 'data.paths' (required by "
+                                           "\"megatron\": a list of .bin/.idx prefixes)");
+    size_t n = json_is_array(paths) ? json_array_size(paths) : 0;
+    if (n < 1 || n > TRAIN_DATA_MAX_PATHS)
+        return jcfg_fail(j, "data.paths", "expected a list of 1 to %d dataset prefixes "
+                                          "(strings)", TRAIN_DATA_MAX_PATHS);
+    for (size_t i = 0; i < n; i++) {
+        json_t *p = json_array_get(paths, i);
+        if (!json_is_string(p) || json_string_length(p) == 0)
+            return jcfg_fail(j, "data.paths", "expected entry %zu to be a non-empty string "
+                                              "(a .bin/.idx prefix)", i);
+        if (json_string_length(p) >= sizeof c->data_paths[0])
+            return jcfg_fail(j, "data.paths", "expected entry %zu shorter than %zu bytes", i,
+                             sizeof c->data_paths[0]);
+        snprintf(c->data_paths[i], sizeof c->data_paths[i], "%s", json_string_value(p));
+        c->data_weights[i] = 1.0;
+    }
+    c->data_npaths = (int)n;
+    if (ws) {
+        if (!json_is_array(ws) || json_array_size(ws) != n)
+            return jcfg_fail(j, "data.weights", "expected a list of %zu numbers (one per path)",
+                             n);
+        double sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            json_t *w = json_array_get(ws, i);
+            double v = json_is_number(w) ? json_number_value(w) : -1;
+            if (!(v >= 0) || !isfinite(v))
+                return jcfg_fail(j, "data.weights", "expected entry %zu to be a number >= 0", i);
+            c->data_weights[i] = v;
+            sum += v;
+        }
+        if (!(sum > 0))
+            return jcfg_fail(j, "data.weights", "expected weights summing to more than 0");
+        c->data_has_weights = true;
+    }
+    const char *split = NULL;
+    TRY(jcfg_str(j, d, "data", "split", NULL, &split));
+    if (split) {
+        size_t b[4];
+        if (strlen(split) >= sizeof c->data_split || gpt_split(split, 1000, b) != GRIT_OK)
+            return jcfg_fail(j, "data.split", "expected train,valid,test shares like "
+                                              "\"969,30,1\", got \"%s\"", split);
+        snprintf(c->data_split, sizeof c->data_split, "%s", split);
+    }
+    if (c->seed > 0xffffffffULL)
+        return jcfg_fail(j, "seed", "expected a seed below 2^32 with the \"megatron\" data "
+                                    "source (numpy's RandomState), got %llu",
+                         (unsigned long long)c->seed);
+    return GRIT_OK;
+}
+
 static grit_err load_all(const jcfg *j, train_cfg *c)
 {
     TRY(jcfg_only(j, j->root, "", top_keys));
@@ -219,8 +286,9 @@ static grit_err load_all(const jcfg *j, train_cfg *c)
         if (src)
             snprintf(c->data_source, sizeof c->data_source, "%s", src);
         TRY(load_int(j, d, "data", "synthetic_vocab", 2, 1 << 24, &c->synthetic_vocab));
+        TRY(load_megatron(j, d, c));
     }
-    if (c->synthetic_vocab > c->model.vocab)
+    if (!strcmp(c->data_source, "synthetic") && c->synthetic_vocab > c->model.vocab)
         return jcfg_fail(j, "data.synthetic_vocab",
                          "expected at most the model's vocab_size %d, got %d", c->model.vocab,
                          c->synthetic_vocab);
@@ -279,6 +347,17 @@ char *train_cfg_dump(const train_cfg *c)
                   "interval_minutes", c->ckpt_interval_minutes, "keep_last", c->ckpt_keep_last,
                   "keep_every", c->ckpt_keep_every, "async", c->ckpt_async, "on_error",
                   c->ckpt_stop_on_error ? "stop" : "continue"));
+    if (!strcmp(c->data_source, "megatron")) {
+        json_t *data = json_object_get(root, "data"), *p = json_array(), *w = json_array();
+        for (int i = 0; i < c->data_npaths; i++) {
+            json_array_append_new(p, json_string(c->data_paths[i]));
+            json_array_append_new(w, json_real(c->data_weights[i]));
+        }
+        json_object_del(data, "synthetic_vocab");
+        json_object_set_new(data, "paths", p);
+        json_object_set_new(data, "weights", w);
+        json_object_set_new(data, "split", json_string(c->data_split));
+    }
     json_object_set_new(root, "resume", json_boolean(c->resume));
     json_object_set_new(optim, "global_batch", json_integer(o->global_batch));
     json_object_set_new(optim, "zero1", json_boolean(o->zero1));
@@ -318,6 +397,7 @@ void train_cfg_fingerprint(const train_cfg *c, char out[17])
 grit_err train_cfg_resolve_world(train_cfg *c, int world)
 {
     optim_cfg *o = &c->optim;
+    c->world = world;
     if (o->global_batch <= 0)
         return GRIT_OK;
     long per = (long)o->micro_batch * world;

@@ -4,7 +4,9 @@
  * A config file is a JSON object:
  *   {"model": "pythia-14m" | {"preset": "...", <overrides>} | {<every field>},
  *    "optim": {...}, "seed": 1234, "threads": 2,
- *    "data": {"source": "synthetic", "synthetic_vocab": 512},
+ *    "data": {"source": "synthetic", "synthetic_vocab": 512}
+ *          | {"source": "megatron", "paths": ["PREFIX", ...],
+ *             "weights": [w, ...], "split": "969,30,1"},
  *    "run_dir": "runs/demo", "log_every": 1}
  * Every unknown field, wrong type and out-of-range value is an error naming
  * the file, line:column, field and what was expected (core/jcfg.h). The
@@ -20,6 +22,8 @@
 #include "model/gptneox.h"
 #include "train/optim.h"
 
+#define TRAIN_DATA_MAX_PATHS 64
+
 typedef struct train_cfg {
     char preset[32];       /* "" when every field was given */
     gx_config model;
@@ -27,8 +31,14 @@ typedef struct train_cfg {
     optim_cfg optim;
     uint64_t seed;
     int threads;
-    char data_source[16];  /* "synthetic" */
+    char data_source[16];  /* "synthetic" or "megatron" */
     int synthetic_vocab;   /* tokens used by the synthetic stream */
+    /* "megatron": .bin/.idx prefixes, blended by weight (data/gptdataset.h) */
+    int data_npaths;
+    char data_paths[TRAIN_DATA_MAX_PATHS][512];
+    double data_weights[TRAIN_DATA_MAX_PATHS]; /* as given (1 each when absent) */
+    bool data_has_weights;
+    char data_split[64];   /* Megatron's train,valid,test shares */
     char run_dir[1024];
     int log_every;
     /* checkpoints (src/ckpt): in run_dir/ckpt */
@@ -39,6 +49,7 @@ typedef struct train_cfg {
     bool ckpt_async;
     bool ckpt_stop_on_error;     /* on_error "stop" (else "continue") */
     bool resume;                 /* resume from run_dir/ckpt automatically */
+    int world;                   /* data-parallel ranks (runtime, not in the file; 1 default) */
     char init_from[1024];        /* weights-only start from a checkpoint or HF folder ("" none) */
 } train_cfg;
 

@@ -473,6 +473,8 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
                 fprintf(mf, ",\"comm_wait_s\":%.6f", dp.wait_s);
             if (stall >= 0)
                 fprintf(mf, ",\"ckpt_stall_s\":%.6f", stall);
+            if (data.mg)
+                fprintf(mf, ",\"epochs\":%.6f", train_data_epochs(&data, (step + 1) * G));
             fputs("}\n", mf);
             fflush(mf);
         }
@@ -514,6 +516,8 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
                     dp.ar_blocking_s, wait_total / (double)ran,
                     dp.zero1 ? 0.0 : fmax(0.0, 100.0 * (1.0 - wait_total / (double)ran / dp.ar_blocking_s)));
     }
+    if (log && data.mg)
+        fprintf(log, "data: %.4f epochs consumed\n", train_data_epochs(&data, step * G));
     if (res)
         *res = (train_result){step, last, secs, run_tokens / secs};
     hb_client_event(hb, "done", step, "-");

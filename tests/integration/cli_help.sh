@@ -16,6 +16,9 @@ check 0 "usage: grit <command>" --help
 check 0 "usage: grit train CONFIG.json" train --help
 check 0 "usage: grit health" health --help
 check 2 "unknown option or missing value: .--bogus." health --bogus
+check 0 "usage: grit tokenize" tokenize --help
+check 2 "missing -o PREFIX" tokenize x.txt --tokenizer t.json
+check 0 "usage: grit generate" generate --help
 check 0 "grit 0\." --version
 check 2 "unknown command 'frobnicate'" frobnicate
 check 2 "unknown option or missing value: '--bogus'" train x.json --bogus

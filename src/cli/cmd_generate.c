@@ -1,0 +1,216 @@
+/* cmd_generate.c - `grit generate`: prompt -> text from a checkpoint. */
+#include <cblas.h>
+#include <errno.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckpt/pretrained.h"
+#include "cli/cli.h"
+#include "core/progress.h"
+#include "core/rng.h"
+#include "data/bpe.h"
+#include "model/gptneox_infer.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: grit generate --checkpoint DIR (--tokenizer FILE | --vocab FILE --merges FILE)\n"
+            "                     [options] [PROMPT]\n"
+            "\n"
+            "Continues PROMPT with the model in DIR and streams the text to stdout as it is\n"
+            "made. DIR is a checkpoint step folder (model.safetensors + config.json, e.g.\n"
+            "runs/x/ckpt/step_00001000, or a Hugging Face GPT-NeoX folder) or a run\n"
+            "directory (its newest checkpoint that verifies). A KV cache makes each new\n"
+            "token cost one position.\n"
+            "\n"
+            "options:\n"
+            "  --prompt TEXT       the prompt (or give it as the last argument; default:\n"
+            "                      start from the end-of-document token)\n"
+            "  --max-tokens N      tokens to generate (default 64; fewer at the context end)\n"
+            "  --temperature T     0 = greedy (default); > 0 samples\n"
+            "  --top-k K           sample among the K most likely tokens (default 0 = all)\n"
+            "  --top-p P           nucleus sampling: the most likely tokens up to mass P\n"
+            "                      (default 1 = all)\n"
+            "  --seed N            sampling seed (default 0): the same seed, the same text\n"
+            "  --ignore-eod        go on past the end-of-document token\n"
+            "  --threads N         compute threads (default: CPUs online)\n"
+            "  --quiet             no statistics on stderr\n"
+            "  -h, --help          show this help\n");
+}
+
+static int num(const char *flag, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || end == s || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "grit generate: %s: expected a number in [%g, %g], got '%s'\n", flag, lo,
+                hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static void emit(const bpe *t, int32_t id)
+{
+    size_t len;
+    const char *s = bpe_token_bytes(t, (uint32_t)id, &len);
+    if (s)
+        fwrite(s, 1, len, stdout);
+    fflush(stdout);
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    const char *ckdir = NULL, *hf = NULL, *vocab = NULL, *merges = NULL, *prompt = NULL;
+    double max_tokens = 64, temp = 0, top_k = 0, top_p = 1, seed = 0;
+    double threads = (double)sysconf(_SC_NPROCESSORS_ONLN);
+    int quiet = 0, ignore_eod = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int v = i + 1 < argc;
+        int bad = 0;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+        } else if (!strcmp(a, "--ignore-eod")) {
+            ignore_eod = 1;
+        } else if (!strcmp(a, "--checkpoint") && v) {
+            ckdir = argv[++i];
+        } else if (!strcmp(a, "--tokenizer") && v) {
+            hf = argv[++i];
+        } else if (!strcmp(a, "--vocab") && v) {
+            vocab = argv[++i];
+        } else if (!strcmp(a, "--merges") && v) {
+            merges = argv[++i];
+        } else if (!strcmp(a, "--prompt") && v) {
+            prompt = argv[++i];
+        } else if (!strcmp(a, "--max-tokens") && v) {
+            bad = num(a, argv[++i], 0, 1 << 20, &max_tokens);
+        } else if (!strcmp(a, "--temperature") && v) {
+            bad = num(a, argv[++i], 0, 100, &temp);
+        } else if (!strcmp(a, "--top-k") && v) {
+            bad = num(a, argv[++i], 0, 1 << 24, &top_k);
+        } else if (!strcmp(a, "--top-p") && v) {
+            bad = num(a, argv[++i], 1e-9, 1, &top_p);
+        } else if (!strcmp(a, "--seed") && v) {
+            bad = num(a, argv[++i], 0, 9007199254740991.0, &seed);
+        } else if (!strcmp(a, "--threads") && v) {
+            bad = num(a, argv[++i], 1, 1024, &threads);
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "grit generate: unknown option or missing value: '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!prompt) {
+            prompt = a;
+        } else {
+            fprintf(stderr, "grit generate: unexpected argument '%s'\n", a);
+            return 2;
+        }
+        if (bad)
+            return 2;
+    }
+    if (!ckdir || (!hf == !vocab) || (!vocab != !merges)) {
+        fprintf(stderr, "grit generate: %s\n",
+                !ckdir ? "missing --checkpoint DIR"
+                       : "give either --tokenizer FILE or --vocab FILE --merges FILE");
+        usage(stderr);
+        return 2;
+    }
+    int nt = (int)threads, code = 1;
+    omp_set_num_threads(nt);
+    openblas_set_num_threads(nt);
+    bpe *tok = NULL;
+    bpe_ctx *ctx = NULL;
+    bpe_ids ids = {0};
+    gx_model m;
+    gxi_state s;
+    float *logits = NULL;
+    char where[4400];
+    memset(&m, 0, sizeof m);
+    memset(&s, 0, sizeof s);
+    grit_err rc = hf ? bpe_open_hf(&tok, hf) : bpe_open_gpt2(&tok, vocab, merges);
+    uint32_t eod = 0;
+    int has_eod = rc == GRIT_OK && bpe_token_id(tok, "<|endoftext|>", 13, &eod) == GRIT_OK;
+    if (rc == GRIT_OK)
+        rc = bpe_ctx_open(&ctx, tok);
+    if (rc == GRIT_OK && prompt && *prompt)
+        rc = bpe_encode(ctx, prompt, strlen(prompt), hf ? BPE_ALLOW_SPECIAL : 0, &ids);
+    if (rc == GRIT_OK)
+        rc = pretrained_load(ckdir, &m, nt, where, sizeof where);
+    if (rc != GRIT_OK) {
+        fprintf(stderr, "grit generate: %s\n", grit_errmsg());
+        goto out;
+    }
+    if (ids.n == 0) {
+        if (!has_eod) {
+            fprintf(stderr, "grit generate: empty prompt and no <|endoftext|> token to start "
+                            "from\n");
+            goto out;
+        }
+        ids.v = malloc(sizeof *ids.v);
+        if (!ids.v)
+            goto out;
+        ids.v[0] = eod;
+        ids.n = ids.cap = 1;
+    }
+    int V = m.cfg.vocab, ctxlen = m.cfg.max_positions;
+    if ((int)ids.n >= ctxlen) {
+        fprintf(stderr, "grit generate: the prompt has %zu tokens; the model's context is %d\n",
+                ids.n, ctxlen);
+        goto out;
+    }
+    int want = (int)max_tokens;
+    if ((int)ids.n + want > ctxlen)
+        want = ctxlen - (int)ids.n;
+    if ((rc = gxi_init(&s, &m, (int)ids.n + want > 0 ? (int)ids.n + want : 1, 256, nt)) !=
+            GRIT_OK ||
+        !(logits = malloc(sizeof *logits * (size_t)V))) {
+        fprintf(stderr, "grit generate: %s\n", rc ? grit_errmsg() : "out of memory");
+        goto out;
+    }
+    rng_t rng;
+    rng_seed(&rng, (uint64_t)seed, 0x67656e); /* stream "gen" */
+    if (prompt)
+        fputs(prompt, stdout);
+    fflush(stdout);
+    double t0 = now_seconds();
+    rc = gxi_forward(&s, (const int32_t *)ids.v, (int)ids.n, logits, NULL);
+    double t1 = now_seconds();
+    int made = 0;
+    for (; rc == GRIT_OK && made < want; made++) {
+        int32_t next = gxi_sample(&s, logits, temp, (int)top_k, top_p, &rng);
+        if (has_eod && !ignore_eod && (uint32_t)next == eod)
+            break;
+        emit(tok, next);
+        if (made + 1 < want)
+            rc = gxi_forward(&s, &next, 1, logits, NULL);
+    }
+    double t2 = now_seconds();
+    fputc('\n', stdout);
+    fflush(stdout);
+    if (rc != GRIT_OK) {
+        fprintf(stderr, "grit generate: %s\n", grit_errmsg());
+        goto out;
+    }
+    if (!quiet)
+        fprintf(stderr, "grit generate: %s: prompt %zu tokens (%.0f tokens/s), generated %d "
+                        "tokens in %.3fs (%.1f tokens/s)\n",
+                where, ids.n, (double)ids.n / (t1 - t0 > 0 ? t1 - t0 : 1e-9), made, t2 - t1,
+                made / (t2 - t1 > 0 ? t2 - t1 : 1e-9));
+    code = 0;
+out:
+    free(logits);
+    gxi_free(&s);
+    gx_free(&m);
+    bpe_ids_free(&ids);
+    bpe_ctx_close(ctx);
+    bpe_close(tok);
+    return code;
+}

@@ -1,0 +1,171 @@
+/* cmd_tokenize.c - `grit tokenize INPUT... -o PREFIX`: corpus -> .bin/.idx. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "core/progress.h"
+#include "data/bpe.h"
+#include "data/tokenize.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: grit tokenize INPUT... -o PREFIX (--tokenizer FILE | --vocab FILE --merges FILE)\n"
+            "\n"
+            "Tokenizes text files, JSONL files ({\"text\": ...} per line) or directories of\n"
+            "them into a Megatron indexed dataset PREFIX.bin + PREFIX.idx: one document per\n"
+            "text file or JSONL line, each followed by the end-of-document token, in input\n"
+            "order (directories walked recursively in name order). Documents are encoded on\n"
+            "several threads; memory does not grow with the corpus.\n"
+            "\n"
+            "options:\n"
+            "  -o, --output PREFIX   output prefix (required)\n"
+            "  --tokenizer FILE      Hugging Face tokenizer.json (e.g. GPT-NeoX-20B); special\n"
+            "                        tokens in the text are recognised, as HF does\n"
+            "  --vocab FILE          GPT-2 vocab.json (with --merges); special tokens in the\n"
+            "  --merges FILE         text are plain text, as OpenAI's encoder does\n"
+            "  --threads N           encoding threads (default: CPUs online)\n"
+            "  --format F            auto (by extension: .jsonl/.json are JSONL), text, jsonl\n"
+            "  --field NAME          JSONL field holding the text (default \"text\")\n"
+            "  --eod TOKEN           end-of-document token (default \"<|endoftext|>\")\n"
+            "  --quiet               no progress line or summary\n"
+            "  -h, --help            show this help\n");
+}
+
+typedef struct prog {
+    progress p;
+    double last;
+    int on;
+} prog;
+
+static void on_progress(void *arg, const tokenize_stats *st)
+{
+    prog *pg = arg;
+    double t = now_seconds();
+    if (!pg->on || (t - pg->last < (pg->p.tty ? 0.2 : 5.0) && st->bytes_done < st->bytes_total))
+        return;
+    pg->last = t;
+    if (pg->p.total <= 1) /* the total is known once the inputs are listed */
+        pg->p.total = st->bytes_total >> 10 > 0 ? (long)(st->bytes_total >> 10) : 1;
+    char text[160];
+    double mb = (double)st->bytes_done / 1e6;
+    snprintf(text, sizeof text, "%.1f MB/s | %llu docs | %llu tokens",
+             st->seconds > 0 ? mb / st->seconds : 0.0, (unsigned long long)st->docs,
+             (unsigned long long)st->tokens);
+    progress_update(&pg->p, (long)(st->bytes_done >> 10), text);
+}
+
+int cmd_tokenize(int argc, char **argv)
+{
+    const char *out = NULL, *hf = NULL, *vocab = NULL, *merges = NULL, *field = NULL;
+    const char *eod_tok = "<|endoftext|>";
+    const char **inputs = calloc((size_t)argc, sizeof *inputs);
+    int n_in = 0, quiet = 0, format = TOKENIZE_AUTO;
+    long threads = sysconf(_SC_NPROCESSORS_ONLN);
+    int code = 2;
+    bpe *tok = NULL;
+    if (!inputs)
+        return 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has_val = i + 1 < argc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            code = 0;
+            goto done;
+        } else if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+        } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && has_val) {
+            out = argv[++i];
+        } else if (!strcmp(a, "--tokenizer") && has_val) {
+            hf = argv[++i];
+        } else if (!strcmp(a, "--vocab") && has_val) {
+            vocab = argv[++i];
+        } else if (!strcmp(a, "--merges") && has_val) {
+            merges = argv[++i];
+        } else if (!strcmp(a, "--field") && has_val) {
+            field = argv[++i];
+        } else if (!strcmp(a, "--eod") && has_val) {
+            eod_tok = argv[++i];
+        } else if (!strcmp(a, "--format") && has_val) {
+            const char *f = argv[++i];
+            format = !strcmp(f, "auto") ? TOKENIZE_AUTO : !strcmp(f, "text") ? TOKENIZE_TEXT
+                     : !strcmp(f, "jsonl") ? TOKENIZE_JSONL : -1;
+            if (format < 0) {
+                fprintf(stderr, "grit tokenize: --format: expected auto, text or jsonl, got "
+                                "'%s'\n", f);
+                goto done;
+            }
+        } else if (!strcmp(a, "--threads") && has_val) {
+            char *end;
+            errno = 0;
+            threads = strtol(argv[++i], &end, 10);
+            if (errno || *end || threads < 1 || threads > 1024) {
+                fprintf(stderr, "grit tokenize: --threads: expected an integer in [1, 1024], "
+                                "got '%s'\n", argv[i]);
+                goto done;
+            }
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "grit tokenize: unknown option or missing value: '%s'\n", a);
+            usage(stderr);
+            goto done;
+        } else {
+            inputs[n_in++] = a;
+        }
+    }
+    if (!out || !n_in || (!hf == !vocab) || (!vocab != !merges)) {
+        fprintf(stderr, "grit tokenize: %s\n",
+                !n_in  ? "no input given"
+                : !out ? "missing -o PREFIX"
+                       : "give either --tokenizer FILE or --vocab FILE --merges FILE");
+        usage(stderr);
+        goto done;
+    }
+    code = 1;
+    grit_err rc = hf ? bpe_open_hf(&tok, hf) : bpe_open_gpt2(&tok, vocab, merges);
+    if (rc != GRIT_OK) {
+        fprintf(stderr, "grit tokenize: %s\n", grit_errmsg());
+        goto done;
+    }
+    uint32_t eod;
+    if (bpe_token_id(tok, eod_tok, strlen(eod_tok), &eod) != GRIT_OK) {
+        fprintf(stderr, "grit tokenize: the tokenizer has no token '%s' (--eod)\n", eod_tok);
+        goto done;
+    }
+    prog pg = {.on = !quiet};
+    tokenize_opts o = {.tok = tok, .encode_flags = hf ? BPE_ALLOW_SPECIAL : 0, .eod = eod,
+                       .inputs = inputs, .n_inputs = n_in, .output_prefix = out,
+                       .format = format, .field = field, .threads = (int)threads,
+                       .on_progress = on_progress, .arg = &pg};
+    tokenize_stats st;
+    progress_init(&pg.p, stderr, 1, 1);
+    pg.last = -1e9;
+    rc = tokenize_run(&o, &st);
+    if (rc != GRIT_OK) {
+        if (!quiet && pg.p.tty)
+            fputc('\n', stderr);
+        fprintf(stderr, "grit tokenize: %s\n", grit_errmsg());
+        goto done;
+    }
+    if (!quiet) {
+        progress_finish(&pg.p);
+        double mb = (double)st.bytes_done / 1e6;
+        fprintf(stderr,
+                "grit tokenize: %s.{bin,idx}: %llu files, %llu documents (%llu empty skipped), "
+                "%llu tokens, %.1f MB, %.2f bytes/token, %.2fs, %.1f MB/s, %.2f M tokens/s on %ld "
+                "threads\n",
+                out, (unsigned long long)st.files, (unsigned long long)st.docs,
+                (unsigned long long)st.empty_docs, (unsigned long long)st.tokens, mb,
+                st.tokens ? (double)st.bytes_done / (double)st.tokens : 0.0, st.seconds,
+                st.seconds > 0 ? mb / st.seconds : 0.0,
+                st.seconds > 0 ? (double)st.tokens / st.seconds / 1e6 : 0.0, threads);
+    }
+    code = 0;
+done:
+    bpe_close(tok);
+    free(inputs);
+    return code;
+}
