@@ -110,3 +110,9 @@ add_test(NAME integration.generate
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/generate.sh $<TARGET_FILE:grit>
           ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
 set_tests_properties(integration.generate PROPERTIES TIMEOUT 300 LABELS "integration")
+
+# grit launch (src/supervise): every fault kind recovered without a person, bitwise equal
+# to the fault-free run; forged heartbeats; a killed supervisor; a non-grit program.
+add_test(NAME integration.launch
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/launch.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.launch PROPERTIES TIMEOUT 600 LABELS "integration;mpi")

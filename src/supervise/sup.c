@@ -202,6 +202,8 @@ static int is_dead(sup *s, const char *node)
     return 0;
 }
 
+static void on_reject(void *ctx, const char *why);
+
 /* --- launching and stopping -------------------------------------------------------- */
 
 static grit_err launch(sup *s)
@@ -227,7 +229,7 @@ static grit_err launch(sup *s)
     s->max_step = -1;
     s->log_size = 0;
     hb_msg stale; /* beats the previous job sent before it was stopped belong to no one now */
-    while (hb_server_poll(&s->hb, &stale, NULL, NULL))
+    while (hb_server_poll(&s->hb, &stale, on_reject, s)) /* forged ones are still reported */
         ;
     pid_t pid = fork();
     if (pid < 0)
@@ -240,6 +242,9 @@ static grit_err launch(sup *s)
             dup2(fd, 1);
             dup2(fd, 2);
         }
+        int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (nul >= 0)
+            dup2(nul, 0); /* the job reads nothing from the supervisor's terminal */
         setenv("GRIT_SUP_ADDR", s->hb.addr, 1);
         setenv("GRIT_SUP_SECRET", s->hb.secret, 1);
         setenv("GRIT_NODES", names, 1);

@@ -66,15 +66,24 @@ bool faults_skip(const faults *fs, long step)
     return false;
 }
 
-void faults_after_step(const faults *fs, hb_client *hb, long step, double step_time)
+void faults_slow_compute(const faults *fs, double compute_time)
 {
     for (int i = 0; i < fs->n; i++) {
         const fault *f = &fs->f[i];
         if (!strcmp(f->kind, "slow") && f->factor > 1.0) {
-            double extra = (f->factor - 1.0) * step_time;
+            double extra = (f->factor - 1.0) * compute_time;
             struct timespec ts = {(time_t)extra, (long)((extra - (double)(time_t)extra) * 1e9)};
             nanosleep(&ts, NULL);
-        } else if (f->step == step && (!strcmp(f->kind, "kill") || !strcmp(f->kind, "hang"))) {
+        }
+    }
+}
+
+void faults_after_step(const faults *fs, hb_client *hb, long step, double step_time)
+{
+    (void)step_time;
+    for (int i = 0; i < fs->n; i++) {
+        const fault *f = &fs->f[i];
+        if (f->step == step && (!strcmp(f->kind, "kill") || !strcmp(f->kind, "hang"))) {
             char kind[32];
             snprintf(kind, sizeof kind, "fault_%s", f->kind);
             hb_client_event(hb, kind, step, "injected");

@@ -43,7 +43,10 @@ grit_err faults_init(faults *fs, int rank, const char *node);
 bool faults_nan_at(const faults *fs, long step);
 /* True when step's update must be skipped (GRIT_SKIP_STEPS). */
 bool faults_skip(const faults *fs, long step);
-/* After step finished (step_time seconds): slows down, hangs or dies as configured. */
+/* After this rank's forward/backward (compute_time seconds), before the gradient
+ * exchange: a slow rank takes factor x as long, as a slow node would. */
+void faults_slow_compute(const faults *fs, double compute_time);
+/* After step finished (step_time seconds): hangs or dies as configured. */
 void faults_after_step(const faults *fs, hb_client *hb, long step, double step_time);
 
 #endif

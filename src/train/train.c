@@ -411,6 +411,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
             loss += gx_step(&m, tokens + (size_t)a * B * (T + 1), 1.0f / (float)(A * W), NULL);
         }
         loss /= A;
+        faults_slow_compute(&fs, now_seconds() - t0);
         double norm;
         if ((rc = dp_finish_grads(&dp, &norm)) != GRIT_OK ||
             (rc = dist_allreduce_sum_f64(d, &loss, 1)) != GRIT_OK)
