@@ -326,6 +326,23 @@ static int stop_job(sup *s)
     return status;
 }
 
+/* The state letter of /proc/PID/stat (R, S, D, T, Z, ...), 0 when the process is gone. */
+static char proc_state(long pid)
+{
+    char p[64], line[512], state = 0;
+    snprintf(p, sizeof p, "/proc/%ld/stat", pid);
+    FILE *st = fopen(p, "r");
+    if (!st)
+        return 0;
+    if (fgets(line, sizeof line, st)) {
+        char *rp = strrchr(line, ')');
+        if (rp && rp[1] && rp[2])
+            state = rp[2];
+    }
+    fclose(st);
+    return state;
+}
+
 /* On a hang: the state of every rank and its kernel stack into the logs; ranks found
  * stopped (state T) are the implicated ones. */
 static void capture_stacks(sup *s)
@@ -337,17 +354,8 @@ static void capture_stacks(sup *s)
         long pid = s->rk[r].pid;
         if (pid <= 0)
             continue;
-        char p[64], line[256], state = '?';
-        snprintf(p, sizeof p, "/proc/%ld/stat", pid);
-        FILE *st = fopen(p, "r");
-        if (st) {
-            if (fgets(line, sizeof line, st)) {
-                char *rp = strrchr(line, ')');
-                if (rp && rp[1])
-                    state = rp[2];
-            }
-            fclose(st);
-        }
+        char p[64], line[256], state = proc_state(pid);
+        FILE *st;
         if (f)
             fprintf(f, "== rank %d (pid %ld, node %s): state %c\n", r, pid, s->rk[r].node, state);
         snprintf(p, sizeof p, "/proc/%ld/stack", pid);
@@ -516,18 +524,8 @@ static int poll_running(sup *s)
     for (int r = 0; r < s->nranks; r++) {
         if (s->rk[r].pid <= 0 || s->rk[r].done)
             continue;
-        char p[64], line[256], state = 'R';
-        snprintf(p, sizeof p, "/proc/%ld/stat", s->rk[r].pid);
-        FILE *st = fopen(p, "r");
-        if (st) {
-            if (fgets(line, sizeof line, st)) {
-                char *rp = strrchr(line, ')');
-                if (rp && rp[1])
-                    state = rp[2];
-            }
-            fclose(st);
-        }
-        if (!st || state == 'Z' || state == 'X') {
+        char state = proc_state(s->rk[r].pid);
+        if (state == 0 || state == 'Z' || state == 'X') {
             char d[160];
             snprintf(d, sizeof d, "rank %d (pid %ld) died", r, s->rk[r].pid);
             s->rk[r].pid = 0;
