@@ -35,7 +35,7 @@ demo: deps build
 	@bash scripts/demo.sh
 
 bench: deps build
-	@bash bench/train_vs_pytorch.sh
+	@bash bench/run_all.sh
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN)

@@ -82,7 +82,7 @@ set_tests_properties(integration.health PROPERTIES TIMEOUT 300 LABELS "integrati
 # DP=2, ZeRO-1, resume across world sizes, a killed rank.
 add_test(NAME integration.dp
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/dp.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
-set_tests_properties(integration.dp PROPERTIES TIMEOUT 300 LABELS "integration;mpi")
+set_tests_properties(integration.dp PROPERTIES TIMEOUT 300 LABELS "integration;mpi" RUN_SERIAL TRUE)
 
 # Megatron sample order (src/data/gptdataset, mt19937) vs numpy building the same indices.
 add_executable(grit-gptidx-tool tests/reference/gptidx_tool.c)
@@ -115,4 +115,4 @@ set_tests_properties(integration.generate PROPERTIES TIMEOUT 300 LABELS "integra
 # to the fault-free run; forged heartbeats; a killed supervisor; a non-grit program.
 add_test(NAME integration.launch
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/launch.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
-set_tests_properties(integration.launch PROPERTIES TIMEOUT 600 LABELS "integration;mpi")
+set_tests_properties(integration.launch PROPERTIES TIMEOUT 600 LABELS "integration;mpi" RUN_SERIAL TRUE)

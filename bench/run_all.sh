@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# run_all.sh - every benchmark, one after the other (make bench). Each prints its own table.
+# BENCH=name[,name] picks some: train, ckpt, dp, recovery, tokenizer, health.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+want=${BENCH:-train,ckpt,dp,recovery,tokenizer,health}
+run() { case ",$want," in *",$1,"*) echo; echo "######## $1: $2"; shift 2; "$@" ;; esac; }
+run train "grit vs PyTorch training throughput" bash "$here/train_vs_pytorch.sh"
+run ckpt "checkpoint save, async stall, resume" bash "$here/ckpt_save.sh"
+run dp "data-parallel scaling, all-reduce overlap, ZeRO-1" bash "$here/dp_scaling.sh"
+run recovery "grit launch recovery time and goodput (MINUTES=${MINUTES:=4}, FAULT_EVERY=${FAULT_EVERY:=2})" \
+  env MINUTES="$MINUTES" FAULT_EVERY="$FAULT_EVERY" bash "$here/recovery.sh"
+run tokenizer "tokenizer throughput vs tiktoken" bash "$here/tokenizer.sh" "$here/../build"
+run health "grit health durations and sensitivity" bash "$here/health_sensitivity.sh"
