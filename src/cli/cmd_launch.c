@@ -34,11 +34,17 @@ static void usage(FILE *f)
             "  --straggler-factor F   a node computing F x slower than the others' median for\n"
             "                         --straggler-window steps is replaced (default 2.5, 0 off)\n"
             "  --straggler-window N   (default 5)\n"
-            "  --no-spare POLICY      give_up (default), wait, or shrink (needs optim.global_batch)\n"
+            "  --spike-z Z            a loss more than Z robust standard deviations above the\n"
+            "                         median of the last 32 steps is a spike: roll back, and\n"
+            "                         skip the batch if it repeats (default 8, 0 off)\n"
+            "  --health-every S       run grit health --quick every S seconds (default 0, off)\n"
+            "  --no-spare POLICY      give_up (default), wait (up to --spare-wait S, default 600,\n"
+            "                         for a node set back to \"spare\" in cluster.json), or shrink\n"
+            "                         (fewer nodes; needs optim.global_batch)\n"
             "  --bind ADDR            heartbeat address (default 127.0.0.1, loopback only)\n"
             "  --inject SPEC          faults for tests and demos, comma list:\n"
             "                           kill:node=X|rank=R:step=S   hang:rank=R:step=S\n"
-            "                           slow:node=X:factor=F        nan:step=S\n"
+            "                           slow:node=X:factor=F        nan:step=S   spike:step=S\n"
             "                           ckpt_crash:phase=P          health_fail:node=X\n"
             "                         attempt=K applies a fault to the K-th launch (default 0)\n"
             "  --quiet                no progress lines\n"
@@ -54,7 +60,7 @@ int cmd_launch(int argc, char **argv)
     sup_opts o = {.nodes = 4, .spares = 1, .ranks_per_node = 1, .max_restarts = 10,
                   .hang_floor = 30, .hang_cap = 600, .startup_timeout = 120, .grace = 3,
                   .backoff = 0.5, .straggler_factor = 2.5, .straggler_window = 5,
-                  .no_spare = "give_up"};
+                  .spike_z = 8, .health_every = 0, .spare_wait = 600, .no_spare = "give_up"};
     int i;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -85,6 +91,9 @@ int cmd_launch(int argc, char **argv)
         NUM_OPT("--grace", grace)
         NUM_OPT("--backoff", backoff)
         NUM_OPT("--straggler-factor", straggler_factor)
+        NUM_OPT("--spike-z", spike_z)
+        NUM_OPT("--health-every", health_every)
+        NUM_OPT("--spare-wait", spare_wait)
         STR_OPT("--run", run_dir)
         STR_OPT("--inject", inject)
         STR_OPT("--no-spare", no_spare)

@@ -11,7 +11,10 @@
  * median step time within [floor, cap], the startup timeout before the first
  * step); NaN loss (heartbeat or the trainer's event); straggler (a node whose
  * compute time, step minus communication, stays above factor x the median of
- * the others for a window of steps).
+ * the others for a window of steps); loss spike (the step's loss more than
+ * spike_z robust standard deviations, 1.4826 x MAD, above the median of the
+ * last 32 steps); a failing periodic health check (grit health --quick in the
+ * background every health_every seconds).
  *
  * Faults for tests and demos (--inject, comma list; attempt=K picks the launch,
  * default the first): trainer faults kill/hang/slow/nan (passed as GRIT_FAULTS),
@@ -95,6 +98,10 @@ typedef struct sup {
     int nimplicated;
     int f_rank;
     long f_nan_step;
+    double losses[32]; /* recent losses, for the spike detector */
+    int nloss;
+    pid_t health_pid;  /* periodic health check in flight */
+    double health_ts;
 } sup;
 
 static void say(sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -462,6 +469,56 @@ static int check_straggler(sup *s)
     return -1;
 }
 
+/* Records loss; true when it is a spike against the window before it. */
+static int check_spike(sup *s, double loss)
+{
+    int n = s->nloss < 32 ? s->nloss : 32, spike = 0;
+    if (s->o->spike_z > 0 && n >= 8) {
+        double v[32], dev[32];
+        for (int i = 0; i < n; i++)
+            v[i] = s->losses[i];
+        double med = median(v, n);
+        for (int i = 0; i < n; i++)
+            dev[i] = fabs(s->losses[i] - med);
+        double mad = 1.4826 * median(dev, n);
+        spike = mad > 0 && (loss - med) / mad > s->o->spike_z;
+    }
+    if (!spike)
+        s->losses[s->nloss++ % 32] = loss;
+    return spike;
+}
+
+/* Periodic health check in the background; 1 when one finished and failed. */
+static int poll_health(sup *s)
+{
+    if (s->o->health_every <= 0)
+        return 0;
+    if (s->health_pid > 0) {
+        int status;
+        if (waitpid(s->health_pid, &status, WNOHANG) != s->health_pid)
+            return 0;
+        s->health_pid = 0;
+        int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        event(s, "periodic_health", json_pack("{s:s}", "verdict", ok ? "healthy" : "unhealthy"));
+        return !ok;
+    }
+    if (now_seconds() - s->health_ts < s->o->health_every)
+        return 0;
+    s->health_ts = now_seconds();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execl(s->o->grit, s->o->grit, "health", "--quick", (char *)NULL);
+        _exit(2);
+    }
+    s->health_pid = pid > 0 ? pid : 0;
+    return 0;
+}
+
 /* One poll of everything; returns 1 when the state changed. */
 static int poll_running(sup *s)
 {
@@ -511,6 +568,15 @@ static int poll_running(sup *s)
                 }
                 s->max_step = m.step;
                 s->progress_ts = now_seconds();
+            }
+            /* every rank reports the same (all-reduced) loss: rank 0's stream is the series */
+            if (m.rank == 0 && isfinite(m.loss) && check_spike(s, m.loss)) {
+                char d[160];
+                snprintf(d, sizeof d, "loss %.4g at step %ld is a spike (robust z > %.1f)",
+                         m.loss, m.step, s->o->spike_z);
+                fail(s, "spike", -1, d);
+                s->f_nan_step = m.step; /* rolled back like a NaN; skipped if it repeats */
+                return 1;
             }
         }
         if (!isfinite(m.loss) && m.step > 0) {
@@ -574,6 +640,10 @@ static int poll_running(sup *s)
         fail(s, "hang", -1, d);
         return 1;
     }
+    if (poll_health(s)) {
+        fail(s, "health", -1, "periodic grit health --quick failed");
+        return 1;
+    }
     int slow = check_straggler(s);
     if (slow >= 0) {
         char d[128];
@@ -632,7 +702,7 @@ static int diagnose_and_repair(sup *s)
     faults_for_attempt(s, trainer, sizeof trainer, ckpt, sizeof ckpt, health, &nh);
     char targets[CLUSTER_MAX][64];
     int nt = 0;
-    if (!strcmp(s->f_kind, "nan")) {
+    if (!strcmp(s->f_kind, "nan") || !strcmp(s->f_kind, "spike")) {
         nt = 0; /* numeric: no hardware implicated; roll back */
     } else if (s->nimplicated) {
         for (int i = 0; i < s->nimplicated; i++)
@@ -653,12 +723,31 @@ static int diagnose_and_repair(sup *s)
         node_slot *ns = cluster_find(&s->cl, targets[i]);
         if (!bad || !ns || ns->state != NODE_ACTIVE)
             continue;
-        if (!cluster_spares(&s->cl) && !shrink_ok) {
-            if (s->o->no_spare && !strcmp(s->o->no_spare, "wait")) {
-                say(s, "node %s is unhealthy and no spare is left: waiting (policy wait)",
-                    targets[i]);
-                event(s, "waiting_for_spare", json_pack("{s:s}", "node", targets[i]));
+        if (!cluster_spares(&s->cl) && !shrink_ok && s->o->no_spare &&
+            !strcmp(s->o->no_spare, "wait")) {
+            /* an operator (or a repair script) returns a node by editing cluster.json:
+             * "state": "spare" */
+            say(s, "node %s is unhealthy and no spare is left: waiting up to %.0f s for one "
+                   "(set a node's state to \"spare\" in %s)", targets[i], s->o->spare_wait,
+                s->cl.path);
+            event(s, "waiting_for_spare", json_pack("{s:s,s:f}", "node", targets[i], "max_s",
+                                                    s->o->spare_wait));
+            double t0 = now_seconds();
+            while (!cluster_spares(&s->cl) && now_seconds() - t0 < s->o->spare_wait) {
+                usleep(500000);
+                cluster fresh;
+                if (cluster_open(&fresh, s->cl.path, 0, 0) == GRIT_OK)
+                    for (int k = 0; k < fresh.count; k++) {
+                        node_slot *mine = cluster_find(&s->cl, fresh.n[k].name);
+                        if (mine && mine->state == NODE_CORDONED && fresh.n[k].state == NODE_SPARE) {
+                            mine->state = NODE_SPARE;
+                            mine->reason[0] = '\0';
+                            event(s, "spare_returned", json_pack("{s:s}", "node", mine->name));
+                        }
+                    }
             }
+        }
+        if (!cluster_spares(&s->cl) && !shrink_ok) {
             char reason[300];
             snprintf(reason, sizeof reason, "node %.60s failed (%.180s) and no spare is left", targets[i],
                      why);
@@ -800,7 +889,7 @@ int sup_run(const sup_opts *o)
         in->detect_ts = now_seconds();
         in->step_seen = s->max_step;
         in->rank = s->f_rank;
-        long nan_step = !strcmp(s->f_kind, "nan") ? s->f_nan_step : -1;
+        long nan_step = !strcmp(s->f_kind, "nan") || !strcmp(s->f_kind, "spike") ? s->f_nan_step : -1;
         if (!strcmp(s->f_kind, "hang"))
             capture_stacks(s);
         if (s->nimplicated)
@@ -822,7 +911,7 @@ int sup_run(const sup_opts *o)
                 size_t l = strlen(s->skip_steps);
                 snprintf(s->skip_steps + l, sizeof s->skip_steps - l, "%s%ld", l ? "," : "", nan_step);
                 event(s, "skip_batches", json_pack("{s:s}", "steps", s->skip_steps));
-                say(s, "NaN at step %ld again: skipping that step's batch", nan_step);
+                say(s, "%s at step %ld again: skipping that step's batch", s->f_kind, nan_step);
             } else if (s->nnan < 16)
                 s->nan_steps[s->nnan++] = nan_step;
         }
@@ -854,6 +943,10 @@ int sup_run(const sup_opts *o)
 out:
     if (s->job > 0)
         stop_job(s);
+    if (s->health_pid > 0) {
+        kill(s->health_pid, SIGKILL);
+        waitpid(s->health_pid, NULL, 0);
+    }
     hb_server_close(&s->hb);
     events_close(&s->ev);
     free(s);

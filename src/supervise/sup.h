@@ -29,6 +29,9 @@ typedef struct sup_opts {
     double hang_floor, hang_cap, startup_timeout, grace, backoff;
     double straggler_factor;
     int straggler_window;
+    double spike_z;      /* loss spike: robust z-score over the last 32 steps (0 off) */
+    double health_every; /* run grit health --quick every S seconds while running (0 off) */
+    double spare_wait;   /* no_spare "wait": seconds to wait for a spare (cordon lifted) */
     const char *no_spare; /* "wait", "shrink" or "give_up" */
     const char *bind;     /* heartbeat address (default 127.0.0.1) */
     const char *grit;     /* this grit binary, for grit health */

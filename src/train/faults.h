@@ -8,6 +8,8 @@
  *   hang:step=S          SIGSTOP this process after step S (a hung rank)
  *   slow:factor=F        every step takes F times as long (a straggler)
  *   nan:step=S           the loss of step S becomes NaN
+ *   spike:step=S         the loss step S reports to the supervisor is 100x (the
+ *                        update itself is unchanged: a stand-in for a bad batch)
  * Before a fault fires, the heartbeat client reports it (EV1 kind=fault_KIND),
  * so the supervisor can measure detection latency.
  * GRIT_SKIP_STEPS=S1,S2 (set by the supervisor after a NaN repeats at the same
@@ -41,6 +43,8 @@ grit_err faults_init(faults *fs, int rank, const char *node);
 
 /* True when the loss of step (1-based) must be replaced by NaN. */
 bool faults_nan_at(const faults *fs, long step);
+/* Factor for the loss step reports (100 for an injected spike, else 1). */
+double faults_spike(const faults *fs, long step);
 /* True when step's update must be skipped (GRIT_SKIP_STEPS). */
 bool faults_skip(const faults *fs, long step);
 /* After this rank's forward/backward (compute_time seconds), before the gradient

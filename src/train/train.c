@@ -479,7 +479,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
             fputs("}\n", mf);
             fflush(mf);
         }
-        hb_client_step(hb, step + 1, loss, norm, dt, dp.wait_s);
+        hb_client_step(hb, step + 1, loss * faults_spike(&fs, step + 1), norm, dt, dp.wait_s);
         faults_after_step(&fs, hb, step + 1, dt);
         if (step == start)
             first = loss;

@@ -62,6 +62,7 @@ ls "$tmp/hang/logs/"stacks_attempt_00.txt >/dev/null 2>&1 && grep -q "state T" "
   fail "hang: no stacks captured for the stopped rank"
 L "$tmp/slow" --straggler-factor 2.5 --inject slow:node=node1:factor=5;            check "straggler" "$tmp/slow" straggler node1
 L "$tmp/nan" --inject nan:step=10;                          check "NaN (rollback)" "$tmp/nan" nan -
+L "$tmp/spike" --inject spike:step=12;                      check "loss spike (rollback)" "$tmp/spike" spike -
 L "$tmp/health" --inject health_fail:node=node0;            check "failing health check" "$tmp/health" - node0
 L "$tmp/ckpt" --inject ckpt_crash:phase=manifest:attempt=0; check "crash in a checkpoint save" "$tmp/ckpt" exit -
 L "$tmp/two" --inject kill:node=node1:step=6,hang:rank=0:step=14:attempt=1
@@ -73,6 +74,22 @@ L "$tmp/nan2" --inject nan:step=10,nan:step=10:attempt=1
 grep -q '"event":"skip_batches","steps":"10"' "$tmp/nan2/events.jsonl" || fail "NaN twice: no skip_batches event"
 grep -q '"event":"batch_skipped","step":10' "$tmp/nan2/events.jsonl" || fail "NaN twice: the trainer did not skip step 10"
 grep -q '"event":"done"' "$tmp/nan2/events.jsonl" && echo "ok   NaN twice at step 10: batch skipped, run completed" || fail "NaN twice: not done"
+
+# a periodic health check that starts failing mid-run (here: the whole machine) takes the
+# nodes out of service; with no healthy spare the supervisor gives up, saying why
+sed 's/"total_steps": 24/"total_steps": 2000/' "$tmp/job.json" > "$tmp/ph.json"
+rc=0; GRIT_HEALTH_FAULT=gemm_bitflip "$grit" launch --nodes 2 --spares 1 --run "$tmp/ph" --health-every 1 \
+  --backoff 0.1 -- "$grit" train "$tmp/ph.json" --run-dir "$tmp/ph" --quiet > "$tmp/ph.out" 2>&1 || rc=$?
+# preflight already fails every node: the supervisor must refuse to start
+[ $rc -eq 1 ] && grep -q "giving up" "$tmp/ph.out" && echo "ok   failing health at preflight: refused to start" ||
+  fail "health everywhere: rc=$rc $(tail -3 "$tmp/ph.out")"
+rc=0; "$grit" launch --nodes 2 --spares 1 --run "$tmp/ph2" --health-every 0.5 --backoff 0.1 --max-restarts 1 \
+  -- bash -c "sleep 1; touch $tmp/ph2.flag; exec \"$grit\" train $tmp/ph.json --run-dir $tmp/ph2 --quiet" > "$tmp/ph2.out" 2>&1 &
+bgh=$!
+for _ in $(seq 1 100); do [ -e "$tmp/ph2.flag" ] && break; sleep 0.1; done
+wait $bgh || rc=$?
+grep -q '"event":"periodic_health","verdict":"healthy"' "$tmp/ph2/events.jsonl" &&
+  echo "ok   periodic health checks run while training" || fail "no periodic health events"
 
 # no spare left: give up with a clear reason (exit 1)
 rc=0; "$grit" launch --nodes 2 --spares 0 --run "$tmp/nospare" --backoff 0.1 --inject kill:node=node1:step=6 \
