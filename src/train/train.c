@@ -297,6 +297,7 @@ static grit_err ckpt_checkpoint_save(run_ctx *r, gx_model *m, dp_sync *dp, const
     if (rc == GRIT_OK && snap)
         rc = ckpt_async_start(&r->ca, st);
     *stall = now_seconds() - t0;
+    r->last_stall = *stall;
     ckpt_result done;
     if (rc == GRIT_OK && snap && !r->cfg->ckpt_async && ckpt_async_poll(&r->ca, &done))
         rc = report_save(r, &done);

@@ -6,11 +6,7 @@
 # equal to the uninterrupted run. With every checkpoint corrupt, grit must refuse to
 # start over.
 set -euo pipefail
-grit=$1
-cfg=$(cd "$(dirname "$0")/.." && pwd)/configs/ckpt.json
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-source "$(dirname "$0")/ckpt_lib.sh"
+source "$(dirname "$0")/ckpt_lib.sh" "$1"  # grit, cfg, a scratch $tmp removed on exit
 run_reference
 
 # stop right after step 9's checkpoint is committed (3rd save): steps 3, 6, 9 on disk

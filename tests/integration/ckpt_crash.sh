@@ -5,11 +5,7 @@
 # behind, and verify. The kill is the fault store's SIGKILL at the named point
 # (GRIT_CKPT_FAULT, src/ckpt/store.h), so it lands exactly where we say.
 set -euo pipefail
-grit=$1
-cfg=$(cd "$(dirname "$0")/.." && pwd)/configs/ckpt.json
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-source "$(dirname "$0")/ckpt_lib.sh"
+source "$(dirname "$0")/ckpt_lib.sh" "$1"  # grit, cfg, a scratch $tmp removed on exit
 run_reference
 
 crash_then_resume() { # NAME FAULT

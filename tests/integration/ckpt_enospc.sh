@@ -6,11 +6,7 @@
 # run still ends bitwise equal to the uninterrupted one. With on_error "stop" the run
 # stops with a clear error and resumes from the last good checkpoint.
 set -euo pipefail
-grit=$1
-cfg=$(cd "$(dirname "$0")/.." && pwd)/configs/ckpt.json
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-source "$(dirname "$0")/ckpt_lib.sh"
+source "$(dirname "$0")/ckpt_lib.sh" "$1"  # grit, cfg, a scratch $tmp removed on exit
 run_reference
 
 # 6 puts per save (5 files + LATEST): put 8 is step 6's optimizer.safetensors

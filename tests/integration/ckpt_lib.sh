@@ -1,5 +1,10 @@
-# ckpt_lib.sh - shared helpers for the checkpoint integration tests (sourced).
-# Expects: grit (binary), cfg (config), tmp (scratch dir, removed by the caller's trap).
+# ckpt_lib.sh GRIT - setup and helpers for the checkpoint integration tests (sourced).
+# Sets grit (the binary), cfg (tests/configs/ckpt.json) and tmp (a scratch directory
+# removed when the test exits, whatever happens).
+grit=$1
+cfg=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/configs/ckpt.json
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 metrics_core() { sed -E 's/,"tokens_per_s".*//' "$1"; }
