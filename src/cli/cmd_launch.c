@@ -46,6 +46,7 @@ static void usage(FILE *f)
             "                           kill:node=X|rank=R:step=S   hang:rank=R:step=S\n"
             "                           slow:node=X:factor=F        nan:step=S   spike:step=S\n"
             "                           ckpt_crash:phase=P          health_fail:node=X\n"
+            "                           periodic_health_fail (the first --health-every check)\n"
             "                         attempt=K applies a fault to the K-th launch (default 0)\n"
             "  --quiet                no progress lines\n"
             "  -h, --help             this help\n"

@@ -101,6 +101,7 @@ typedef struct sup {
     double losses[32]; /* recent losses, for the spike detector */
     int nloss;
     pid_t health_pid;  /* periodic health check in flight */
+    int periodic_failed; /* the injected periodic failure fired */
     double health_ts;
 } sup;
 
@@ -156,7 +157,8 @@ static void load_state(sup *s)
 /* --- fault spec -------------------------------------------------------------------- */
 
 /* Splits --inject for this attempt into trainer faults, a checkpoint fault, and
- * health failures (the latter apply on every attempt). */
+ * health failures (the latter apply on every attempt; periodic_health_fail is read by
+ * poll_health). */
 static void faults_for_attempt(sup *s, char *trainer, size_t tcap, char *ckpt, size_t ccap,
                                char health[][32], int *nhealth)
 {
@@ -187,7 +189,9 @@ static void faults_for_attempt(sup *s, char *trainer, size_t tcap, char *ckpt, s
         }
         if (!kind)
             continue;
-        if (!strcmp(kind, "health_fail")) {
+        if (!strcmp(kind, "periodic_health_fail")) {
+            continue;
+        } else if (!strcmp(kind, "health_fail")) {
             if (*nhealth < 8)
                 snprintf(health[(*nhealth)++], 32, "%s", node);
         } else if (attempt == s->attempt) {
@@ -469,6 +473,25 @@ static int check_straggler(sup *s)
     return -1;
 }
 
+/* Starts `grit health --quick` (output discarded), with GRIT_HEALTH_FAULT=fault when
+ * given (an injected failing node); returns its pid, or -1. */
+static pid_t spawn_health(sup *s, const char *fault)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        if (fault)
+            setenv("GRIT_HEALTH_FAULT", fault, 1);
+        execl(s->o->grit, s->o->grit, "health", "--quick", (char *)NULL);
+        _exit(2);
+    }
+    return pid;
+}
+
 /* Records loss; true when it is a spike against the window before it. */
 static int check_spike(sup *s, double loss)
 {
@@ -505,16 +528,11 @@ static int poll_health(sup *s)
     if (now_seconds() - s->health_ts < s->o->health_every)
         return 0;
     s->health_ts = now_seconds();
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execl(s->o->grit, s->o->grit, "health", "--quick", (char *)NULL);
-        _exit(2);
-    }
+    /* --inject periodic_health_fail: the first periodic check fails (a node that goes bad
+     * while training); the diagnosis that follows runs the real checks */
+    int inject = s->o->inject && strstr(s->o->inject, "periodic_health_fail") && !s->periodic_failed;
+    s->periodic_failed |= inject;
+    pid_t pid = spawn_health(s, inject ? "gemm_bitflip" : NULL);
     s->health_pid = pid > 0 ? pid : 0;
     return 0;
 }
@@ -672,20 +690,10 @@ static int check_node(sup *s, const char *node, char health[][32], int nh, int *
         snprintf(why, cap, "%s", *machine_ok ? "healthy" : "grit health failed");
         return !*machine_ok;
     }
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        if (injected)
-            setenv("GRIT_HEALTH_FAULT", "gemm_bitflip", 1);
-        execl(s->o->grit, s->o->grit, "health", "--quick", (char *)NULL);
-        _exit(2);
-    }
+    pid_t pid = spawn_health(s, injected ? "gemm_bitflip" : NULL);
     int status = 0;
-    waitpid(pid, &status, 0);
+    if (pid > 0)
+        waitpid(pid, &status, 0);
     int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!injected)
         *machine_ok = ok;

@@ -90,6 +90,20 @@ for _ in $(seq 1 100); do [ -e "$tmp/ph2.flag" ] && break; sleep 0.1; done
 wait $bgh || rc=$?
 grep -q '"event":"periodic_health","verdict":"healthy"' "$tmp/ph2/events.jsonl" &&
   echo "ok   periodic health checks run while training" || fail "no periodic health events"
+# a periodic check that fails mid-run: detected, the nodes re-checked, the job relaunched
+sed 's/"total_steps": 24/"total_steps": 300/' "$tmp/job.json" > "$tmp/ph3.json"
+"$grit" launch --nodes 2 --spares 1 --run "$tmp/ph3" --health-every 0.2 --backoff 0.1 --straggler-factor 0 \
+  --inject periodic_health_fail -- "$grit" train "$tmp/ph3.json" --run-dir "$tmp/ph3" --quiet > "$tmp/ph3.out" 2>&1 ||
+  fail "periodic failure: grit launch failed"
+"$grit" launch --nodes 2 --spares 1 --run "$tmp/ph3ref" --straggler-factor 0 \
+  -- "$grit" train "$tmp/ph3.json" --run-dir "$tmp/ph3ref" --quiet > /dev/null 2>&1
+if grep -q '"event":"detected","kind":"health"' "$tmp/ph3/events.jsonl" &&
+   grep -q '"event":"done"' "$tmp/ph3/events.jsonl" &&
+   cmp -s "$tmp/ph3/model.safetensors" "$tmp/ph3ref/model.safetensors"; then
+  echo "ok   periodic health failure: detected, relaunched, bitwise equal"
+else
+  fail "periodic health failure: $(grep -E 'detected|giving' "$tmp/ph3.out" | head -3)"
+fi
 
 # no spare left: give up with a clear reason (exit 1)
 rc=0; "$grit" launch --nodes 2 --spares 0 --run "$tmp/nospare" --backoff 0.1 --inject kill:node=node1:step=6 \
