@@ -116,3 +116,10 @@ set_tests_properties(integration.generate PROPERTIES TIMEOUT 300 LABELS "integra
 add_test(NAME integration.launch
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/launch.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.launch PROPERTIES TIMEOUT 600 LABELS "integration;mpi" RUN_SERIAL TRUE)
+
+# grit health across MPI ranks (src/health/network.c, src/dist point-to-point): the
+# all-reduce sweep and pairwise ping-pong on 2 and 3 ranks, injected slow link and
+# corrupted all-reduce named by rank/pair, merged verdicts, a hung peer.
+add_test(NAME integration.health_mpi
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/health_mpi.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.health_mpi PROPERTIES TIMEOUT 300 LABELS "integration;mpi" RUN_SERIAL TRUE)
