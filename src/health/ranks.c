@@ -7,8 +7,13 @@
  * a fixed-size summary (its exit code, host and up to RANK_MAX_BAD bad
  * results) and rank 0 appends them as "rank<N>.<check>" results. Network
  * results are judged identically on every rank from all-gathered numbers, so
- * they are not sent twice. Rank 0 then computes the exit code over the merged
+ * they are not sent twice (but a rank's network ERROR, e.g. a missed deadline,
+ * is its own and is sent). Rank 0 then computes the exit code over the merged
  * report and broadcasts it: every rank exits with the same code.
+ *
+ * Buffers handed to a collective that missed its deadline may still be
+ * written by MPI later, so on that error they are leaked, not freed (and
+ * none lives on the stack).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,28 +39,35 @@ grit_err health_merge_ranks(health_report *r, dist *d, int *code)
     *code = health_exit_code(r);
     if (!d || d->size < 2)
         return GRIT_OK;
-    rank_summary me;
-    memset(&me, 0, sizeof me);
-    me.code = *code;
-    snprintf(me.host, sizeof me.host, "%s", r->host);
+    rank_summary *me = calloc(1, sizeof *me);
+    rank_summary *all = d->rank == 0 ? calloc((size_t)d->size, sizeof *all) : NULL;
+    double *c = calloc(1, sizeof *c);
+    if (!me || !c || (d->rank == 0 && !all)) {
+        free(me);
+        free(all);
+        free(c);
+        return grit_errf(GRIT_ENOMEM, "out of memory for %d rank summaries", d->size);
+    }
+    me->code = *code;
+    snprintf(me->host, sizeof me->host, "%s", r->host);
     for (int i = 0; i < r->n; i++) {
         const health_result *res = &r->results[i];
-        if (!health_verdict_bad(res->verdict) || !strncmp(res->name, "network.", 8))
-            continue;
-        if (me.nbad == RANK_MAX_BAD) {
-            me.more++;
+        if (!health_verdict_bad(res->verdict) ||
+            (!strncmp(res->name, "network.", 8) && res->verdict != HEALTH_ERROR))
+            continue; /* network verdicts are the same on every rank; its errors are not */
+        if (me->nbad == RANK_MAX_BAD) {
+            me->more++;
             continue;
         }
-        me.bad[me.nbad].verdict = res->verdict;
-        snprintf(me.bad[me.nbad].name, sizeof me.bad[0].name, "%s", res->name);
-        snprintf(me.bad[me.nbad].reason, sizeof me.bad[0].reason, "%s", res->reason);
-        me.nbad++;
+        me->bad[me->nbad].verdict = res->verdict;
+        snprintf(me->bad[me->nbad].name, sizeof me->bad[0].name, "%s", res->name);
+        snprintf(me->bad[me->nbad].reason, sizeof me->bad[0].reason, "%s", res->reason);
+        me->nbad++;
     }
-    rank_summary *all = NULL;
-    if (d->rank == 0 && !(all = calloc((size_t)d->size, sizeof *all)))
-        return grit_errf(GRIT_ENOMEM, "out of memory for %d rank summaries", d->size);
-    grit_err rc = dist_gather(d, &me, all, sizeof me, 0);
-    if (rc == GRIT_OK && d->rank == 0) {
+    grit_err rc = dist_gather(d, me, all, sizeof *me, 0);
+    if (rc != GRIT_OK)
+        return rc; /* me, all, c leaked on purpose (see the top) */
+    if (d->rank == 0) {
         r->nranks = d->size;
         for (int q = 1; q < d->size; q++) {
             const rank_summary *s = &all[q];
@@ -75,12 +87,12 @@ grit_err health_merge_ranks(health_report *r, dist *d, int *code)
         }
         *code = health_exit_code(r);
     }
+    *c = *code;
+    if ((rc = dist_bcast(d, c, sizeof *c, 0)) != GRIT_OK)
+        return rc; /* leaked on purpose */
+    *code = (int)*c;
+    free(me);
     free(all);
-    if (rc != GRIT_OK)
-        return rc;
-    double c = *code;
-    if ((rc = dist_bcast(d, &c, sizeof c, 0)) != GRIT_OK)
-        return rc;
-    *code = (int)c;
+    free(c);
     return GRIT_OK;
 }

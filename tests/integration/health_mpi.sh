@@ -133,7 +133,7 @@ fi
 if GRIT_DIST_TIMEOUT=1 GRIT_HEALTH_NET_DELAY_US=3000000 GRIT_HEALTH_FAULT_RANK=1 ONLY_RANK=1 ONLY_RANK_FAULT=slow_link \
    mpi hung3 3 2 "${small[@]}"; then
   jcheck hung3 network.allreduce error "did not complete within 1 s" || fail=1
-  cat "$tmp/hung3/err.0"
+  jcheck hung3 rank1.network.allreduce error "rank 1 (" || fail=1
 fi
 
 # 6. --slurm is per node: refused under mpirun.
