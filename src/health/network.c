@@ -135,7 +135,7 @@ static grit_err allreduce_sweep(net_run *nr, health_net *net, sweep_local *loc)
         return grit_errf(GRIT_ENOMEM, "network: no memory for a %zu-byte all-reduce buffer",
                          maxn * sizeof(float));
     double tri = (double)d->size * (d->size + 1) / 2.0;
-    size_t budget = o->mode == HEALTH_DEEP ? (size_t)1 << 30 : (size_t)8 << 20;
+    size_t budget = o->mode == HEALTH_DEEP ? (size_t)256 << 20 : (size_t)8 << 20;
     int maxit = o->mode == HEALTH_DEEP ? 100 : 20;
     double times[100];
     grit_err rc = GRIT_OK;
