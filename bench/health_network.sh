@@ -16,7 +16,10 @@ NPS=${NPS:-"2 3 4"}; SENS_NP=${SENS_NP:-3}; REPS=${REPS:-5}; N=${N:-20}
 DELAYS=${DELAYS:-"20 50 100 200 500 1000 2000 5000"}
 tmp=$(mktemp -d /tmp/grit-health-netbench.XXXXXX)
 mpipid=""
-cleanup() { [ -n "$mpipid" ] && kill -9 "$mpipid" 2>/dev/null; rm -rf "$tmp"; }
+cleanup() { # TERM lets mpirun end its ranks
+  if [ -n "$mpipid" ]; then kill -TERM "$mpipid" 2>/dev/null; sleep 1; kill -9 "$mpipid" 2>/dev/null; fi
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 small=(--quick --json --dir "$tmp" --mem-max-bytes 1048576 --disk-bytes 1048576)

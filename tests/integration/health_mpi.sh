@@ -9,7 +9,11 @@ set -euo pipefail
 grit=$1
 tmp=$(mktemp -d /tmp/grit-health-mpi.XXXXXX)
 mpipid=""
-cleanup() { [ -n "$mpipid" ] && kill -9 "$mpipid" 2>/dev/null; rm -rf "$tmp"; }
+# mpipid is `timeout`, which passes TERM on to mpirun, which ends its ranks.
+cleanup() {
+  if [ -n "$mpipid" ]; then kill -TERM "$mpipid" 2>/dev/null; sleep 1; kill -9 "$mpipid" 2>/dev/null; fi
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (make deps installs openmpi-bin)"; exit 1; }
