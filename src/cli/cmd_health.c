@@ -75,6 +75,8 @@ static void usage(FILE *f)
             "  --max-pair-us F       one-way latency ceiling for every pair (default 1000 us)\n"
             "  --net-rel-factor F    fail a pair or rank worse than the median by F (default 4;\n"
             "                        needs 3 or more ranks)\n"
+            "                        (each network operation has a deadline: $GRIT_DIST_TIMEOUT\n"
+            "                        seconds, default 300; a dead or hung peer is an error)\n"
             "system:\n"
             "  --min-nofile N        open-file soft limit floor (default 4096)\n"
             "  --min-memlock BYTES   locked-memory soft limit floor (default 65536)\n"
@@ -340,7 +342,9 @@ int cmd_health(int argc, char **argv)
         free(s);
         json_decref(root);
     } else {
-        health_report_print(&r, stdout, isatty(STDOUT_FILENO));
+        /* Under mpirun stdout is mpirun's pty even when mpirun's own output is a
+         * file, so colours only for one process on a terminal. */
+        health_report_print(&r, stdout, d.size == 1 && isatty(STDOUT_FILENO));
         if (slurm)
             printf("slurm: %s\n", sr.detail);
     }

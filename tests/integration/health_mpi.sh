@@ -145,5 +145,13 @@ if mpi slurm2 2 2 --slurm "${small[@]}"; then
   grep -q "do not run it under mpirun" "$tmp/slurm2/err.0" || { echo "FAIL: --slurm message"; fail=1; }
 fi
 
+# 7. The human table under mpirun: the sweep and the pairs, no colour codes in a file.
+if mpi table2 2 0 --quick --dir "$tmp" --mem-max-bytes 1048576 --disk-bytes 1048576; then
+  for want in "all-reduce over 2 ranks" "busbw(GB/s)" "pairs (ping-pong, 1 rounds" "0<->1" "HEALTHY"; do
+    grep -qF -- "$want" "$tmp/table2/out.0" || { echo "FAIL: table lacks '$want'"; fail=1; }
+  done
+  if grep -q $'\033' "$tmp/table2/out.0"; then echo "FAIL: colour codes under mpirun"; fail=1; fi
+fi
+
 [ $fail -eq 0 ] && echo "health_mpi: all checks passed"
 exit $fail
