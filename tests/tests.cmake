@@ -116,3 +116,21 @@ set_tests_properties(integration.generate PROPERTIES TIMEOUT 300 LABELS "integra
 add_test(NAME integration.launch
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/launch.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.launch PROPERTIES TIMEOUT 600 LABELS "integration;mpi" RUN_SERIAL TRUE)
+
+# grit health across MPI ranks (src/health/network.c, src/dist point-to-point): the
+# all-reduce sweep and pairwise ping-pong on 2 and 3 ranks, injected slow link and
+# corrupted all-reduce named by rank/pair, merged verdicts, a hung peer.
+add_test(NAME integration.health_mpi
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/health_mpi.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.health_mpi PROPERTIES TIMEOUT 300 LABELS "integration;mpi" RUN_SERIAL TRUE)
+
+# A stand-in libnvidia-ml (tests/fake/fake_nvml.c) that stages GPUs and Xid events for
+# the GPU check's tests on machines without a GPU: test_gpu loads it by path, and
+# integration.health_gpu runs grit health --deep against it.
+add_library(grit-fake-nvml SHARED tests/fake/fake_nvml.c)
+target_compile_definitions(test_gpu PRIVATE GRIT_FAKE_NVML="$<TARGET_FILE:grit-fake-nvml>")
+add_dependencies(test_gpu grit-fake-nvml)
+add_test(NAME integration.health_gpu
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/health_gpu.sh $<TARGET_FILE:grit>
+          $<TARGET_FILE:grit-fake-nvml>)
+set_tests_properties(integration.health_gpu PROPERTIES TIMEOUT 120 LABELS "integration;san")

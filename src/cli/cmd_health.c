@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "dist/dist.h"
 #include "health/baseline.h"
 #include "health/health.h"
 #include "health/report.h"
@@ -22,9 +23,15 @@ static void usage(FILE *f)
             "Checks this node: compute known-answer test (sgemm, layernorm, attention, AdamW\n"
             "against double precision; bitwise determinism digest; GEMM throughput vs a\n"
             "baseline), memory patterns and bandwidth, disk (writable, fsync, free space,\n"
-            "bandwidth), network (skipped: single node), GPU via NVML when present, system\n"
+            "bandwidth), network (between MPI ranks), GPU via NVML when present, system\n"
             "limits, binaries and clock skew. Exit 0 healthy, 1 unhealthy (reasons listed),\n"
             "2 could not run.\n"
+            "\n"
+            "Under mpirun (mpirun -np N grit health) every rank checks its node and all ranks\n"
+            "measure the network together: an all-reduce sweep (time, algbw, busbw, exact\n"
+            "sums) and a ping-pong between every pair of ranks (latency, bandwidth), naming\n"
+            "the slowest pair and node. Rank 0 prints the report; every rank exits with the\n"
+            "same code.\n"
             "\n"
             "mode and output:\n"
             "  --quick               fast checks, under 10 s (default)\n"
@@ -56,6 +63,20 @@ static void usage(FILE *f)
             "gpu:\n"
             "  --expect-gpus N       fail unless exactly N GPUs are visible (default: any)\n"
             "  --max-gpu-temp C      temperature limit (default 85)\n"
+            "  --xid-seconds S       deep mode: watch for Xid events this long (default 2; 0 off)\n"
+            "  --nvml-lib PATH       NVML library to load (default libnvidia-ml.so.1, or\n"
+            "                        $GRIT_NVML_LIB)\n"
+            "network (under mpirun):\n"
+            "  --net-max-bytes N     largest all-reduce (quick 1 MiB, deep 64 MiB)\n"
+            "  --net-pair-bytes N    ping-pong message for pair bandwidth (quick 8 MiB, deep 64 MiB)\n"
+            "  --min-busbw F         all-reduce busbw floor at the largest size (default 0.1 GB/s)\n"
+            "  --max-allreduce-us F  8-byte all-reduce time ceiling (default 5000 us)\n"
+            "  --min-pair-gbps F     bandwidth floor for every pair (default 0.1 GB/s)\n"
+            "  --max-pair-us F       one-way latency ceiling for every pair (default 1000 us)\n"
+            "  --net-rel-factor F    fail a pair or rank worse than the median by F (default 4;\n"
+            "                        needs 3 or more ranks)\n"
+            "                        (each network operation has a deadline: $GRIT_DIST_TIMEOUT\n"
+            "                        seconds, default 300; a dead or hung peer is an error)\n"
             "system:\n"
             "  --min-nofile N        open-file soft limit floor (default 4096)\n"
             "  --min-memlock BYTES   locked-memory soft limit floor (default 65536)\n"
@@ -69,8 +90,10 @@ static void usage(FILE *f)
             "fault injection (tests): GRIT_HEALTH_FAULT=name[,name...] with names\n"
             "  gemm_bitflip layernorm_corrupt attention_corrupt adamw_corrupt slow_compute\n"
             "  memory_corrupt slow_memory disk_readonly fsync_fail disk_full slow_disk gpu_ecc\n"
-            "  nofile_limit memlock_limit missing_binary clock_skew;\n"
-            "  GRIT_HEALTH_FAULT_BIT=0..31 (bit flipped, default 30), GRIT_HEALTH_SLOWDOWN=F.\n");
+            "  nofile_limit memlock_limit missing_binary clock_skew slow_link allreduce_corrupt;\n"
+            "  GRIT_HEALTH_FAULT_BIT=0..31 (bit flipped, default 30), GRIT_HEALTH_SLOWDOWN=F;\n"
+            "  slow_link/allreduce_corrupt hit rank GRIT_HEALTH_FAULT_RANK (default the last),\n"
+            "  slow_link by GRIT_HEALTH_NET_DELAY_US per message (default 5000).\n");
 }
 
 static int parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -131,6 +154,9 @@ int cmd_health(int argc, char **argv)
     health_opts_defaults(&o, mode);
     int json = 0, slurm = 0;
     const char *baseline_path = NULL, *write_baseline = NULL;
+    const char *env_nvml = getenv("GRIT_NVML_LIB");
+    if (env_nvml && *env_nvml)
+        o.nvml_path = env_nvml;
     const char *env_ref = getenv("GRIT_HEALTH_REF_TIME");
     if (env_ref && *env_ref && parse_dbl("GRIT_HEALTH_REF_TIME", env_ref, 0, 1e12, &o.ref_time))
         return 2;
@@ -193,6 +219,26 @@ int cmd_health(int argc, char **argv)
             o.expect_gpus = (int)u;
         } else if (!strcmp(a, "--max-gpu-temp"))
             bad = parse_dbl(a, v, 0.0, 200.0, &o.max_gpu_temp_c);
+        else if (!strcmp(a, "--xid-seconds"))
+            bad = parse_dbl(a, v, 0.0, 3600.0, &o.xid_window_s);
+        else if (!strcmp(a, "--nvml-lib"))
+            o.nvml_path = v;
+        else if (!strcmp(a, "--net-max-bytes")) {
+            bad = parse_u64(a, v, 8, (uint64_t)1 << 31, &u);
+            o.net_max_bytes = (size_t)u;
+        } else if (!strcmp(a, "--net-pair-bytes")) {
+            bad = parse_u64(a, v, 8, (uint64_t)1 << 30, &u);
+            o.net_pair_bytes = (size_t)u;
+        } else if (!strcmp(a, "--min-busbw"))
+            bad = parse_dbl(a, v, 0.0, 1e6, &o.min_busbw_gbps);
+        else if (!strcmp(a, "--max-allreduce-us"))
+            bad = parse_dbl(a, v, 0.0, 1e9, &o.max_allreduce_us);
+        else if (!strcmp(a, "--min-pair-gbps"))
+            bad = parse_dbl(a, v, 0.0, 1e6, &o.min_pair_gbps);
+        else if (!strcmp(a, "--max-pair-us"))
+            bad = parse_dbl(a, v, 0.0, 1e9, &o.max_pair_us);
+        else if (!strcmp(a, "--net-rel-factor"))
+            bad = parse_dbl(a, v, 1.0, 1e6, &o.net_rel_factor);
         else if (!strcmp(a, "--min-nofile"))
             bad = parse_u64(a, v, 0, UINT64_MAX, &o.min_nofile);
         else if (!strcmp(a, "--min-memlock"))
@@ -226,14 +272,52 @@ int cmd_health(int argc, char **argv)
         }
         o.baseline = &bl;
     }
+    dist d;
+    if (dist_init(&d, NULL, NULL) != GRIT_OK) {
+        fprintf(stderr, "grit health: %s\n", grit_errmsg());
+        return 2;
+    }
+    if (d.size > 1 && slurm) {
+        fprintf(stderr, "grit health: --slurm checks one node (Slurm's HealthCheckProgram); "
+                        "do not run it under mpirun\n");
+        dist_finalize(&d);
+        return 2;
+    }
+    /* The network check runs on d; the merge of the ranks' verdicts on ctl, its
+     * own communicator, so a network operation abandoned at its deadline cannot
+     * be matched by the merge. The merge waits for the slowest rank's checks. */
+    dist ctl;
+    if (dist_dup(&d, &ctl) != GRIT_OK) {
+        fprintf(stderr, "grit health: %s\n", grit_errmsg());
+        dist_finalize(&d);
+        return 2;
+    }
+    ctl.timeout_s = 3 * d.timeout_s + 30;
+    o.dist = &d;
     health_report r;
     health_report_init(&r, mode);
+    r.rank = d.rank;
+    r.nranks = d.size;
     if (health_run(&r, &o) != GRIT_OK) {
         fprintf(stderr, "grit health: %s\n", grit_errmsg());
         health_report_free(&r);
+        if (d.size > 1)
+            dist_abort(&d, 2); /* peers may be waiting in a collective */
+        dist_dup_free(&ctl);
+        dist_finalize(&d);
         return 2;
     }
     int code = health_exit_code(&r);
+    if (d.size > 1 && health_merge_ranks(&r, &ctl, &code) != GRIT_OK) {
+        fprintf(stderr, "grit health: rank %d: %s\n", d.rank, grit_errmsg());
+        code = code ? code : 2;
+    }
+    dist_dup_free(&ctl);
+    if (d.rank != 0) { /* rank 0 reports for everyone */
+        health_report_free(&r);
+        dist_finalize(&d);
+        return code;
+    }
     health_slurm_result sr;
     int slurm_ok = 1;
     if (slurm && health_slurm_apply(&r, &sr) != GRIT_OK) {
@@ -258,7 +342,9 @@ int cmd_health(int argc, char **argv)
         free(s);
         json_decref(root);
     } else {
-        health_report_print(&r, stdout, isatty(STDOUT_FILENO));
+        /* Under mpirun stdout is mpirun's pty even when mpirun's own output is a
+         * file, so colours only for one process on a terminal. */
+        health_report_print(&r, stdout, d.size == 1 && isatty(STDOUT_FILENO));
         if (slurm)
             printf("slurm: %s\n", sr.detail);
     }
@@ -278,5 +364,6 @@ int cmd_health(int argc, char **argv)
         }
     }
     health_report_free(&r);
+    dist_finalize(&d);
     return code;
 }

@@ -1,6 +1,7 @@
 /* dist.c - MPI wrapper with deadlines (see dist.h). Built with or without MPI. */
 #include "dist/dist.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,44 @@ void dist_finalize(dist *d)
     free(d->world);
     free(d->reqs);
     memset(d, 0, sizeof *d);
+}
+
+grit_err dist_dup(const dist *d, dist *out)
+{
+    *out = *d;
+    out->world = out->reqs = NULL;
+    out->nreqs = 0;
+    if (!d->mpi)
+        return GRIT_OK;
+    out->world = malloc(sizeof(MPI_Comm));
+    out->reqs = calloc(DIST_MAX_REQS, sizeof(MPI_Request));
+    if (!out->world || !out->reqs) {
+        free(out->world);
+        free(out->reqs);
+        out->world = out->reqs = NULL;
+        out->mpi = 0;
+        return grit_errf(GRIT_ENOMEM, "out of memory");
+    }
+    int rc = MPI_Comm_dup(COMM(d), (MPI_Comm *)out->world);
+    if (rc != MPI_SUCCESS) {
+        free(out->world);
+        free(out->reqs);
+        out->world = out->reqs = NULL;
+        out->mpi = 0;
+        return mpi_fail(out, rc, "communicator duplication");
+    }
+    MPI_Comm_set_errhandler(COMM(out), MPI_ERRORS_RETURN);
+    return GRIT_OK;
+}
+
+void dist_dup_free(dist *d)
+{
+    if (d->mpi && d->world)
+        MPI_Comm_free((MPI_Comm *)d->world);
+    free(d->world);
+    free(d->reqs);
+    d->world = d->reqs = NULL;
+    d->mpi = 0;
 }
 
 void dist_abort(dist *d, int code)
@@ -205,6 +244,84 @@ grit_err dist_gather_v(dist *d, const float *in, int n, float *out, const int *c
                                 &r_));
 }
 
+grit_err dist_allgather_bytes(dist *d, const void *in, void *out, size_t bytes)
+{
+    if (!d->mpi) {
+        memcpy(out, in, bytes);
+        return GRIT_OK;
+    }
+    CALL("all-gather", MPI_Iallgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE,
+                                      COMM(d), &r_));
+}
+
+/* Waits for n requests under one deadline (see wait_req). */
+static grit_err wait_reqs(dist *d, MPI_Request *r, int n, const char *what, int peer)
+{
+    double t0 = now_seconds();
+    int done = 0, spins = 0;
+    while (!done) {
+        int rc = MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(d, rc, what);
+        if (done)
+            break;
+        if (now_seconds() - t0 > d->timeout_s) {
+            for (int i = 0; i < n; i++)
+                if (r[i] != MPI_REQUEST_NULL) {
+                    MPI_Cancel(&r[i]);
+                    MPI_Request_free(&r[i]);
+                }
+            return grit_errf(GRIT_EIO,
+                             "rank %d: %s with rank %d did not complete within %.0f s: the peer "
+                             "died or hung",
+                             d->rank, what, peer, d->timeout_s);
+        }
+        if (++spins > 1000)
+            usleep(50);
+    }
+    d->wait_s += now_seconds() - t0;
+    return GRIT_OK;
+}
+
+grit_err dist_sendrecv(dist *d, const void *sbuf, size_t sbytes, int dest, void *rbuf,
+                       size_t rbytes, int src, int tag)
+{
+    if (dest >= d->size || src >= d->size || dest < -1 || src < -1 || tag < 0 ||
+        sbytes > (size_t)INT32_MAX || rbytes > (size_t)INT32_MAX)
+        return grit_errf(GRIT_EINVAL,
+                         "rank %d: send/recv: peers %d/%d, tag %d, %zu/%zu bytes: expected ranks "
+                         "in [-1, %d), a tag >= 0 and under 2 GiB",
+                         d->rank, dest, src, tag, sbytes, rbytes, d->size);
+    if (!d->mpi)
+        return dest < 0 && src < 0 ? GRIT_OK
+                                   : grit_errf(GRIT_EINVAL, "send/recv: no peer in a world of 1");
+    MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int rc = MPI_SUCCESS;
+    if (src >= 0)
+        rc = MPI_Irecv(rbuf, (int)rbytes, MPI_BYTE, src, tag, COMM(d), &r[0]);
+    if (rc == MPI_SUCCESS && dest >= 0)
+        rc = MPI_Isend(sbuf, (int)sbytes, MPI_BYTE, dest, tag, COMM(d), &r[1]);
+    if (rc != MPI_SUCCESS) {
+        if (r[0] != MPI_REQUEST_NULL) {
+            MPI_Cancel(&r[0]);
+            MPI_Request_free(&r[0]);
+        }
+        return mpi_fail(d, rc, "send/recv");
+    }
+    return wait_reqs(d, r, 2, dest >= 0 && src >= 0 ? "send/recv" : dest >= 0 ? "send" : "recv",
+                     dest >= 0 ? dest : src);
+}
+
+grit_err dist_send(dist *d, const void *buf, size_t bytes, int dest, int tag)
+{
+    return dist_sendrecv(d, buf, bytes, dest, NULL, 0, -1, tag);
+}
+
+grit_err dist_recv(dist *d, void *buf, size_t bytes, int src, int tag)
+{
+    return dist_sendrecv(d, NULL, 0, -1, buf, bytes, src, tag);
+}
+
 grit_err dist_iallreduce_sum(dist *d, float *buf, size_t n)
 {
     if (!d->mpi)
@@ -256,6 +373,12 @@ grit_err dist_init(dist *d, int *argc, char ***argv)
     return GRIT_OK;
 }
 void dist_finalize(dist *d) { memset(d, 0, sizeof *d); }
+grit_err dist_dup(const dist *d, dist *out)
+{
+    *out = *d;
+    return GRIT_OK;
+}
+void dist_dup_free(dist *d) { (void)d; }
 void dist_abort(dist *d, int code)
 {
     (void)d;
@@ -297,6 +420,28 @@ grit_err dist_gather_v(dist *d, const float *in, int n, float *out, const int *c
     (void)d, (void)c, (void)root;
     memmove(out + di[0], in, (size_t)n * sizeof(float));
     return GRIT_OK;
+}
+grit_err dist_allgather_bytes(dist *d, const void *in, void *out, size_t n)
+{
+    (void)d;
+    memcpy(out, in, n);
+    return GRIT_OK;
+}
+grit_err dist_sendrecv(dist *d, const void *sb, size_t sn, int dest, void *rb, size_t rn, int src,
+                       int tag)
+{
+    (void)d, (void)sb, (void)sn, (void)rb, (void)rn, (void)tag;
+    return dest < 0 && src < 0 ? GRIT_OK
+                               : grit_errf(GRIT_EINVAL, "send/recv: no peer in a world of 1 "
+                                                        "(built without MPI)");
+}
+grit_err dist_send(dist *d, const void *b, size_t n, int dest, int tag)
+{
+    return dist_sendrecv(d, b, n, dest, NULL, 0, -1, tag);
+}
+grit_err dist_recv(dist *d, void *b, size_t n, int src, int tag)
+{
+    return dist_sendrecv(d, NULL, 0, -1, b, n, src, tag);
 }
 grit_err dist_iallreduce_sum(dist *d, float *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
 void dist_progress(dist *d) { (void)d; }

@@ -45,6 +45,13 @@ typedef struct dist {
  * else world size 1. */
 grit_err dist_init(dist *d, int *argc, char ***argv);
 void dist_finalize(dist *d);
+/* A second handle on the same ranks with its own MPI communicator, so that
+ * operations abandoned on one (a deadline passed) cannot be matched by the
+ * other's collectives. Collective and blocking (no deadline): call it early,
+ * when every rank is known to be alive. dist_dup_free releases it (NULL-safe
+ * fields; call before dist_finalize). */
+grit_err dist_dup(const dist *d, dist *out);
+void dist_dup_free(dist *d);
 /* Leaves at once with a message; for a rank that cannot go on (peers are told by
  * the runtime). */
 void dist_abort(dist *d, int code);
@@ -71,6 +78,21 @@ grit_err dist_reduce_scatter_v(dist *d, const float *buf, float *out, const int 
 grit_err dist_allgather_v(dist *d, float *buf, const int *counts, const int *displs);
 grit_err dist_gather_v(dist *d, const float *in, int n, float *out, const int *counts,
                        const int *displs, int root);
+
+/* Gathers bytes from every rank to every rank: out[size][bytes]. */
+grit_err dist_allgather_bytes(dist *d, const void *in, void *out, size_t bytes);
+
+/* Point to point (the network health check's ping-pong). Sends sbytes to
+ * rank dest and receives up to rbytes from rank src at the same time, both
+ * under the deadline; dest or src may be -1 for "none", so dist_send and
+ * dist_recv are the one-sided forms. Every call names a tag (>= 0) that the
+ * matching call on the peer uses too. Errors (a dead or hung peer, a rank
+ * outside the world) are returned as GRIT_EIO / GRIT_EINVAL, never aborted;
+ * in a world of one there is no peer, so any real peer is GRIT_EINVAL. */
+grit_err dist_sendrecv(dist *d, const void *sbuf, size_t sbytes, int dest, void *rbuf,
+                       size_t rbytes, int src, int tag);
+grit_err dist_send(dist *d, const void *buf, size_t bytes, int dest, int tag);
+grit_err dist_recv(dist *d, void *buf, size_t bytes, int src, int tag);
 
 /* Starts an in-place sum all-reduce; completes in dist_wait_all. */
 grit_err dist_iallreduce_sum(dist *d, float *buf, size_t n);

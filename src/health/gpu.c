@@ -8,9 +8,19 @@
  * retirement or row remapping (fails: the GPU needs a reset), temperature
  * (above max_gpu_temp_c fails) and hardware/thermal throttle reasons
  * (active hardware slowdown, HW/SW thermal or power-brake throttling
- * fails). Counters a device does not support are ignored. Xid events need
- * an event set polled over time; they belong to the supervisor's monitor,
- * not to this one-shot check.
+ * fails). Counters a device does not support are ignored.
+ *
+ * Xid events (gpu.xid, deep mode): the driver reports GPU errors as Xid
+ * codes. NVML's event API delivers those that happen while we listen, so
+ * deep mode registers every device for nvmlEventTypeXidCriticalError in one
+ * event set and waits xid_window_s for events (nvmlEventSetWait_v2 returns
+ * early on each event; we loop until the window ends, at most XID_MAX_EVENTS).
+ * A critical Xid (xid_critical: double-bit ECC, page retirement/remap
+ * failure, NVLink, fallen off the bus, contained/uncontained ECC) fails the
+ * check; any other Xid (often an application fault, e.g. 13 or 31) is a
+ * warning. Quick mode does not wait and says so. nvmlEventData_t as NVML
+ * declares it: device handle, u64 eventType, u64 eventData (the Xid), u32
+ * gpuInstanceId, u32 computeInstanceId.
  *
  * The NVML entry points sit behind a small table (gpu_api) so that the
  * gpu_ecc fault can substitute a fake driver: one device reporting two
@@ -21,10 +31,49 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/progress.h"
+
 #include "health/health.h"
 
 typedef int nvml_ret; /* nvmlReturn_t: 0 success, 3 not supported */
 typedef void *nvml_dev;
+typedef void *nvml_evset; /* nvmlEventSet_t */
+
+typedef struct nvml_event { /* nvmlEventData_t */
+    nvml_dev device;
+    unsigned long long type;
+    unsigned long long data; /* the Xid for an Xid event */
+    unsigned gpu_instance, compute_instance;
+} nvml_event;
+
+#define NVML_NOT_SUPPORTED 3
+#define NVML_TIMEOUT 10
+#define NVML_GPU_IS_LOST 15
+#define NVML_EVENT_XID 0x8ull /* nvmlEventTypeXidCriticalError */
+#define XID_MAX_EVENTS 64
+
+/* Xids that mean the hardware (not the program) is bad: fail the node. */
+static const struct {
+    unsigned xid;
+    const char *what;
+} xid_critical[] = {
+    {48, "double-bit ECC error"},
+    {63, "ECC page retirement or row remap recorded"},
+    {64, "ECC page retirement or row remap failed"},
+    {74, "NVLink error"},
+    {79, "GPU has fallen off the bus"},
+    {92, "high single-bit ECC error rate"},
+    {94, "contained ECC error"},
+    {95, "uncontained ECC error"},
+};
+
+static const char *xid_critical_what(unsigned long long xid)
+{
+    for (size_t i = 0; i < sizeof xid_critical / sizeof xid_critical[0]; i++)
+        if (xid_critical[i].xid == xid)
+            return xid_critical[i].what;
+    return NULL;
+}
 
 typedef struct gpu_api {
     nvml_ret (*init)(void);
@@ -38,6 +87,12 @@ typedef struct gpu_api {
     nvml_ret (*remapped)(nvml_dev, unsigned *, unsigned *, unsigned *, unsigned *);
     nvml_ret (*throttle)(nvml_dev, unsigned long long *);
     const char *(*errstr)(nvml_ret);
+    /* event API (optional: gpu.xid skips without it) */
+    nvml_ret (*event_create)(nvml_evset *);
+    nvml_ret (*register_events)(nvml_dev, unsigned long long, nvml_evset);
+    nvml_ret (*supported_events)(nvml_dev, unsigned long long *);
+    nvml_ret (*event_wait)(nvml_evset, nvml_event *, unsigned);
+    nvml_ret (*event_free)(nvml_evset);
 } gpu_api;
 
 /* ---- the fake driver for the gpu_ecc fault --------------------------------- */
@@ -68,7 +123,7 @@ static const char *fake_errstr(nvml_ret r) { return r == 3 ? "Not Supported" : "
 
 static const gpu_api fake_api = {fake_ok, fake_ok, fake_count, fake_handle, fake_name,
                                  fake_temp, fake_ecc, fake_unsupported_i, fake_unsupported_r,
-                                 fake_throttle, fake_errstr};
+                                 fake_throttle, fake_errstr, NULL, NULL, NULL, NULL, NULL};
 
 /* Throttle reason bits (nvml.h, clocksThrottleReasons). */
 #define THR_HW_SLOWDOWN 0x8ull
@@ -82,6 +137,92 @@ static void *sym(void *h, const char *a, const char *b)
     return p || !b ? p : dlsym(h, b);
 }
 
+/* Waits o->xid_window_s for Xid events on devs[n] and judges them into res. */
+static void watch_xids(health_result *res, const health_opts *o, const gpu_api *api,
+                       const nvml_dev *devs, unsigned n)
+{
+    if (o->mode != HEALTH_DEEP) {
+        health_set(res, HEALTH_SKIP, "quick mode does not wait for Xid events (--deep does, "
+                                     "for --xid-seconds)");
+        return;
+    }
+    if (o->xid_window_s <= 0) {
+        health_set(res, HEALTH_SKIP, "Xid watch disabled (--xid-seconds 0)");
+        return;
+    }
+    if (!api->event_create || !api->register_events || !api->event_wait || !api->event_free) {
+        health_set(res, HEALTH_SKIP, "this NVML lacks the event API (nvmlEventSetWait_v2)");
+        return;
+    }
+    nvml_evset set = NULL;
+    nvml_ret e = api->event_create(&set);
+    if (e != 0) {
+        health_set(res, HEALTH_ERROR, "nvmlEventSetCreate failed: %s", api->errstr(e));
+        return;
+    }
+    unsigned watched = 0;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned long long sup = NVML_EVENT_XID;
+        if (api->supported_events && api->supported_events(devs[i], &sup) == 0 &&
+            !(sup & NVML_EVENT_XID))
+            continue;
+        if (api->register_events(devs[i], NVML_EVENT_XID, set) == 0)
+            watched++;
+    }
+    if (!watched) {
+        api->event_free(set);
+        health_set(res, HEALTH_SKIP, "no device supports Xid events");
+        return;
+    }
+    unsigned nev = 0, ncrit = 0;
+    char first_crit[200] = "", first_other[200] = "", err[120] = "";
+    double t_end = now_seconds() + o->xid_window_s;
+    for (double left; nev < XID_MAX_EVENTS && (left = t_end - now_seconds()) > 0;) {
+        nvml_event ev;
+        memset(&ev, 0, sizeof ev);
+        unsigned ms = (unsigned)ceil(left * 1000.0);
+        e = api->event_wait(set, &ev, ms);
+        if (e == NVML_TIMEOUT)
+            continue; /* the window's end, or an interrupt: the loop decides */
+        if (e != 0) {
+            snprintf(err, sizeof err, "nvmlEventSetWait failed: %s", api->errstr(e));
+            if (e == NVML_GPU_IS_LOST)
+                ncrit++;
+            break;
+        }
+        if (!(ev.type & NVML_EVENT_XID))
+            continue;
+        nev++;
+        unsigned gi = 0;
+        while (gi < n && devs[gi] != ev.device)
+            gi++;
+        const char *what = xid_critical_what(ev.data);
+        if (what) {
+            if (!ncrit)
+                snprintf(first_crit, sizeof first_crit, "GPU %u: Xid %llu (%s)", gi, ev.data,
+                         what);
+            ncrit++;
+        } else if (!first_other[0]) {
+            snprintf(first_other, sizeof first_other, "GPU %u: Xid %llu", gi, ev.data);
+        }
+    }
+    api->event_free(set);
+    health_judge(res, ncrit, HEALTH_CMP_LE, 0, "critical Xids");
+    if (ncrit && first_crit[0])
+        health_set(res, HEALTH_FAIL, "%s; %u Xid event(s), %u critical, in %.1f s on %u GPU(s)",
+                   first_crit, nev, ncrit, o->xid_window_s, watched);
+    else if (ncrit)
+        health_set(res, HEALTH_FAIL, "%s (GPU is lost)", err);
+    else if (err[0])
+        health_set(res, HEALTH_ERROR, "%s", err);
+    else if (nev)
+        health_set(res, HEALTH_WARN, "%s: %u non-critical Xid event(s) in %.1f s (often an "
+                   "application fault; critical Xids fail)", first_other, nev, o->xid_window_s);
+    else
+        health_set(res, HEALTH_PASS, "no Xid events in %.1f s on %u GPU(s)", o->xid_window_s,
+                   watched);
+}
+
 static void judge_devices(health_report *r, const health_opts *o, const gpu_api *api)
 {
     health_result *dv = health_add(r, "gpu.devices");
@@ -89,8 +230,10 @@ static void judge_devices(health_report *r, const health_opts *o, const gpu_api 
     health_result *rp = health_add(r, "gpu.retired_pages");
     health_result *tp = health_add(r, "gpu.temperature");
     health_result *th = health_add(r, "gpu.throttle");
-    if (!dv || !ec || !rp || !tp || !th)
+    health_result *xi = health_add(r, "gpu.xid");
+    if (!dv || !ec || !rp || !tp || !th || !xi)
         return;
+    nvml_dev devs[64];
     unsigned n = 0;
     nvml_ret e = api->init();
     if (e != 0) {
@@ -100,6 +243,7 @@ static void judge_devices(health_report *r, const health_opts *o, const gpu_api 
         health_set(rp, HEALTH_SKIP, "not run");
         health_set(tp, HEALTH_SKIP, "not run");
         health_set(th, HEALTH_SKIP, "not run");
+        health_set(xi, HEALTH_SKIP, "not run");
         return;
     }
     if ((e = api->count(&n)) != 0)
@@ -116,10 +260,13 @@ static void judge_devices(health_report *r, const health_opts *o, const gpu_api 
     double max_temp = 0;
     char ecc_why[200] = "", rp_why[160] = "", th_why[160] = "", names[128] = "";
     int pending = 0, throttled = 0, ecc_supported = 0;
+    unsigned ndevs = 0;
     for (unsigned i = 0; i < n; i++) {
         nvml_dev d;
         if (api->handle(i, &d) != 0)
             continue;
+        if (ndevs < sizeof devs / sizeof devs[0])
+            devs[ndevs++] = d;
         char nm[96] = "?";
         api->name(d, nm, sizeof nm);
         if (i == 0)
@@ -160,6 +307,8 @@ static void judge_devices(health_report *r, const health_opts *o, const gpu_api 
             throttled++;
         }
     }
+    if (n)
+        watch_xids(xi, o, api, devs, ndevs);
     api->shutdown();
     if (dv->verdict == HEALTH_PASS)
         snprintf(dv->reason, sizeof dv->reason, "%u GPU(s)%s%s", n, n ? ": " : "", names);
@@ -168,6 +317,7 @@ static void judge_devices(health_report *r, const health_opts *o, const gpu_api 
         health_set(rp, HEALTH_SKIP, "no devices");
         health_set(tp, HEALTH_SKIP, "no devices");
         health_set(th, HEALTH_SKIP, "no devices");
+        health_set(xi, HEALTH_SKIP, "no devices");
         return;
     }
     if (ecc_supported) {
@@ -189,16 +339,17 @@ grit_err health_check_gpu(health_report *r, const health_opts *o)
         judge_devices(r, o, &fake_api);
         return GRIT_OK;
     }
-    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    const char *lib = o->nvml_path && *o->nvml_path ? o->nvml_path : "libnvidia-ml.so.1";
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         health_result *res = health_add(r, "gpu.devices");
         if (!res)
             return GRIT_OK;
         if (o->expect_gpus > 0)
-            health_set(res, HEALTH_FAIL, "expected %d GPU(s), found none: libnvidia-ml.so.1 "
-                       "cannot be loaded (no NVIDIA driver)", o->expect_gpus);
+            health_set(res, HEALTH_FAIL, "expected %d GPU(s), found none: %s "
+                       "cannot be loaded (no NVIDIA driver)", o->expect_gpus, lib);
         else
-            health_set(res, HEALTH_SKIP, "skipped: no GPU (libnvidia-ml.so.1 not found)");
+            health_set(res, HEALTH_SKIP, "skipped: no GPU (%s not found)", lib);
         return GRIT_OK;
     }
     gpu_api api;
@@ -215,12 +366,17 @@ grit_err health_check_gpu(health_report *r, const health_opts *o)
     *(void **)&api.throttle = sym(h, "nvmlDeviceGetCurrentClocksEventReasons",
                                   "nvmlDeviceGetCurrentClocksThrottleReasons");
     *(void **)&api.errstr = sym(h, "nvmlErrorString", NULL);
+    *(void **)&api.event_create = sym(h, "nvmlEventSetCreate", NULL);
+    *(void **)&api.register_events = sym(h, "nvmlDeviceRegisterEvents", NULL);
+    *(void **)&api.supported_events = sym(h, "nvmlDeviceGetSupportedEventTypes", NULL);
+    *(void **)&api.event_wait = sym(h, "nvmlEventSetWait_v2", "nvmlEventSetWait");
+    *(void **)&api.event_free = sym(h, "nvmlEventSetFree", NULL);
     if (!api.init || !api.shutdown || !api.count || !api.handle || !api.name || !api.temp ||
         !api.errstr) {
         health_result *res = health_add(r, "gpu.devices");
         if (res)
             health_set(res, o->expect_gpus > 0 ? HEALTH_FAIL : HEALTH_ERROR,
-                       "libnvidia-ml.so.1 lacks required NVML entry points");
+                       "%s lacks required NVML entry points", lib);
     } else {
         judge_devices(r, o, &api);
     }

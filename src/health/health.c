@@ -20,6 +20,7 @@ const char *const health_fault_names[HF_COUNT] = {
     "slow_compute", "memory_corrupt",    "slow_memory",       "disk_readonly",
     "fsync_fail",   "disk_full",         "slow_disk",         "gpu_ecc",
     "nofile_limit", "memlock_limit",     "missing_binary",    "clock_skew",
+    "slow_link",    "allreduce_corrupt",
 };
 
 const char *health_verdict_name(health_verdict v)
@@ -29,6 +30,7 @@ const char *health_verdict_name(health_verdict v)
     case HEALTH_SKIP: return "skip";
     case HEALTH_FAIL: return "fail";
     case HEALTH_ERROR: return "error";
+    case HEALTH_WARN: return "warn";
     }
     return "error";
 }
@@ -52,6 +54,15 @@ void health_opts_defaults(health_opts *o, health_mode mode)
     o->min_disk_mbps = 10.0;
     o->expect_gpus = -1;
     o->max_gpu_temp_c = 85.0;
+    o->xid_window_s = 2.0;
+    o->nvml_path = "libnvidia-ml.so.1";
+    o->net_max_bytes = mode == HEALTH_DEEP ? (size_t)64 << 20 : (size_t)1 << 20;
+    o->net_pair_bytes = mode == HEALTH_DEEP ? (size_t)64 << 20 : (size_t)8 << 20;
+    o->min_busbw_gbps = 0.1;
+    o->max_allreduce_us = 5000;
+    o->min_pair_gbps = 0.1;
+    o->max_pair_us = 1000;
+    o->net_rel_factor = 4.0;
     o->min_nofile = 4096;
     o->min_memlock = 64 * 1024;
     o->require_bins[o->n_require_bins++] = "sh";
@@ -59,6 +70,8 @@ void health_opts_defaults(health_opts *o, health_mode mode)
     o->max_skew_s = 2.0;
     o->fault_bit = 30;
     o->slowdown = 1.0;
+    o->fault_rank = -1;
+    o->net_delay_us = 5000;
 }
 
 grit_err health_faults_from_env(health_opts *o)
@@ -96,6 +109,24 @@ grit_err health_faults_from_env(health_opts *o)
             return grit_errf(GRIT_EINVAL, "GRIT_HEALTH_SLOWDOWN: expected a factor in [1, 1000], got '%s'", f);
         o->slowdown = v;
     }
+    const char *fr = getenv("GRIT_HEALTH_FAULT_RANK");
+    if (fr && *fr) {
+        char *end;
+        errno = 0;
+        long v = strtol(fr, &end, 10);
+        if (errno || *end || v < 0 || v > 1000000)
+            return grit_errf(GRIT_EINVAL, "GRIT_HEALTH_FAULT_RANK: expected a rank >= 0, got '%s'", fr);
+        o->fault_rank = (int)v;
+    }
+    const char *dl = getenv("GRIT_HEALTH_NET_DELAY_US");
+    if (dl && *dl) {
+        char *end;
+        errno = 0;
+        double v = strtod(dl, &end);
+        if (errno || *end || !(v >= 0 && v <= 1e7))
+            return grit_errf(GRIT_EINVAL, "GRIT_HEALTH_NET_DELAY_US: expected microseconds in [0, 1e7], got '%s'", dl);
+        o->net_delay_us = v;
+    }
     if (health_fault_on(o, HF_SLOW_COMPUTE) && o->slowdown == 1.0)
         o->slowdown = 3.0;
     return GRIT_OK;
@@ -105,11 +136,20 @@ void health_report_init(health_report *r, health_mode mode)
 {
     memset(r, 0, sizeof *r);
     r->mode = mode;
+    r->nranks = 1;
     if (gethostname(r->host, sizeof r->host - 1) != 0)
         snprintf(r->host, sizeof r->host, "unknown");
 }
 
-void health_report_free(health_report *r) { (void)r; }
+void health_report_free(health_report *r)
+{
+    if (!r || !r->net)
+        return;
+    free(r->net->hosts);
+    free(r->net->pairs);
+    free(r->net);
+    r->net = NULL;
+}
 
 health_result *health_add(health_report *r, const char *fmt, ...)
 {
