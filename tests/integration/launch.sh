@@ -113,7 +113,7 @@ rc=0; "$grit" launch --nodes 2 --spares 0 --run "$tmp/nospare" --backoff 0.1 --i
 
 # forged heartbeat (wrong secret) during a run: rejected, logged, secret never written
 sed 's/"total_steps": 24/"total_steps": 400/' "$tmp/job.json" > "$tmp/long.json"
-"$grit" launch --nodes 2 --spares 1 --run "$tmp/forge" --hang-timeout 5 \
+"$grit" launch --nodes 2 --spares 1 --run "$tmp/forge" --hang-timeout 5 --straggler-factor 0 \
   -- "$grit" train "$tmp/long.json" --run-dir "$tmp/forge" --quiet > "$tmp/forge.out" 2>&1 &
 bg=$!
 for _ in $(seq 1 200); do grep -q '"heartbeat"' "$tmp/forge/events.jsonl" 2>/dev/null && break; sleep 0.05; done
@@ -130,9 +130,9 @@ job=$(pgrep -P "$bg" | head -n 1)
 kill -9 "$bg"; wait "$bg" 2>/dev/null || true; bg=""
 for _ in $(seq 1 100); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$job" 2>/dev/null && fail "killed supervisor: its job (mpirun $job) still runs 10 s later"
-"$grit" launch --nodes 2 --spares 1 --run "$tmp/forge" -- "$grit" train "$tmp/long.json" --run-dir "$tmp/forge" --quiet > "$tmp/forge2.out" 2>&1 ||
-  fail "restarted supervisor did not finish the job"
-"$grit" launch --nodes 2 --spares 1 --run "$tmp/longref" -- "$grit" train "$tmp/long.json" --run-dir "$tmp/longref" --quiet > /dev/null 2>&1
+"$grit" launch --nodes 2 --spares 1 --run "$tmp/forge" --straggler-factor 0 -- "$grit" train "$tmp/long.json" --run-dir "$tmp/forge" --quiet > "$tmp/forge2.out" 2>&1 ||
+  fail "restarted supervisor did not finish the job: $(tail -5 "$tmp/forge2.out")"
+"$grit" launch --nodes 2 --spares 1 --run "$tmp/longref" --straggler-factor 0 -- "$grit" train "$tmp/long.json" --run-dir "$tmp/longref" --quiet > /dev/null 2>&1
 cmp -s "$tmp/longref/model.safetensors" "$tmp/forge/model.safetensors" && echo "ok   supervisor killed and restarted: job finished, bitwise equal" ||
   fail "restarted supervisor: final weights differ"
 grep -q '"event":"heartbeat_rejected".*wrong or missing job secret' "$tmp/forge/events.jsonl" &&
