@@ -14,6 +14,7 @@
 #include "core/events.h"
 #include "core/fsutil.h"
 #include "core/progress.h"
+#include "obs/tb.h"
 #include "train/data.h"
 #include "train/dp.h"
 #include "train/faults.h"
@@ -314,6 +315,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
     gx_model m;
     dp_sync dp = {0};
     FILE *mf = NULL;
+    tb_writer *tb = NULL; /* TensorBoard scalars (src/obs/tb.h), leader only */
     int32_t *tokens = NULL;
     grit_err rc;
     run_ctx r = {.cfg = cfg, .d = d, .log = leader ? log : NULL,
@@ -382,6 +384,9 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
             rc = grit_errf(GRIT_EIO, "%s: cannot create", path);
             goto out;
         }
+        path_join(path, sizeof path, cfg->run_dir, "tb");
+        if (tb_open(path, &tb) != GRIT_OK && log) /* training goes on without it */
+            fprintf(log, "grit train: no TensorBoard log: %s\n", grit_errmsg());
     }
     events_emit(&r.ev, "train_start",
                 json_pack("{s:I,s:i,s:s,s:i,s:b}", "step", (json_int_t)start, "total_steps",
@@ -479,6 +484,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
                 fprintf(mf, ",\"epochs\":%.6f", train_data_epochs(&data, (step + 1) * G));
             fputs("}\n", mf);
             fflush(mf);
+            tb_train_step(tb, step + 1, loss, norm, lr, ntok / dt);
         }
         hb_client_step(hb, step + 1, loss * faults_spike(&fs, step + 1), norm, dt, dp.wait_s);
         faults_after_step(&fs, hb, step + 1, dt);
@@ -528,6 +534,7 @@ out:
     if (leader && r.ck_on)
         ckpt_async_free(&r.ca);
     store_close(r.ck);
+    tb_close(tb);
     if (mf && fclose(mf) != 0 && rc == GRIT_OK)
         rc = grit_errf(GRIT_EIO, "%s/metrics.jsonl: write failed", cfg->run_dir);
     events_close(&r.ev);
