@@ -48,11 +48,11 @@ int obs_cli_opt(int argc, char **argv, int *i, obs_cli *o)
     }
     static const char *const names[] = {"--dashboard-port", "--price-node-hour", "--grid-gco2-kwh",
                                         "--node-watts", "--peak-tflops", "--dashboard-bind",
-                                        "--metrics-port"};
+                                        "--metrics-port", "--port", "--bind"};
     int k;
-    for (k = 0; k < 7 && strcmp(a, names[k]); k++)
+    for (k = 0; k < 9 && strcmp(a, names[k]); k++)
         ;
-    if (k == 7)
+    if (k == 9 || (k >= 7 && !o->standalone)) /* --port/--bind: grit dashboard's names */
         return 0;
     if (*i + 1 >= argc) {
         fprintf(stderr, "grit: %s needs a value\n", a);
@@ -64,6 +64,7 @@ int obs_cli_opt(int argc, char **argv, int *i, obs_cli *o)
     switch (k) {
     case 0:
     case 6:
+    case 7:
         if (num_arg(a, v, 0, 65535, &port))
             return -1;
         o->port = (int)port;
@@ -157,7 +158,7 @@ static void usage(FILE *f)
 
 int cmd_dashboard(int argc, char **argv)
 {
-    obs_cli o = {.port = 8787};
+    obs_cli o = {.port = 8787, .standalone = 1};
     const char *run_dir = NULL, *port_file = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -165,10 +166,6 @@ int cmd_dashboard(int argc, char **argv)
             usage(stdout);
             return 0;
         }
-        if (!strcmp(a, "--port"))
-            argv[i] = "--dashboard-port";
-        else if (!strcmp(a, "--bind"))
-            argv[i] = "--dashboard-bind";
         if (!strcmp(a, "--port-file") && i + 1 < argc) {
             port_file = argv[++i];
             continue;

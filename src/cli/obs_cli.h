@@ -8,6 +8,7 @@ typedef struct obs_cli {
     obs_cfg cfg;      /* figures given as flags (0: not given) */
     const char *bind; /* NULL: 127.0.0.1 */
     int port, off, set;
+    int standalone; /* grit dashboard: also --port and --bind */
     obs_server *srv;
 } obs_cli;
 

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "obs/tb.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,8 +114,20 @@ grit_err tb_open(const char *dir, tb_writer **out)
     gethostname(host, sizeof host - 1);
     struct timeval tv;
     gettimeofday(&tv, NULL);
-    snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%ld.%s.%ld", dir, (long)tv.tv_sec,
-             host, (long)getpid());
+    /* TensorBoard reads a folder's files in name order and, when a later file goes back
+     * in steps (a resumed run), drops the earlier file's steps from there on: so a new
+     * file's name must sort after every existing one, even within the same second */
+    long t = (long)tv.tv_sec;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        long seen;
+        if (sscanf(e->d_name, "events.out.tfevents.%ld.", &seen) == 1 && seen >= t)
+            t = seen + 1;
+    }
+    if (d)
+        closedir(d);
+    snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%ld.%s.%ld", dir, t, host,
+             (long)getpid());
     if (!(w->f = fopen(w->path, "wb"))) {
         rc = grit_errf(GRIT_EIO, "%s: cannot create: %s", w->path, strerror(errno));
         free(w);

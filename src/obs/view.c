@@ -148,6 +148,13 @@ static void on_event(json_t *o, void *ctx)
             json_array_append_new(e->loads, json_pack("{s:f,s:f}", "step", num(o, "step", 0),
                                                       "seconds", num(o, "seconds", 0)));
     } else if (!strcmp(name, "ckpt_saved")) {
+        size_t i; /* a step saved again after a rollback: the later save counts */
+        json_t *c;
+        json_array_foreach(e->ckpts, i, c) if (num(c, "step", -1) == num(o, "step", -2))
+        {
+            json_array_remove(e->ckpts, i);
+            break;
+        }
         json_array_append_new(e->ckpts,
                               json_pack("{s:f,s:f,s:f,s:f,s:f,s:f}", "step", num(o, "step", 0),
                                         "bytes", num(o, "bytes", 0), "seconds",

@@ -161,6 +161,7 @@ static grit_err restore(run_ctx *r, gx_model *m, dp_sync *dp, const char *fp, lo
     *tokens = 0;
     *loaded = false;
     if (cfg->resume) {
+        double t_load = now_seconds(); /* find + verify + load: the resume event's seconds */
         char dir[64];
         long chosen = -1; /* -1: none, -2: some exist but none verifies */
         grit_err rc = GRIT_OK;
@@ -199,8 +200,9 @@ static grit_err restore(run_ctx *r, gx_model *m, dp_sync *dp, const char *fp, lo
                         r->ck->root, dir, st.step, st.world_size, st.world_size > 1 ? "s" : "",
                         r->d->size);
             events_emit(&r->ev, "resume",
-                        json_pack("{s:s,s:I,s:i,s:i}", "dir", dir, "step", (json_int_t)st.step,
-                                  "from_world", st.world_size, "world", r->d->size));
+                        json_pack("{s:s,s:I,s:i,s:i,s:f}", "dir", dir, "step", (json_int_t)st.step,
+                                  "from_world", st.world_size, "world", r->d->size, "seconds",
+                                  now_seconds() - t_load));
             return GRIT_OK;
         }
     }
