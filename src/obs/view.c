@@ -17,6 +17,10 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,21 +70,111 @@ static const char *str(const json_t *o, const char *k)
     return s ? s : "";
 }
 
-/* --- metrics.jsonl ----------------------------------------------------------------- */
+/* --- metrics.jsonl, read incrementally ------------------------------------------------
+ *
+ * A scrape every few seconds must not re-parse a long run's whole file: the last file
+ * read is cached as numeric rows with the byte offset after its last complete line, and
+ * a later call parses only what was appended. The cache is dropped when the file is
+ * another one (path or inode: a resumed trainer rewrites it durably, which is a new
+ * inode), shorter than the offset, or its bytes just before the offset changed. */
 
-typedef struct series {
-    json_t *rows; /* array of the parsed lines (kept whole) */
+enum { C_STEP, C_LOSS, C_GNORM, C_LR, C_TOKENS, C_TPS, C_STEPT, C_STALL, NCOL };
+static const char *const col_keys[NCOL] = {"step", "loss", "grad_norm", "lr",
+                                           "tokens", "tokens_per_s", "step_time_s", "ckpt_stall_s"};
+
+typedef struct mcache {
+    char path[1200];
+    dev_t dev;
+    ino_t ino;
+    off_t off;          /* after the last complete line parsed */
+    char tail[64];      /* the bytes before off, to notice a rewrite */
+    size_t ntail;
+    double (*rows)[NCOL];
+    size_t n, cap;
     double productive, stall;
-} series;
+} mcache;
 
-static void on_metric(json_t *o, void *ctx)
+static mcache mc;
+static pthread_mutex_t mc_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void mc_reset(void)
 {
-    series *s = ctx;
-    if (!json_is_number(json_object_get(o, "step")))
-        return;
-    s->productive += num(o, "step_time_s", 0);
-    s->stall += num(o, "ckpt_stall_s", 0);
-    json_array_append(s->rows, o);
+    free(mc.rows);
+    memset(&mc, 0, sizeof mc);
+}
+
+static int mc_parse_line(char *line)
+{
+    json_t *o = json_loads(line, 0, NULL);
+    if (!json_is_object(o) || !json_is_number(json_object_get(o, "step"))) {
+        json_decref(o);
+        return 0;
+    }
+    if (mc.n == mc.cap) {
+        size_t cap = mc.cap ? mc.cap * 2 : 1024;
+        void *p = realloc(mc.rows, cap * sizeof *mc.rows);
+        if (!p) {
+            json_decref(o);
+            return -1;
+        }
+        mc.rows = p;
+        mc.cap = cap;
+    }
+    for (int k = 0; k < NCOL; k++)
+        mc.rows[mc.n][k] = num(o, col_keys[k], NAN);
+    mc.productive += num(o, "step_time_s", 0);
+    mc.stall += num(o, "ckpt_stall_s", 0);
+    mc.n++;
+    json_decref(o);
+    return 0;
+}
+
+/* Brings the cache up to date with path; 0 when the file is missing, -1 out of memory.
+ * Call with mc_mu held. */
+static int mc_update(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        if (fd >= 0)
+            close(fd);
+        mc_reset();
+        return 0;
+    }
+    char tail[64];
+    int same = !strcmp(mc.path, path) && mc.dev == st.st_dev && mc.ino == st.st_ino &&
+               st.st_size >= mc.off &&
+               (mc.ntail == 0 || (pread(fd, tail, mc.ntail, mc.off - (off_t)mc.ntail) == (ssize_t)mc.ntail &&
+                                  !memcmp(tail, mc.tail, mc.ntail)));
+    if (!same) {
+        mc_reset();
+        snprintf(mc.path, sizeof mc.path, "%s", path);
+        mc.dev = st.st_dev;
+        mc.ino = st.st_ino;
+    }
+    size_t len = (size_t)(st.st_size - mc.off);
+    char *buf = len ? malloc(len + 1) : NULL;
+    ssize_t got = buf ? pread(fd, buf, len, mc.off) : 0;
+    int rc = len && !buf ? -1 : 1;
+    if (got > 0) {
+        buf[got] = '\0';
+        char *p = buf, *nl;
+        while ((nl = memchr(p, '\n', (size_t)(buf + got - p)))) { /* a torn last line waits */
+            *nl = '\0';
+            if (mc_parse_line(p) < 0) {
+                rc = -1;
+                break;
+            }
+            p = nl + 1;
+        }
+        mc.off += p - buf;
+        mc.ntail = mc.off < (off_t)sizeof mc.tail ? (size_t)mc.off : sizeof mc.tail;
+        if (pread(fd, mc.tail, mc.ntail, mc.off - (off_t)mc.ntail) != (ssize_t)mc.ntail)
+            mc.ntail = 0;
+    }
+    free(buf);
+    close(fd);
+    return rc;
 }
 
 /* --- events.jsonl ------------------------------------------------------------------ */
@@ -231,18 +325,21 @@ static double flops_per_token(const char *run_dir)
 json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
 {
     char path[1200];
-    series s = {.rows = json_array()};
     evstate e = {.incidents = json_array(), .restarts = json_array(), .ckpts = json_array(),
                  .loads = json_array()};
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
-    int have_m = each_line(path, on_metric, &s);
+    pthread_mutex_lock(&mc_mu); /* held until the rows are copied out */
+    int have_m = mc_update(path);
     snprintf(path, sizeof path, "%s/events.jsonl", run_dir);
     int have_e = each_line(path, on_event, &e);
-    if (!have_m && !have_e) {
-        json_decref(s.rows);
+    if (have_m < 0 || (!have_m && !have_e)) {
+        pthread_mutex_unlock(&mc_mu);
         json_decref(e.incidents), json_decref(e.restarts), json_decref(e.ckpts), json_decref(e.loads);
-        grit_errf(GRIT_ENOTFOUND, "%s: no metrics.jsonl or events.jsonl (is it a run directory?)",
-                  run_dir);
+        if (have_m < 0)
+            grit_errf(GRIT_ENOMEM, "%s/metrics.jsonl: out of memory", run_dir);
+        else
+            grit_errf(GRIT_ENOTFOUND, "%s: no metrics.jsonl or events.jsonl (is it a run "
+                                      "directory?)", run_dir);
         return NULL;
     }
     mark_present(run_dir, e.ckpts);
@@ -272,9 +369,9 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
     int allocated = e.nodes > 0 ? e.nodes + e.spares : active;
 
     /* series, thinned to max_points */
-    size_t total = json_array_size(s.rows);
+    size_t total = mc.n;
     double fpt = c->peak_tflops > 0 ? flops_per_token(run_dir) : 0;
-    const char *keys[] = {"step", "loss", "grad_norm", "lr", "tokens_per_s", "step_time_s"};
+    static const int cols_out[] = {C_STEP, C_LOSS, C_GNORM, C_LR, C_TPS, C_STEPT};
     enum { NK = 6 };
     json_t *cols[NK + 1];
     for (int j = 0; j <= NK; j++)
@@ -282,20 +379,27 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
     size_t stride = max_points > 0 && total > (size_t)max_points ? (total + max_points - 1) / max_points : 1;
     double prev_tokens = 0, tokens_per_step = 0;
     for (i = 0; i < total; i++) {
-        json_t *r = json_array_get(s.rows, i);
-        double tok = num(r, "tokens", 0);
+        const double *r = mc.rows[i];
+        double tok = isfinite(r[C_TOKENS]) ? r[C_TOKENS] : 0;
         if (tok > prev_tokens)
             tokens_per_step = tok - prev_tokens;
         prev_tokens = tok;
         if (i % stride && i + 1 != total)
             continue;
         for (int j = 0; j < NK; j++) {
-            double v = num(r, keys[j], NAN);
+            double v = r[cols_out[j]];
             json_array_append_new(cols[j], isfinite(v) ? json_real(v) : json_null());
         }
-        double mfu = fpt > 0 ? num(r, "tokens_per_s", 0) * fpt / (active * c->peak_tflops * 1e12) : NAN;
+        double mfu = fpt > 0 ? r[C_TPS] * fpt / (active * c->peak_tflops * 1e12) : NAN;
         json_array_append_new(cols[NK], isfinite(mfu) ? json_real(mfu) : json_null());
     }
+    double last[NCOL];
+    for (int q = 0; q < NCOL; q++)
+        last[q] = total ? mc.rows[total - 1][q] : NAN;
+    double productive = mc.productive, stall_total = mc.stall;
+    pthread_mutex_unlock(&mc_mu);
+    static const char *const keys[NK] = {"step", "loss", "grad_norm", "lr", "tokens_per_s",
+                                         "step_time_s"};
     json_t *series_o = json_object();
     for (int j = 0; j < NK; j++)
         json_object_set_new(series_o, keys[j], cols[j]);
@@ -309,23 +413,23 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
             json_object_set_new(n, "tokens_per_s", json_real(tokens_per_step / active / st));
     }
 
-    json_t *last = total ? json_array_get(s.rows, total - 1) : NULL;
     double t0 = e.t_launch0 > 0 ? e.t_launch0 : e.t0 > 0 ? e.t0 : e.t_train0, now = now_s();
     double wall = t0 > 0 ? (e.ended ? e.t_end : now) - t0 : 0;
-    double lost = fmax(0.0, wall - s.productive);
+    double lost = fmax(0.0, wall - productive);
     double node_hours = allocated * wall / 3600.0;
     int measured = json_is_true(json_object_get(ns, "energy_measured"));
     double energy_j = measured ? num(ns, "energy_j", 0) : c->node_watts * allocated * wall;
     double kwh = energy_j / 3.6e6;
-    double cost = node_hours * c->price_node_hour, tokens = last ? num(last, "tokens", 0) : 0;
+    double cost = node_hours * c->price_node_hour;
+    double tokens = total && isfinite(last[C_TOKENS]) ? last[C_TOKENS] : 0;
 
     json_t *sum = json_pack(
         "{s:f,s:f,s:f,s:f,s:f,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:s,s:f,s:f}", "wall_s", wall,
-        "productive_s", s.productive, "lost_s", lost, "goodput", wall > 0 ? s.productive / wall : 0.0,
+        "productive_s", productive, "lost_s", lost, "goodput", wall > 0 ? productive / wall : 0.0,
         "tokens", tokens, "restarts", e.launches > 0 ? e.launches - 1 : (int)json_array_size(e.restarts),
         "incidents", (int)json_array_size(e.incidents), "nodes", e.nodes > 0 ? e.nodes : active,
         "spares", e.spares, "allocated_nodes", allocated, "node_hours", node_hours, "energy_kwh", kwh,
-        "ckpt_stall_s", s.stall, "energy_source",
+        "ckpt_stall_s", stall_total, "energy_source",
         measured ? "RAPL" : c->node_watts > 0 ? "configured" : "unknown", "power_w",
         measured ? num(ns, "power_w", 0) : c->node_watts * allocated, "flops_per_token", fpt);
     if (c->price_node_hour > 0) {
@@ -336,13 +440,13 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
     }
     if (c->grid_gco2_kwh > 0 && (measured || c->node_watts > 0))
         json_object_set_new(sum, "co2_kg", json_real(kwh * c->grid_gco2_kwh / 1000.0));
-    if (last) {
-        json_object_set_new(sum, "step", json_real(num(last, "step", 0)));
-        json_object_set_new(sum, "loss", json_real(num(last, "loss", NAN)));
-        json_object_set_new(sum, "grad_norm", json_real(num(last, "grad_norm", NAN)));
-        json_object_set_new(sum, "lr", json_real(num(last, "lr", NAN)));
-        json_object_set_new(sum, "tokens_per_s", json_real(num(last, "tokens_per_s", NAN)));
-        json_object_set_new(sum, "step_time_s", json_real(num(last, "step_time_s", NAN)));
+    if (total) {
+        static const int sk[] = {C_STEP, C_LOSS, C_GNORM, C_LR, C_TPS, C_STEPT};
+        static const char *const sn[] = {"step", "loss", "grad_norm", "lr", "tokens_per_s",
+                                         "step_time_s"};
+        for (int q = 0; q < 6; q++)
+            if (isfinite(last[sk[q]]))
+                json_object_set_new(sum, sn[q], json_real(last[sk[q]]));
     }
     json_t *cfg = json_pack("{s:f,s:f,s:f,s:f}", "price_node_hour", c->price_node_hour,
                             "grid_gco2_kwh", c->grid_gco2_kwh, "node_watts", c->node_watts,
@@ -353,7 +457,6 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
                           "gave_up_reason", e.gave_up_reason, "series", series_o, "restarts",
                           e.restarts, "nodes", nodes, "incidents", e.incidents, "checkpoints",
                           e.ckpts, "ckpt_loads", e.loads, "summary", sum, "config", cfg);
-    json_decref(s.rows);
     json_decref(cl);
     json_decref(ns);
     return v;

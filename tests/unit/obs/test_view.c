@@ -102,6 +102,33 @@ int main(void)
     free(text);
     json_decref(v);
 
+    /* the metrics cache: an append is read, the torn line completed; a rewrite (new
+     * inode) and an in-place truncate-and-rewrite (same inode) are both noticed */
+    char mpath[512];
+    snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(mpath, "a");
+    fputs("9,\"step_time_s\":5}\n", f); /* completes the torn step-4 line */
+    fclose(f);
+    v = obs_view(dir, &c, 0);
+    CHECK_NEAR(num(json_object_get(v, "summary"), "loss"), 99, 0); /* "9" + "9," */
+    CHECK_NEAR(num(json_object_get(v, "summary"), "tokens"), 0, 0); /* that line has none */
+    CHECK_NEAR(num(json_object_get(v, "summary"), "productive_s"), 45, 1e-9);
+    json_decref(v);
+    put(dir, "metrics.jsonl", "{\"step\":1,\"loss\":7.5,\"step_time_s\":1}\n");
+    v = obs_view(dir, &c, 0);
+    CHECK_NEAR(num(json_object_get(v, "summary"), "loss"), 7.5, 0);
+    CHECK_NEAR(num(json_object_get(v, "summary"), "productive_s"), 1, 1e-9);
+    json_decref(v);
+    f = fopen(mpath, "r+");
+    CHECK(ftruncate(fileno(f), 0) == 0);
+    fputs("{\"step\":1,\"loss\":6.5,\"step_time_s\":2}\n{\"step\":2,\"loss\":6.25,\"step_time_s\":2}\n", f);
+    fclose(f);
+    v = obs_view(dir, &c, 0);
+    CHECK_NEAR(num(json_object_get(v, "summary"), "loss"), 6.25, 0);
+    CHECK_NEAR(num(json_object_get(v, "summary"), "productive_s"), 4, 1e-9);
+    CHECK_INT(json_array_size(json_object_get(json_object_get(v, "series"), "step")), 2);
+    json_decref(v);
+
     /* obs.json: round trip, then a bad field named */
     CHECK_INT(obs_cfg_save(dir, &c), GRIT_OK);
     obs_cfg back = {0};
