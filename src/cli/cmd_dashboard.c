@@ -77,6 +77,13 @@ int obs_cli_opt(int argc, char **argv, int *i, obs_cli *o)
     }
 }
 
+static void warn_exposed(const char *who, const char *bind)
+{
+    if (bind && strncmp(bind, "127.", 4))
+        fprintf(stderr, "%s: note: the dashboard listens on %s, beyond loopback: whoever can "
+                        "reach it can read this run's metrics (read-only)\n", who, bind);
+}
+
 /* Overlays the flags given (non-zero) onto the figures in obs.json. */
 static void merge(obs_cfg *base, const obs_cfg *flags)
 {
@@ -101,6 +108,7 @@ int obs_cli_start(obs_cli *o, const char *run_dir, int quiet)
     }
     if (o->off)
         return 0;
+    warn_exposed("grit launch", o->bind);
     obs_serve_opts so = {.run_dir = run_dir, .cfg = c, .bind = o->bind, .port = o->port, .live = 1};
     if (obs_serve(&so, &o->srv) != GRIT_OK) {
         fprintf(stderr, "grit launch: %s\n", grit_errmsg());
@@ -200,6 +208,7 @@ int cmd_dashboard(int argc, char **argv)
         return 2;
     }
     json_decref(v);
+    warn_exposed("grit dashboard", o.bind);
     obs_serve_opts so = {.run_dir = run_dir, .cfg = c, .bind = o.bind, .port = o.port};
     obs_server *srv;
     if (obs_serve(&so, &srv) != GRIT_OK) {
