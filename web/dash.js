@@ -89,6 +89,22 @@ function nodes(v) {
     </div>`).join("") : '<p class="empty">no cluster.json (not run under grit launch)</p>';
 }
 
+/* one incident's phases as a bar: fault -> detected -> diagnosed -> cordoned -> training again */
+function phases(i) {
+  const t0 = i.fault_ts > 0 ? i.fault_ts : i.detect_ts;
+  const diag = i.diagnosis.length ? i.diagnosis[i.diagnosis.length - 1].ts : i.detect_ts;
+  const cord = i.cordoned.length ? i.cordoned[i.cordoned.length - 1].ts : diag;
+  const end = i.recovered ? i.recovered.ts : (view ? view.now : cord);
+  const segs = [["detect", t0, i.detect_ts], ["diagnose", i.detect_ts, diag],
+                ["repair", diag, Math.max(diag, cord)], ["restart", Math.max(diag, cord), end]];
+  const total = Math.max(end - t0, 1e-3);
+  return `<div class="phases" title="${(end - t0).toFixed(2)} s from the fault to training again">` +
+    segs.map(([name, a, b]) => {
+      const w = Math.max(0, (b - a) / total * 100);
+      return w > 0 ? `<span class="ph ${name}" style="width:${w.toFixed(2)}%" title="${name}: ${(b - a).toFixed(2)} s"></span>` : "";
+    }).join("") + `</div><small>${(end - t0).toFixed(2)} s${i.recovered ? "" : " so far"}</small>`;
+}
+
 function incidents(v) {
   const rows = v.incidents.map((i, k) => {
     const det = i.fault_ts > 0 ? `+${(i.detect_ts - i.fault_ts).toFixed(2)} s after the fault` : "at " + new Date(i.detect_ts * 1000).toLocaleTimeString();
@@ -96,10 +112,10 @@ function incidents(v) {
     const cord = i.cordoned.map((d) => `${esc(d.node)} &rarr; ${esc(d.replacement)}`).join("<br>") || "-";
     const rec = i.recovered ? `+${i.recovered.recovery_s.toFixed(2)} s, at step ${i.recovered.resumed_at_step}` : "not yet";
     return `<tr class="incident"><td>${k + 1}</td><td>${esc(i.kind)}</td><td>${esc(i.node)}</td><td>${i.step}</td>
-      <td>${det}</td><td>${diag}</td><td>${cord}</td><td>${rec}</td>
+      <td>${phases(i)}</td><td>${det}</td><td>${diag}</td><td>${cord}</td><td>${rec}</td>
       <td>${i.recovered ? i.recovered.steps_lost : "-"}</td><td>${esc(i.detail)}</td></tr>`;
   });
-  $("incidents").tBodies[0].innerHTML = rows.join("") || '<tr><td colspan="10" class="empty">no incidents</td></tr>';
+  $("incidents").tBodies[0].innerHTML = rows.join("") || '<tr><td colspan="11" class="empty">no incidents</td></tr>';
 }
 
 function ckpts(v) {

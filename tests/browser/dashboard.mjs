@@ -72,6 +72,10 @@ try {
     ok(`incident listed: ${inc[0].replace(/\s+/g, " ")}`);
   else fail(`incident table: ${JSON.stringify(inc)}`);
 
+  const bars = await page.$$eval("#incidents tr.incident .phases .ph", (s) => s.map((e) => e.title));
+  bars.some((t) => t.startsWith("detect")) && bars.some((t) => t.startsWith("restart"))
+    ? ok(`incident timeline: ${bars.join(", ")}`) : fail(`incident timeline bars: ${JSON.stringify(bars)}`);
+
   const cord = await page.$$eval(".node[data-state='cordoned']", (ns) => ns.map((n) => n.dataset.node + ": " + n.innerText));
   if (cord.length === 1 && cord[0].startsWith("node1") && /unreachable|died/.test(cord[0]))
     ok(`cordoned node shown: ${cord[0].replace(/\s+/g, " ")}`);
