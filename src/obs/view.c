@@ -423,6 +423,12 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
     double cost = node_hours * c->price_node_hour;
     double tokens = total && isfinite(last[C_TOKENS]) ? last[C_TOKENS] : 0;
 
+    /* a file holding absurd numbers (1e308 step times) must not make the view fail:
+     * JSON has no infinity, so non-finite figures are reported as 0 */
+#define FIN(x) (isfinite(x) ? (x) : 0.0)
+    wall = FIN(wall), productive = FIN(productive), lost = FIN(lost), node_hours = FIN(node_hours);
+    kwh = FIN(kwh), cost = FIN(cost), tokens = FIN(tokens), stall_total = FIN(stall_total);
+    double power = FIN(measured ? num(ns, "power_w", 0) : c->node_watts * allocated);
     json_t *sum = json_pack(
         "{s:f,s:f,s:f,s:f,s:f,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:s,s:f,s:f}", "wall_s", wall,
         "productive_s", productive, "lost_s", lost, "goodput", wall > 0 ? productive / wall : 0.0,
@@ -430,16 +436,17 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
         "incidents", (int)json_array_size(e.incidents), "nodes", e.nodes > 0 ? e.nodes : active,
         "spares", e.spares, "allocated_nodes", allocated, "node_hours", node_hours, "energy_kwh", kwh,
         "ckpt_stall_s", stall_total, "energy_source",
-        measured ? "RAPL" : c->node_watts > 0 ? "configured" : "unknown", "power_w",
-        measured ? num(ns, "power_w", 0) : c->node_watts * allocated, "flops_per_token", fpt);
+        measured ? "RAPL" : c->node_watts > 0 ? "configured" : "unknown", "power_w", power,
+        "flops_per_token", FIN(fpt));
     if (c->price_node_hour > 0) {
         json_object_set_new(sum, "cost", json_real(cost));
-        json_object_set_new(sum, "failure_cost", json_real(lost * allocated * c->price_node_hour / 3600.0));
+        json_object_set_new(sum, "failure_cost",
+                            json_real(FIN(lost * allocated * c->price_node_hour / 3600.0)));
         if (cost > 0)
-            json_object_set_new(sum, "tokens_per_dollar", json_real(tokens / cost));
+            json_object_set_new(sum, "tokens_per_dollar", json_real(FIN(tokens / cost)));
     }
     if (c->grid_gco2_kwh > 0 && (measured || c->node_watts > 0))
-        json_object_set_new(sum, "co2_kg", json_real(kwh * c->grid_gco2_kwh / 1000.0));
+        json_object_set_new(sum, "co2_kg", json_real(FIN(kwh * c->grid_gco2_kwh / 1000.0)));
     if (total) {
         static const int sk[] = {C_STEP, C_LOSS, C_GNORM, C_LR, C_TPS, C_STEPT};
         static const char *const sn[] = {"step", "loss", "grad_norm", "lr", "tokens_per_s",
@@ -459,7 +466,10 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
                           e.ckpts, "ckpt_loads", e.loads, "summary", sum, "config", cfg);
     json_decref(cl);
     json_decref(ns);
+    if (!v)
+        grit_errf(GRIT_ENOMEM, "%s: out of memory building the run view", run_dir);
     return v;
+#undef FIN
 }
 
 void obs_print_summary(FILE *f, const json_t *view)

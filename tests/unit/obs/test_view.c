@@ -129,6 +129,17 @@ int main(void)
     CHECK_INT(json_array_size(json_object_get(json_object_get(v, "series"), "step")), 2);
     json_decref(v);
 
+    /* absurd numbers do not break the view (JSON has no infinity) */
+    put(dir, "metrics.jsonl", "{\"step\":1,\"loss\":1,\"step_time_s\":1e308}\n"
+                              "{\"step\":2,\"loss\":1e308,\"step_time_s\":1e308}\n");
+    v = obs_view(dir, &c, 0);
+    CHECK(v != NULL);
+    CHECK_NEAR(num(json_object_get(v, "summary"), "productive_s"), 0, 0);
+    text = obs_prometheus(v);
+    CHECK_STR_HAS(text, "grit_loss 1e+308\n");
+    free(text);
+    json_decref(v);
+
     /* obs.json: round trip, then a bad field named */
     CHECK_INT(obs_cfg_save(dir, &c), GRIT_OK);
     obs_cfg back = {0};
