@@ -120,8 +120,8 @@ int obs_cli_start(obs_cli *o, const char *run_dir, int quiet)
     snprintf(path, sizeof path, "%s/dashboard.url", run_dir);
     fs_write_durable(path, url, strlen(url));
     if (!quiet)
-        fprintf(stderr, "grit launch: dashboard %.*s (Prometheus: %smetrics)\n",
-                (int)strlen(url) - 1, url, url[0] ? "/" : "");
+        fprintf(stderr, "grit launch: dashboard %.*s, Prometheus %.*smetrics\n",
+                (int)strlen(url) - 1, url, (int)strlen(url) - 1, url);
     return 0;
 }
 
