@@ -79,7 +79,7 @@ int obs_cli_opt(int argc, char **argv, int *i, obs_cli *o)
 
 static void warn_exposed(const char *who, const char *bind)
 {
-    if (bind && strncmp(bind, "127.", 4))
+    if (bind && strncmp(bind, "127.", 4) && strcmp(bind, "localhost"))
         fprintf(stderr, "%s: note: the dashboard listens on %s, beyond loopback: whoever can "
                         "reach it can read this run's metrics (read-only)\n", who, bind);
 }
@@ -108,12 +108,12 @@ int obs_cli_start(obs_cli *o, const char *run_dir, int quiet)
     }
     if (o->off)
         return 0;
-    warn_exposed("grit launch", o->bind);
     obs_serve_opts so = {.run_dir = run_dir, .cfg = c, .bind = o->bind, .port = o->port, .live = 1};
     if (obs_serve(&so, &o->srv) != GRIT_OK) {
         fprintf(stderr, "grit launch: %s\n", grit_errmsg());
         return -1;
     }
+    warn_exposed("grit launch", o->bind);
     char url[128], path[1200];
     snprintf(url, sizeof url, "http://%s:%d/\n", o->bind ? o->bind : "127.0.0.1",
              obs_server_port(o->srv));
@@ -208,13 +208,13 @@ int cmd_dashboard(int argc, char **argv)
         return 2;
     }
     json_decref(v);
-    warn_exposed("grit dashboard", o.bind);
     obs_serve_opts so = {.run_dir = run_dir, .cfg = c, .bind = o.bind, .port = o.port};
     obs_server *srv;
     if (obs_serve(&so, &srv) != GRIT_OK) {
         fprintf(stderr, "grit dashboard: %s\n", grit_errmsg());
         return 2;
     }
+    warn_exposed("grit dashboard", o.bind);
     int port = obs_server_port(srv);
     if (port_file) {
         char text[32];

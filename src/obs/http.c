@@ -159,7 +159,7 @@ grit_err obs_serve(const obs_serve_opts *o, obs_server **out)
 {
     *out = NULL;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
-    const char *bind = o->bind ? o->bind : "127.0.0.1";
+    const char *bind = o->bind && strcmp(o->bind, "localhost") ? o->bind : "127.0.0.1";
     if (o->port < 0 || o->port > 65535)
         return grit_errf(GRIT_EINVAL, "dashboard port %d: expected 0..65535", o->port);
     if (inet_pton(AF_INET, bind, &sa.sin_addr) != 1)
@@ -181,12 +181,12 @@ grit_err obs_serve(const obs_serve_opts *o, obs_server **out)
                         "so; run make deps (or npm install in %s)\n", probe, s->web_dir);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+    s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL,
                             handle, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                             MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
                             MHD_OPTION_END);
     if (!s->d) {
-        grit_err rc = grit_errf(GRIT_EIO, "dashboard: cannot listen on %s:%d (in use, or not an "
+        grit_err rc = grit_errf(GRIT_EIO, "cannot serve the dashboard on %s:%d (port in use, or not an "
                                           "address of this machine?)", bind, o->port);
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->cv);
