@@ -113,9 +113,9 @@ void obs_beat(const char *node, int rank, long step, double step_time, double co
 }
 
 /* Top-level RAPL zones (intel-rapl:N, not the subzones intel-rapl:N:M), in name order. */
-static int rapl_read(double *uj, double *range, int cap)
+static int rapl_read(const char *root, double *uj, double *range, int cap)
 {
-    DIR *d = opendir("/sys/class/powercap");
+    DIR *d = opendir(root);
     if (!d)
         return 0;
     int n = 0;
@@ -130,11 +130,11 @@ static int rapl_read(double *uj, double *range, int cap)
     closedir(d);
     qsort(names, (size_t)n, 64, (int (*)(const void *, const void *))strcmp);
     for (int i = 0; i < n; i++) {
-        char path[160], buf[64];
+        char path[1200], buf[64];
         const char *files[2] = {"energy_uj", "max_energy_range_uj"};
         double *outs[2] = {&uj[i], &range[i]};
         for (int k = 0; k < 2; k++) {
-            snprintf(path, sizeof path, "/sys/class/powercap/%s/%s", names[i], files[k]);
+            snprintf(path, sizeof path, "%s/%s/%s", root, names[i], files[k]);
             FILE *f = fopen(path, "r");
             if (!f || !fgets(buf, sizeof buf, f)) {
                 if (f)
@@ -150,8 +150,13 @@ static int rapl_read(double *uj, double *range, int cap)
 
 void obs_power_sample(void)
 {
+    obs__power_sample_at("/sys/class/powercap");
+}
+
+void obs__power_sample_at(const char *root)
+{
     double uj[RAPL_MAX], range[RAPL_MAX];
-    int n = rapl_read(uj, range, RAPL_MAX);
+    int n = rapl_read(root, uj, range, RAPL_MAX);
     double t = now_s();
     pthread_mutex_lock(&reg.mu);
     if (n > 0 && n == reg.nrapl && reg.last_ts > 0) {
@@ -167,6 +172,15 @@ void obs_power_sample(void)
     reg.nrapl = n;
     memcpy(reg.last_uj, uj, sizeof(double) * (size_t)n);
     reg.last_ts = t;
+    pthread_mutex_unlock(&reg.mu);
+}
+
+void obs__energy(double *joules, double *watts, int *measured)
+{
+    pthread_mutex_lock(&reg.mu);
+    *joules = reg.energy_j;
+    *watts = reg.power_w;
+    *measured = reg.measured;
     pthread_mutex_unlock(&reg.mu);
 }
 

@@ -39,6 +39,10 @@ void obs_beat(const char *node, int rank, long step, double step_time, double co
 /* Samples RAPL package energy (/sys/class/powercap/intel-rapl:N/energy_uj) and adds
  * the delta to the run's measured energy; no-op when unreadable. */
 void obs_power_sample(void);
+/* For tests: the same, from a powercap folder laid out like /sys/class/powercap; and the
+ * registry's energy so far. */
+void obs__power_sample_at(const char *root);
+void obs__energy(double *joules, double *watts, int *measured);
 /* Writes RUN_DIR/nodes.json (per-node timing, measured energy) durably. */
 grit_err obs_registry_save(const char *run_dir);
 
