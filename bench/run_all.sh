@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # run_all.sh - every benchmark, one after the other (make bench). Each prints its own table.
-# BENCH=name[,name] picks some: train, ckpt, dp, recovery, tokenizer, health.
+# BENCH=name[,name] picks some: train, ckpt, dp, recovery, tokenizer, health, obs.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-want=${BENCH:-train,ckpt,dp,recovery,tokenizer,health}
+want=${BENCH:-train,ckpt,dp,recovery,tokenizer,health,obs}
 run() { case ",$want," in *",$1,"*) echo; echo "######## $1: $2"; shift 2; "$@" ;; esac; }
 run train "grit vs PyTorch training throughput" bash "$here/train_vs_pytorch.sh"
 run ckpt "checkpoint save, async stall, resume" bash "$here/ckpt_save.sh"
@@ -12,3 +12,4 @@ run recovery "grit launch recovery time and goodput (MINUTES=${MINUTES:=4}, FAUL
   env MINUTES="$MINUTES" FAULT_EVERY="$FAULT_EVERY" bash "$here/recovery.sh"
 run tokenizer "tokenizer throughput vs tiktoken" bash "$here/tokenizer.sh" "$here/../build"
 run health "grit health durations and sensitivity" bash "$here/health_sensitivity.sh"
+run obs "dashboard and /metrics request time on a 100k-step run" bash "$here/obs_view.sh"

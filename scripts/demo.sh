@@ -26,6 +26,7 @@ $grit tokenize /usr/share/common-licenses -o runs/demo-data/licenses \
 echo
 echo "== 2-3. grit launch --nodes 4 --spares 1, with a node failure at step 20 and a hang at step 40"
 $grit launch --nodes 4 --spares 1 --run runs/demo --hang-timeout 5 --backoff 0.2 \
+  --price-node-hour 2.5 --grid-gco2-kwh 350 --node-watts 300 \
   --inject kill:node=node2:step=20,hang:rank=1:step=40:attempt=1 \
   -- $grit train examples/demo.json --run-dir runs/demo --quiet
 
@@ -34,6 +35,8 @@ last=$(tail -n 1 runs/demo/metrics.jsonl | grep -o '"loss":[0-9.]*' | cut -d: -f
 echo "== training loss $first -> $last over $(wc -l < runs/demo/metrics.jsonl) steps"
 echo "== files: runs/demo/{events.jsonl,metrics.jsonl,cluster.json,logs/,ckpt/}"
 $grit ckpt ls runs/demo
+echo "== see it: $grit dashboard runs/demo (then open http://127.0.0.1:8787/);"
+echo "   tensorboard --logdir runs/demo/tb"
 if [ "${DEMO_VERIFY:-0}" = 1 ]; then
   echo "== 4. the same run without faults, for comparison"
   $grit launch --nodes 4 --spares 1 --run runs/demo-ref --quiet \

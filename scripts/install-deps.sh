@@ -13,6 +13,8 @@ PKGS=(
   nodejs                             # reference tokenizers (tests/data/package.json)
   debian-handbook installation-guide-amd64 manpages-de manpages-fr manpages-es manpages-ru manpages-ja manpages-zh  # tokenizer parity corpus (tests/tok/make_corpus.py)
   python3 python3-torch python3-numpy # the PyTorch reference model (tests, bench)
+  libmicrohttpd-dev curl             # dashboard and /metrics server (src/obs); tests fetch with curl
+  chromium prometheus                # dashboard browser test; a real Prometheus scrapes /metrics
 )
 # npm ships inside nodesource's nodejs; Debian packages it separately.
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)
@@ -24,8 +26,20 @@ for p in "${PKGS[@]}"; do
   fi
 done
 
+# the dashboard's npm packages (uPlot, which the server serves; playwright-core, which
+# drives Chromium in the browser test) go into web/node_modules, git-ignored
+web_deps() {
+  local web
+  web="$(cd "$(dirname "$0")/.." && pwd)/web"
+  if [ ! -d "$web/node_modules/uplot" ] || [ ! -d "$web/node_modules/playwright-core" ]; then
+    echo "deps: npm install in $web (uPlot, playwright-core)"
+    (cd "$web" && npm install --no-audit --no-fund >/dev/null)
+  fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "deps: all ${#PKGS[@]} packages present"
+  web_deps
   exit 0
 fi
 
@@ -39,3 +53,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "deps: installed ${missing[*]}"
+web_deps

@@ -134,3 +134,16 @@ add_test(NAME integration.health_gpu
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/health_gpu.sh $<TARGET_FILE:grit>
           $<TARGET_FILE:grit-fake-nvml>)
 set_tests_properties(integration.health_gpu PROPERTIES TIMEOUT 120 LABELS "integration;san")
+# observability (src/obs): TensorBoard files decoded by the test's own reader, a real
+# Prometheus scraping /metrics, headless Chromium checking the dashboard (screenshot in
+# build/artifacts/dashboard.png). Each runs a seconds-long grit launch with a node killed.
+add_test(NAME integration.obs_tensorboard
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/obs_tensorboard.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+add_test(NAME integration.obs_prometheus
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/obs_prometheus.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+add_test(NAME integration.obs_browser
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/obs_browser.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
+          ${CMAKE_BINARY_DIR}/artifacts)
+set_tests_properties(integration.obs_tensorboard integration.obs_prometheus integration.obs_browser
+  PROPERTIES TIMEOUT 180 LABELS "integration;mpi")
+set_tests_properties(integration.obs_browser PROPERTIES LABELS "integration;mpi;browser")

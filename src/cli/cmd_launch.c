@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/obs_cli.h"
 #include "supervise/sup.h"
 
 static void usage(FILE *f)
@@ -48,12 +49,14 @@ static void usage(FILE *f)
             "                           ckpt_crash:phase=P          health_fail:node=X\n"
             "                           periodic_health_fail (the first --health-every check)\n"
             "                         attempt=K applies a fault to the K-th launch (default 0)\n"
+            "%s"
             "  --quiet                no progress lines\n"
             "  -h, --help             this help\n"
             "\n"
             "Exit status: 0 the job finished, 1 the supervisor gave up (reason printed and in\n"
             "events.jsonl), 2 bad usage or the job could not start.\n"
-            "Heartbeat protocol for any program: docs/heartbeat.md.\n");
+            "Heartbeat protocol for any program: docs/heartbeat.md.\n",
+            obs_cli_help);
 }
 
 int cmd_launch(int argc, char **argv)
@@ -62,11 +65,15 @@ int cmd_launch(int argc, char **argv)
                   .hang_floor = 30, .hang_cap = 600, .startup_timeout = 120, .grace = 3,
                   .backoff = 0.5, .straggler_factor = 2.5, .straggler_window = 5,
                   .spike_z = 8, .health_every = 0, .spare_wait = 600, .no_spare = "give_up"};
-    int i;
+    obs_cli ob = {0}; /* dashboard, /metrics, cost and CO2 (src/obs) */
+    int i, r;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         int v = i + 1 < argc;
-        if (!strcmp(a, "--")) {
+        if ((r = obs_cli_opt(argc, argv, &i, &ob)) != 0) {
+            if (r < 0)
+                return 2;
+        } else if (!strcmp(a, "--")) {
             i++;
             break;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -128,5 +135,9 @@ int cmd_launch(int argc, char **argv)
     self[n > 0 ? n : 0] = '\0';
     o.grit = n > 0 ? self : "grit";
     o.cmd = argv + i;
-    return sup_run(&o);
+    if (obs_cli_start(&ob, o.run_dir, o.quiet) != 0)
+        return 2;
+    int rc = sup_run(&o);
+    obs_cli_finish(&ob, o.run_dir);
+    return rc;
 }

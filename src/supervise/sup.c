@@ -43,6 +43,7 @@
 #include "core/events.h"
 #include "core/fsutil.h"
 #include "core/progress.h"
+#include "obs/obs.h"
 #include "supervise/cluster.h"
 #include "supervise/hb.h"
 
@@ -564,6 +565,7 @@ static int poll_running(sup *s)
             }
             continue;
         }
+        obs_beat(m.node, m.rank, m.step, m.step_time, m.comm_time); /* dashboard, /metrics */
         if (m.step > ri->step) {
             if (ri->step >= 0 && m.step_time > 0) {
                 ri->compute[ri->ncompute % 32] = fmax(0.0, m.step_time - m.comm_time);

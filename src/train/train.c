@@ -14,6 +14,7 @@
 #include "core/events.h"
 #include "core/fsutil.h"
 #include "core/progress.h"
+#include "obs/tb.h"
 #include "train/data.h"
 #include "train/dp.h"
 #include "train/faults.h"
@@ -160,6 +161,7 @@ static grit_err restore(run_ctx *r, gx_model *m, dp_sync *dp, const char *fp, lo
     *tokens = 0;
     *loaded = false;
     if (cfg->resume) {
+        double t_load = now_seconds(); /* find + verify + load: the resume event's seconds */
         char dir[64];
         long chosen = -1; /* -1: none, -2: some exist but none verifies */
         grit_err rc = GRIT_OK;
@@ -198,8 +200,9 @@ static grit_err restore(run_ctx *r, gx_model *m, dp_sync *dp, const char *fp, lo
                         r->ck->root, dir, st.step, st.world_size, st.world_size > 1 ? "s" : "",
                         r->d->size);
             events_emit(&r->ev, "resume",
-                        json_pack("{s:s,s:I,s:i,s:i}", "dir", dir, "step", (json_int_t)st.step,
-                                  "from_world", st.world_size, "world", r->d->size));
+                        json_pack("{s:s,s:I,s:i,s:i,s:f}", "dir", dir, "step", (json_int_t)st.step,
+                                  "from_world", st.world_size, "world", r->d->size, "seconds",
+                                  now_seconds() - t_load));
             return GRIT_OK;
         }
     }
@@ -314,6 +317,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
     gx_model m;
     dp_sync dp = {0};
     FILE *mf = NULL;
+    tb_writer *tb = NULL; /* TensorBoard scalars (src/obs/tb.h), leader only */
     int32_t *tokens = NULL;
     grit_err rc;
     run_ctx r = {.cfg = cfg, .d = d, .log = leader ? log : NULL,
@@ -382,6 +386,9 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
             rc = grit_errf(GRIT_EIO, "%s: cannot create", path);
             goto out;
         }
+        path_join(path, sizeof path, cfg->run_dir, "tb");
+        if (tb_open(path, &tb) != GRIT_OK && log) /* training goes on without it */
+            fprintf(log, "grit train: no TensorBoard log: %s\n", grit_errmsg());
     }
     events_emit(&r.ev, "train_start",
                 json_pack("{s:I,s:i,s:s,s:i,s:b}", "step", (json_int_t)start, "total_steps",
@@ -479,6 +486,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
                 fprintf(mf, ",\"epochs\":%.6f", train_data_epochs(&data, (step + 1) * G));
             fputs("}\n", mf);
             fflush(mf);
+            tb_train_step(tb, step + 1, loss, norm, lr, ntok / dt);
         }
         hb_client_step(hb, step + 1, loss * faults_spike(&fs, step + 1), norm, dt, dp.wait_s);
         faults_after_step(&fs, hb, step + 1, dt);
@@ -528,6 +536,7 @@ out:
     if (leader && r.ck_on)
         ckpt_async_free(&r.ca);
     store_close(r.ck);
+    tb_close(tb);
     if (mf && fclose(mf) != 0 && rc == GRIT_OK)
         rc = grit_errf(GRIT_EIO, "%s/metrics.jsonl: write failed", cfg->run_dir);
     events_close(&r.ev);

@@ -19,6 +19,12 @@ check 2 "unknown option or missing value: .--bogus." health --bogus
 check 0 "usage: grit tokenize" tokenize --help
 check 2 "missing -o PREFIX" tokenize x.txt --tokenizer t.json
 check 0 "usage: grit generate" generate --help
+check 0 "usage: grit dashboard" dashboard --help
+check 2 "RUN_DIR is required" dashboard
+check 2 "--port: expected a number" dashboard /tmp --port 99999
+check 2 "--dashboard-port: expected a number" launch --run x --dashboard-port -1 -- true
+check 2 "no metrics.jsonl or events.jsonl" dashboard /nonexistent-run
+check 2 "--price-node-hour: expected a number" launch --price-node-hour cheap --run x -- true
 check 0 "grit 0\." --version
 check 2 "unknown command 'frobnicate'" frobnicate
 check 2 "unknown option or missing value: '--bogus'" train x.json --bogus

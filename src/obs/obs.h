@@ -1,0 +1,82 @@
+/*
+ * obs.h - observing a run: the run view, Prometheus text, cost and CO2, the
+ * live node registry, and the HTTP server behind /metrics and the dashboard.
+ *
+ * Everything a person sees is derived from the run directory (metrics.jsonl,
+ * events.jsonl, cluster.json, ckpt/, config.json, obs.json, nodes.json), so
+ * `grit launch` (live) and `grit dashboard RUN_DIR` (read-only, a finished or
+ * running run) show the same thing from the same code. The one input that is
+ * not in a file is per-node timing, which only heartbeats carry: the
+ * supervisor feeds it to obs_beat(), and the live server persists it to
+ * RUN_DIR/nodes.json every refresh so a later `grit dashboard` sees it too.
+ *
+ * Not in here: the trainer's TensorBoard writer (obs/tb.h).
+ */
+#ifndef GRIT_OBS_OBS_H
+#define GRIT_OBS_OBS_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "core/error.h"
+
+/* Cost and power figures (RUN_DIR/obs.json, written by grit launch). 0 = unknown. */
+typedef struct obs_cfg {
+    double price_node_hour; /* currency units per node-hour (every allocated node: active + spare) */
+    double grid_gco2_kwh;   /* grid carbon intensity, gCO2 per kWh */
+    double node_watts;      /* power per node when RAPL cannot be read */
+    double peak_tflops;     /* peak FLOP/s per node, for MFU */
+} obs_cfg;
+
+/* Reads RUN_DIR/obs.json into *c (absent file: GRIT_OK, *c unchanged; a bad
+ * field: GRIT_ECONFIG naming file and field). */
+grit_err obs_cfg_load(const char *run_dir, obs_cfg *c);
+grit_err obs_cfg_save(const char *run_dir, const obs_cfg *c);
+
+/* --- live registry (thread-safe; fed by the supervisor's heartbeat loop) -------- */
+
+void obs_beat(const char *node, int rank, long step, double step_time, double comm_time);
+/* Samples RAPL package energy (/sys/class/powercap/intel-rapl:N/energy_uj) and adds
+ * the delta to the run's measured energy; no-op when unreadable. */
+void obs_power_sample(void);
+/* For tests: the same, from a powercap folder laid out like /sys/class/powercap; and the
+ * registry's energy so far. */
+void obs__power_sample_at(const char *root);
+void obs__energy(double *joules, double *watts, int *measured);
+/* Writes RUN_DIR/nodes.json (per-node timing, measured energy) durably. */
+grit_err obs_registry_save(const char *run_dir);
+
+/* --- the run view -------------------------------------------------------------- */
+
+/* The whole state of a run as one JSON object (schema in docs/formats.md, "dashboard
+ * API"); NULL with a grit_errf context when run_dir has no events.jsonl or
+ * metrics.jsonl. Caller owns the reference. Series longer than max_points are
+ * thinned evenly (the last point is always kept). */
+json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points);
+
+/* Prometheus text exposition format 0.0.4 of a view; malloc'd, caller frees. */
+char *obs_prometheus(const json_t *view);
+
+/* The cost/energy/CO2 lines of the end-of-run summary. */
+void obs_print_summary(FILE *f, const json_t *view);
+
+/* --- HTTP (libmicrohttpd) ------------------------------------------------------- */
+
+typedef struct obs_server obs_server;
+
+typedef struct obs_serve_opts {
+    const char *run_dir;
+    obs_cfg cfg;
+    const char *bind;    /* NULL: 127.0.0.1 */
+    int port;            /* 0: any free port (see obs_server_port) */
+    int live;            /* persist the registry and sample power (grit launch) */
+    const char *web_dir; /* NULL: $GRIT_WEB_DIR, else the source tree's web/ */
+} obs_serve_opts;
+
+/* Starts serving /, /metrics, /api/run and the uPlot files in a background thread. */
+grit_err obs_serve(const obs_serve_opts *o, obs_server **out);
+int obs_server_port(const obs_server *s);
+/* Stops the thread; persists the registry once more when live. NULL is a no-op. */
+void obs_server_close(obs_server *s);
+
+#endif
