@@ -21,6 +21,7 @@ static void usage(FILE *f)
             "  launch ... -- CMD   run CMD supervised: detect failures, replace nodes, resume\n"
             "  tokenize INPUT...   text / JSONL / directories -> Megatron .bin/.idx\n"
             "  generate            prompt -> text from a checkpoint\n"
+            "  prep [CONFIG] ...   web pages (WARC/HTML/text/JSONL) -> clean, deduplicated shards\n"
             "\n"
             "Run 'grit <command> --help' for the options of a command.\n"
             "  --help, -h          show this help\n"
@@ -55,6 +56,8 @@ int main(int argc, char **argv)
         return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "generate"))
         return cmd_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "prep"))
+        return cmd_prep(argc - 1, argv + 1);
     fprintf(stderr, "grit: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;
