@@ -116,3 +116,11 @@ set_tests_properties(integration.generate PROPERTIES TIMEOUT 300 LABELS "integra
 add_test(NAME integration.launch
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/launch.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.launch PROPERTIES TIMEOUT 600 LABELS "integration;mpi" RUN_SERIAL TRUE)
+
+# grit prep (src/prep): the synthetic-crawl drop audit and kill/resume.
+add_test(NAME integration.prep_warc
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_warc.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.prep_warc PROPERTIES TIMEOUT 120 LABELS "integration;san")
+add_test(NAME integration.prep_resume
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_resume.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.prep_resume PROPERTIES TIMEOUT 300 LABELS "integration")

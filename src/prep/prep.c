@@ -19,6 +19,7 @@
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -975,6 +976,29 @@ static char *config_text(const prep_cfg *c)
     return s;
 }
 
+/* Removes temp files (NAME.tmp.PID) left by a killed run: they are never
+ * outputs (fs_write_durable and idx_writer rename them into place), and left
+ * alone they would pile up. */
+static void remove_stale_temps(const run *r)
+{
+    static const char *const sub[] = {"", "docs", "done", "dedup", "tokens", "text", NULL};
+    for (int i = 0; sub[i]; i++) {
+        char d[4096];
+        snprintf(d, sizeof d, "%s/%s", r->c->output, sub[i]);
+        DIR *dir = opendir(d);
+        if (!dir)
+            continue;
+        struct dirent *e;
+        while ((e = readdir(dir)))
+            if (strstr(e->d_name, ".tmp.")) {
+                char f[4096 + 256];
+                snprintf(f, sizeof f, "%s/%s", d, e->d_name);
+                unlink(f);
+            }
+        closedir(dir);
+    }
+}
+
 static grit_err check_plan(run *r)
 {
     char *ct = config_text(r->c);
@@ -1031,6 +1055,7 @@ grit_err prep_run(const prep_cfg *c, const prep_hooks *h)
     }
     if ((rc = check_plan(&r)) != GRIT_OK)
         goto out;
+    remove_stale_temps(&r);
     if (c->tokenizer) {
         const char *eod = c->eod ? c->eod : "<|endoftext|>";
         if ((rc = bpe_open_hf(&r.tok, c->tokenizer)) != GRIT_OK)

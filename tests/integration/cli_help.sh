@@ -19,6 +19,9 @@ check 2 "unknown option or missing value: .--bogus." health --bogus
 check 0 "usage: grit tokenize" tokenize --help
 check 2 "missing -o PREFIX" tokenize x.txt --tokenizer t.json
 check 0 "usage: grit generate" generate --help
+check 0 "usage: grit prep" prep --help
+check 2 "missing -o DIR" prep x.html
+check 2 "--minhash: .*expected refinedweb, cheap or off" prep x.html -o d --minhash big
 check 0 "grit 0\." --version
 check 2 "unknown command 'frobnicate'" frobnicate
 check 2 "unknown option or missing value: '--bogus'" train x.json --bogus
