@@ -66,7 +66,7 @@ out=$tmp/kill
 "$grit" prep -o "$out" "${args[@]}" --threads 1 --minhash refinedweb "${inputs[@]}" &
 pid=$!
 for _ in $(seq 1 2000); do
-  n=$(ls "$out/done" 2>/dev/null | wc -l)
+  n=$( (ls "$out/done" 2>/dev/null || true) | wc -l)
   [ "$n" -ge 2 ] && break
   kill -0 "$pid" 2>/dev/null || break
   sleep 0.01
