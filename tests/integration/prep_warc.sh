@@ -2,7 +2,8 @@
 # prep_warc.sh GRIT - grit prep on a synthetic crawl with known duplicates, bad
 # pages and languages (built by prep_make_warc.py): every expected drop
 # happens, for the expected reason, and nothing else is dropped; the report
-# counts agree; the tokenized output holds exactly the kept documents.
+# counts agree; the tokenized output holds exactly the kept documents; source
+# weights repeat or leave out documents; a malformed WARC is a clean error.
 set -euo pipefail
 grit=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,6 +15,21 @@ python3 "$here/prep_make_warc.py" "$tmp"
   "$tmp/crawl.warc.gz" "$tmp/extra.warc"
 "$grit" prep -o "$tmp/tok" --threads 2 --minhash cheap --quiet --tokenizer "$tok" \
   "$tmp/crawl.warc.gz" "$tmp/extra.warc"
+# source mixing from a config file: the crawl twice, the extra file not at all
+cat > "$tmp/mix.json" <<JSON
+{"output": "$tmp/mix", "threads": 2, "dedup": {"minhash": "cheap"},
+ "sources": [{"name": "crawl", "inputs": ["$tmp/crawl.warc.gz"], "weight": 2},
+             {"name": "extra", "inputs": ["$tmp/extra.warc"], "weight": 0}]}
+JSON
+"$grit" prep "$tmp/mix.json" --quiet
+# a malformed WARC is an error naming the file and record, with no output left
+printf 'WARC/1.0\r\nWARC-Type: response\r\n\r\n' > "$tmp/bad.warc"
+rc=0
+msg=$("$grit" prep -o "$tmp/bad" --quiet "$tmp/bad.warc" 2>&1) || rc=$?
+if [ $rc -ne 1 ] || ! grep -q "bad.warc: record 1: missing Content-Length" <<<"$msg" ||
+   [ -n "$(ls "$tmp/bad/docs")" ]; then
+  echo "FAIL: malformed WARC: rc $rc: $msg"; exit 1
+fi
 python3 - "$tmp" <<'PY'
 import glob, json, struct, sys
 tmp = sys.argv[1]
@@ -65,6 +81,10 @@ if ndocs != len(exp["kept"]):
 rt = json.load(open(f"{tmp}/tok/report.json"))
 if rt["output"]["tokens"] <= 0:
     print("FAIL: no tokens"); fail = 1
+mix = json.load(open(f"{tmp}/mix/report.json"))
+crawl_kept = [u for u in exp["kept"] if u != "http://d.example/boot"]
+if mix["stages"]["tokenize"]["docs_out"] != 2 * len(crawl_kept):
+    print(f"FAIL: mixing: {mix['stages']['tokenize']['docs_out']} documents out, want {2 * len(crawl_kept)}"); fail = 1
 print("prep_warc: %s (%d kept, %d drops)" % ("FAILED" if fail else "all checks passed",
                                           len(kept), sum(len(v) for v in got.values())))
 sys.exit(fail)
