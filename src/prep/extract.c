@@ -12,6 +12,10 @@
 #include <string.h>
 #include <strings.h>
 
+/* Elements nested deeper than this are ignored (bounded recursion on
+ * hostile pages; real pages stay far below). */
+#define EXTRACT_MAX_DEPTH 512
+
 grit_err prep_buf_reserve(prep_buf *b, size_t extra)
 {
     if (b->len + extra + 1 <= b->cap)
@@ -159,7 +163,7 @@ static size_t text_chars(const char *s)
 }
 
 /* Visible characters below n, and those inside links. */
-static void dens(const GumboNode *n, int in_link, size_t *text, size_t *link)
+static void dens(const GumboNode *n, int in_link, size_t *text, size_t *link, int depth)
 {
     if (n->type == GUMBO_NODE_TEXT || n->type == GUMBO_NODE_CDATA) {
         size_t c = text_chars(n->v.text.text);
@@ -168,12 +172,12 @@ static void dens(const GumboNode *n, int in_link, size_t *text, size_t *link)
             *link += c;
         return;
     }
-    if (n->type != GUMBO_NODE_ELEMENT || skip_element(n))
+    if (n->type != GUMBO_NODE_ELEMENT || skip_element(n) || depth > EXTRACT_MAX_DEPTH)
         return;
     int l = in_link || n->v.element.tag == GUMBO_TAG_A;
     const GumboVector *ch = &n->v.element.children;
     for (unsigned i = 0; i < ch->length; i++)
-        dens(ch->data[i], l, text, link);
+        dens(ch->data[i], l, text, link, depth + 1);
 }
 
 static void brk(ex *x, int kind)
@@ -228,8 +232,10 @@ static void emit_text(ex *x, const char *s, int pre)
     }
 }
 
-static void walk(ex *x, const GumboNode *n, int pre)
+static void walk(ex *x, const GumboNode *n, int pre, int depth)
 {
+    if (depth > EXTRACT_MAX_DEPTH)
+        return;
     if (n->type == GUMBO_NODE_TEXT || n->type == GUMBO_NODE_CDATA ||
         (n->type == GUMBO_NODE_WHITESPACE && !pre)) {
         emit_text(x, n->v.text.text, pre);
@@ -253,7 +259,7 @@ static void walk(ex *x, const GumboNode *n, int pre)
         kind = block_kind(t);
         if (kind && t != GUMBO_TAG_BODY && t != GUMBO_TAG_BR && t != GUMBO_TAG_HR) {
             size_t text = 0, link = 0;
-            dens(n, 0, &text, &link);
+            dens(n, 0, &text, &link, depth);
             if (text == 0 || (double)link > x->max_ld * (double)text)
                 return;
         }
@@ -266,7 +272,7 @@ static void walk(ex *x, const GumboNode *n, int pre)
     if (kind)
         brk(x, kind);
     for (unsigned i = 0; i < ch->length; i++)
-        walk(x, ch->data[i], pre);
+        walk(x, ch->data[i], pre, depth + 1);
     if (kind)
         brk(x, kind);
 }
@@ -277,11 +283,13 @@ grit_err extract_html(const char *html, size_t len, const extract_opts *o, prep_
     if (prep_buf_reserve(out, 0) != GRIT_OK)
         return GRIT_ENOMEM;
     out->p[0] = 0;
-    GumboOutput *g = gumbo_parse_with_options(&kGumboDefaultOptions, html, len);
+    GumboOptions opt = kGumboDefaultOptions;
+    opt.max_errors = 0; /* parse errors are not needed: do not record them */
+    GumboOutput *g = gumbo_parse_with_options(&opt, html, len);
     if (!g)
         return GRIT_ENOMEM;
     ex x = {.out = out, .max_ld = o && o->max_link_density > 0 ? o->max_link_density : 0.5};
-    walk(&x, g->document, 0);
-    gumbo_destroy_output(&kGumboDefaultOptions, g);
+    walk(&x, g->document, 0, 0);
+    gumbo_destroy_output(&opt, g);
     return x.err;
 }
