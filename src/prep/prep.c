@@ -2,6 +2,10 @@
  * prep.c - the grit prep driver: plan, the three stages, markers, report.
  * The design (stages, files, resumability) is in prep.h.
  *
+ * Files: prep.c (plan check, stages 1 and 3, the thread pool, prep_run),
+ * prep_dedup.c (stage 2), prep_report.c (report); shared internals in
+ * prep_internal.h.
+ *
  * Unit states, per (stage, shard):
  *
  *   TODO --run--> outputs written (durable, atomic renames) --marker--> DONE
@@ -39,64 +43,31 @@
 #include "prep/dedup.h"
 #include "prep/langid.h"
 #include "prep/plan.h"
+#include "prep/prep_internal.h"
 #include "prep/reader.h"
-
-#define SIG_MAGIC "GPSIG01\n"
-
-enum { ST_DOCS = 0, ST_TOKENIZE = 1 };
-
-typedef struct run {
-    const prep_cfg *c;
-    const prep_hooks *h;
-    plan pl;
-    bpe *tok;
-    uint32_t eod;
-    int dtype;
-    const uint8_t *keep;      /* dedup decisions, all documents */
-    uint64_t *first_doc;      /* global index of each shard's first kept document */
-    int stage;
-    atomic_size_t next;
-    atomic_size_t done;
-    atomic_ullong docs, bytes;
-    atomic_int failed;
-    pthread_mutex_t mu;
-    grit_err err;
-    char errmsg[1024];
-    size_t skipped[3], ran[3];
-} run;
-
-typedef struct tctx {
-    run *r;
-    langid *lid;
-    filter_scratch fs;
-    minhash mh;
-    prep_buf tx, docs, sig, drops;
-    bpe_ctx *bc;
-    bpe_ids ids;
-} tctx;
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static void pathf(char *buf, size_t cap, const run *r, const char *fmt, size_t shard)
+void prep__pathf(char *buf, size_t cap, const run *r, const char *fmt, size_t shard)
 {
     char tail[128];
     snprintf(tail, sizeof tail, fmt, shard);
     snprintf(buf, cap, "%s/%s", r->c->output, tail);
 }
 
-static void pathn(char *buf, size_t cap, const run *r, const char *name)
+void prep__pathn(char *buf, size_t cap, const run *r, const char *name)
 {
     snprintf(buf, cap, "%s/%s", r->c->output, name);
 }
 
-static int exists(const char *p)
+int prep__exists(const char *p)
 {
     struct stat st;
     return stat(p, &st) == 0;
 }
 
 /* obj[a][b] += v (integers stay integers). */
-static void jadd(json_t *obj, const char *a, const char *b, double v, int integer)
+void prep__jadd(json_t *obj, const char *a, const char *b, double v, int integer)
 {
     json_t *o = json_object_get(obj, a);
     if (!o) {
@@ -109,7 +80,7 @@ static void jadd(json_t *obj, const char *a, const char *b, double v, int intege
                                       : json_real(cur + v));
 }
 
-static void stage_add(json_t *st, const char *stage, double din, double dout, double bin,
+void prep__stage_add(json_t *st, const char *stage, double din, double dout, double bin,
                       double bout)
 {
     json_t *s = json_object_get(st, "stages");
@@ -117,24 +88,24 @@ static void stage_add(json_t *st, const char *stage, double din, double dout, do
         s = json_object();
         json_object_set_new(st, "stages", s);
     }
-    jadd(s, stage, "docs_in", din, 1);
-    jadd(s, stage, "docs_out", dout, 1);
-    jadd(s, stage, "bytes_in", bin, 1);
-    jadd(s, stage, "bytes_out", bout, 1);
+    prep__jadd(s, stage, "docs_in", din, 1);
+    prep__jadd(s, stage, "docs_out", dout, 1);
+    prep__jadd(s, stage, "bytes_in", bin, 1);
+    prep__jadd(s, stage, "bytes_out", bout, 1);
 }
 
-static void stage_time(json_t *st, const char *stage, double sec)
+void prep__stage_time(json_t *st, const char *stage, double sec)
 {
     json_t *s = json_object_get(st, "stages");
     if (!s) {
         s = json_object();
         json_object_set_new(st, "stages", s);
     }
-    jadd(s, stage, "seconds", sec, 0);
+    prep__jadd(s, stage, "seconds", sec, 0);
 }
 
 /* dst += src, recursively (numbers add, objects merge). */
-static void jsum(json_t *dst, json_t *src)
+void prep__jsum(json_t *dst, json_t *src)
 {
     const char *k;
     json_t *v;
@@ -145,7 +116,7 @@ static void jsum(json_t *dst, json_t *src)
                 d = json_object();
                 json_object_set_new(dst, k, d);
             }
-            jsum(d, v);
+            prep__jsum(d, v);
         } else if (json_is_integer(v)) {
             json_int_t cur = json_is_integer(d) ? json_integer_value(d) : 0;
             json_object_set_new(dst, k, json_integer(cur + json_integer_value(v)));
@@ -156,7 +127,7 @@ static void jsum(json_t *dst, json_t *src)
     }
 }
 
-static grit_err write_json(const char *path, json_t *o)
+grit_err prep__write_json(const char *path, json_t *o)
 {
     char *s = json_dumps(o, JSON_INDENT(1) | JSON_SORT_KEYS | JSON_REAL_PRECISION(9));
     if (!s)
@@ -168,11 +139,24 @@ static grit_err write_json(const char *path, json_t *o)
     return rc;
 }
 
-static grit_err write_marker(run *r, const char *path, json_t *o)
+grit_err prep__write_marker(run *r, const char *path, json_t *o)
 {
-    grit_err rc = write_json(path, o);
+    grit_err rc = prep__write_json(path, o);
     if (rc == GRIT_OK && r->h && r->h->on_marker)
         r->h->on_marker(r->h->arg, path);
+    return rc;
+}
+
+grit_err prep__put_jsonl(prep_buf *b, json_t *o)
+{
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(4));
+    json_decref(o);
+    if (!s)
+        return GRIT_ENOMEM;
+    grit_err rc = prep_buf_put(b, s, strlen(s));
+    free(s);
+    if (rc == GRIT_OK)
+        rc = prep_buf_put(b, "\n", 1);
     return rc;
 }
 
@@ -221,30 +205,16 @@ static void fail(run *r, grit_err e)
 }
 
 /* ---- stage 1: docs ---------------------------------------------------- */
-
-static grit_err put_jsonl(prep_buf *b, json_t *o)
-{
-    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(4));
-    json_decref(o);
-    if (!s)
-        return GRIT_ENOMEM;
-    grit_err rc = prep_buf_put(b, s, strlen(s));
-    free(s);
-    if (rc == GRIT_OK)
-        rc = prep_buf_put(b, "\n", 1);
-    return rc;
-}
-
 static grit_err drop(tctx *t, json_t *st, const char *url, const char *stage,
                      const char *reason, const char *lang)
 {
-    jadd(st, "drops", reason, 1, 1);
+    prep__jadd(st, "drops", reason, 1, 1);
     json_t *o = json_pack("{s:s, s:s, s:s}", "url", url, "stage", stage, "reason", reason);
     if (!o)
         return GRIT_ENOMEM;
     if (lang)
         json_object_set_new(o, "lang", json_string(lang));
-    return put_jsonl(&t->drops, o);
+    return prep__put_jsonl(&t->drops, o);
 }
 
 static int lang_kept(const prep_cfg *c, const char *code)
@@ -283,14 +253,14 @@ static grit_err shard_docs(tctx *t, size_t s)
             double t0 = now_seconds();
             int k = prep_reader_next(rd, &d);
             double t1 = now_seconds();
-            stage_time(st, "read", t1 - t0);
+            prep__stage_time(st, "read", t1 - t0);
             if (k < 0) {
                 rc = (grit_err)k;
                 break;
             }
             if (k == 0)
                 break;
-            stage_add(st, "read", 1, 1, 0, (double)d.len);
+            prep__stage_add(st, "read", 1, 1, 0, (double)d.len);
             free(url);
             if (!(url = strndup(d.url, d.url_len))) {
                 rc = GRIT_ENOMEM;
@@ -310,11 +280,11 @@ static grit_err shard_docs(tctx *t, size_t s)
                 break;
             utf8_fix(t->tx.p, t->tx.len);
             double t2 = now_seconds();
-            stage_time(st, "extract", t2 - t1);
+            prep__stage_time(st, "extract", t2 - t1);
             int empty = 1;
             for (size_t i = 0; i < t->tx.len && empty; i++)
                 empty = t->tx.p[i] == ' ' || t->tx.p[i] == '\n' || t->tx.p[i] == '\t';
-            stage_add(st, "extract", 1, !empty, (double)d.len, empty ? 0 : (double)t->tx.len);
+            prep__stage_add(st, "extract", 1, !empty, (double)d.len, empty ? 0 : (double)t->tx.len);
             if (empty) {
                 rc = drop(t, st, url, "extract", "empty_text", NULL);
                 continue;
@@ -324,10 +294,10 @@ static grit_err shard_docs(tctx *t, size_t s)
             double score;
             langid_detect(t->lid, t->tx.p, t->tx.len, code, &score);
             double t3 = now_seconds();
-            stage_time(st, "langid", t3 - t2);
-            jadd(st, "languages", code, 1, 1);
+            prep__stage_time(st, "langid", t3 - t2);
+            prep__jadd(st, "languages", code, 1, 1);
             int lk = lang_kept(c, code), sk = score >= c->min_lang_score;
-            stage_add(st, "langid", 1, lk && sk, (double)t->tx.len,
+            prep__stage_add(st, "langid", 1, lk && sk, (double)t->tx.len,
                       lk && sk ? (double)t->tx.len : 0);
             if (!lk || !sk) {
                 rc = drop(t, st, url, "langid", !lk ? "lang" : "lang_score", code);
@@ -337,12 +307,12 @@ static grit_err shard_docs(tctx *t, size_t s)
             size_t before = t->tx.len;
             int fr = filter_doc(&c->filters, code, t->tx.p, &t->tx.len, &t->fs);
             double t4 = now_seconds();
-            stage_time(st, "filter", t4 - t3);
+            prep__stage_time(st, "filter", t4 - t3);
             if (fr == FILTER_ENOMEM) {
                 rc = GRIT_ENOMEM;
                 break;
             }
-            stage_add(st, "filter", 1, fr == FILTER_KEEP, (double)before,
+            prep__stage_add(st, "filter", 1, fr == FILTER_KEEP, (double)before,
                       fr == FILTER_KEEP ? (double)t->tx.len : 0);
             if (fr != FILTER_KEEP) {
                 rc = drop(t, st, url, "filter", filter_name(fr), NULL);
@@ -365,20 +335,20 @@ static grit_err shard_docs(tctx *t, size_t s)
                 break;
             json_t *o = json_pack("{s:s, s:s, s:f, s:s%}", "url", url, "lang", code, "score",
                                   score, "text", t->tx.p, t->tx.len);
-            if (!o || (rc = put_jsonl(&t->docs, o)) != GRIT_OK) {
+            if (!o || (rc = prep__put_jsonl(&t->docs, o)) != GRIT_OK) {
                 rc = rc ? rc : GRIT_ENOMEM;
                 break;
             }
-            stage_time(st, "signature", now_seconds() - t4);
-            stage_add(st, "signature", 1, 1, (double)t->tx.len, (double)t->tx.len);
+            prep__stage_time(st, "signature", now_seconds() - t4);
+            prep__stage_add(st, "signature", 1, 1, (double)t->tx.len, (double)t->tx.len);
             kept++;
             atomic_fetch_add(&r->docs, 1);
         }
         const prep_reader_stats *rs = prep_reader_stats_get(rd);
-        stage_add(st, "read", 0, 0, (double)rs->bytes, 0);
-        jadd(st, "input", "files", 1, 1);
-        jadd(st, "input", "skipped_records", (double)rs->skipped_records, 1);
-        jadd(st, "input", "oversized_records", (double)rs->oversized, 1);
+        prep__stage_add(st, "read", 0, 0, (double)rs->bytes, 0);
+        prep__jadd(st, "input", "files", 1, 1);
+        prep__jadd(st, "input", "skipped_records", (double)rs->skipped_records, 1);
+        prep__jadd(st, "input", "oversized_records", (double)rs->oversized, 1);
         atomic_fetch_add(&r->bytes, rs->bytes);
         prep_reader_close(rd);
     }
@@ -387,18 +357,18 @@ static grit_err shard_docs(tctx *t, size_t s)
     memcpy(t->sig.p + 8, &kept, 4);
     memcpy(t->sig.p + 12, &bands, 4);
     char p1[4096];
-    pathf(p1, sizeof p1, r, "docs/%05zu.jsonl", s);
+    prep__pathf(p1, sizeof p1, r, "docs/%05zu.jsonl", s);
     if ((rc = fs_write_durable(p1, t->docs.p ? t->docs.p : "", t->docs.len)) != GRIT_OK)
         goto out;
-    pathf(p1, sizeof p1, r, "docs/%05zu.sig", s);
+    prep__pathf(p1, sizeof p1, r, "docs/%05zu.sig", s);
     if ((rc = fs_write_durable(p1, t->sig.p, t->sig.len)) != GRIT_OK)
         goto out;
-    pathf(p1, sizeof p1, r, "docs/%05zu.drops.jsonl", s);
+    prep__pathf(p1, sizeof p1, r, "docs/%05zu.drops.jsonl", s);
     if ((rc = fs_write_durable(p1, t->drops.p ? t->drops.p : "", t->drops.len)) != GRIT_OK)
         goto out;
     json_object_set_new(st, "kept", json_integer(kept));
-    pathf(p1, sizeof p1, r, "done/docs.%05zu.json", s);
-    rc = write_marker(r, p1, st);
+    prep__pathf(p1, sizeof p1, r, "done/docs.%05zu.json", s);
+    rc = prep__write_marker(r, p1, st);
 out:
     free(url);
     json_decref(st);
@@ -414,7 +384,7 @@ static grit_err shard_tokenize(tctx *t, size_t s)
     double w = c->sources[r->pl.shards[s].source].weight;
     double whole = floor(w), frac = w - whole;
     char in[4096], outp[4096];
-    pathf(in, sizeof in, r, "docs/%05zu.jsonl", s);
+    prep__pathf(in, sizeof in, r, "docs/%05zu.jsonl", s);
     prep_reader *rd = NULL;
     idx_writer *iw = NULL;
     json_t *st = json_object();
@@ -425,7 +395,7 @@ static grit_err shard_tokenize(tctx *t, size_t s)
     if (rc != GRIT_OK)
         goto out;
     if (r->tok) {
-        pathf(outp, sizeof outp, r, "tokens/%05zu", s);
+        prep__pathf(outp, sizeof outp, r, "tokens/%05zu", s);
         if ((rc = idx_writer_open(&iw, outp, r->dtype)) != GRIT_OK)
             goto out;
     }
@@ -439,14 +409,14 @@ static grit_err shard_tokenize(tctx *t, size_t s)
         if (k == 0)
             break;
         int keep = r->keep[di++];
-        stage_add(st, "tokenize", keep, 0, keep ? (double)d.len : 0, 0);
+        prep__stage_add(st, "tokenize", keep, 0, keep ? (double)d.len : 0, 0);
         if (!keep)
             continue;
         int copies = (int)whole;
         if (frac > 0 && (double)(XXH3_64bits(d.body, d.len) >> 11) * 0x1.0p-53 < frac)
             copies++;
         for (int cp = 0; cp < copies; cp++) {
-            stage_add(st, "tokenize", 0, 1, 0, (double)d.len);
+            prep__stage_add(st, "tokenize", 0, 1, 0, (double)d.len);
             if (iw) {
                 t->ids.n = 0;
                 if ((rc = bpe_encode(t->bc, d.body, d.len, BPE_ALLOW_SPECIAL, &t->ids)) ||
@@ -457,7 +427,7 @@ static grit_err shard_tokenize(tctx *t, size_t s)
             } else {
                 json_t *o = json_pack("{s:s%, s:s%}", "url", d.url, d.url_len, "text", d.body,
                                       d.len);
-                if (!o || (rc = put_jsonl(&t->docs, o)) != GRIT_OK) {
+                if (!o || (rc = prep__put_jsonl(&t->docs, o)) != GRIT_OK) {
                     rc = rc ? rc : GRIT_ENOMEM;
                     goto out;
                 }
@@ -468,15 +438,15 @@ static grit_err shard_tokenize(tctx *t, size_t s)
         rc = idx_writer_finish(iw);
         iw = NULL;
     } else {
-        pathf(outp, sizeof outp, r, "text/%05zu.jsonl", s);
+        prep__pathf(outp, sizeof outp, r, "text/%05zu.jsonl", s);
         rc = fs_write_durable(outp, t->docs.p ? t->docs.p : "", t->docs.len);
     }
     if (rc != GRIT_OK)
         goto out;
-    jadd(st, "output", "tokens", (double)tokens, 1);
-    stage_time(st, "tokenize", now_seconds() - t0);
-    pathf(outp, sizeof outp, r, "done/tokenize.%05zu.json", s);
-    rc = write_marker(r, outp, st);
+    prep__jadd(st, "output", "tokens", (double)tokens, 1);
+    prep__stage_time(st, "tokenize", now_seconds() - t0);
+    prep__pathf(outp, sizeof outp, r, "done/tokenize.%05zu.json", s);
+    rc = prep__write_marker(r, outp, st);
 out:
     idx_writer_abort(iw);
     prep_reader_close(rd);
@@ -497,9 +467,9 @@ static void *worker(void *arg)
         if (s >= r->pl.n_shards)
             break;
         char m[4096];
-        pathf(m, sizeof m, r, r->stage == ST_DOCS ? "done/docs.%05zu.json"
+        prep__pathf(m, sizeof m, r, r->stage == ST_DOCS ? "done/docs.%05zu.json"
                                                   : "done/tokenize.%05zu.json", s);
-        if (exists(m)) {
+        if (prep__exists(m)) {
             atomic_fetch_add(&r->done, 1);
             continue;
         }
@@ -550,9 +520,9 @@ static grit_err parallel_stage(run *r, int stage)
     size_t pending = 0;
     for (size_t s = 0; s < r->pl.n_shards; s++) {
         char m[4096];
-        pathf(m, sizeof m, r, stage == ST_DOCS ? "done/docs.%05zu.json"
+        prep__pathf(m, sizeof m, r, stage == ST_DOCS ? "done/docs.%05zu.json"
                                                : "done/tokenize.%05zu.json", s);
-        pending += !exists(m);
+        pending += !prep__exists(m);
     }
     int si = stage == ST_DOCS ? 0 : 2;
     r->skipped[si] = r->pl.n_shards - pending;
@@ -613,327 +583,6 @@ static grit_err parallel_stage(run *r, int stage)
     if (r->err != GRIT_OK)
         return grit_errf(r->err, "%s", r->errmsg);
     return GRIT_OK;
-}
-
-/* ---- stage 2: dedup ----------------------------------------------------- */
-
-typedef struct hk {
-    uint64_t h;
-    uint32_t doc;
-} hk;
-
-static int hk_cmp(const void *a, const void *b)
-{
-    const hk *x = a, *y = b;
-    if (x->h != y->h)
-        return x->h < y->h ? -1 : 1;
-    return x->doc < y->doc ? -1 : x->doc > y->doc;
-}
-
-/* Marks as dropped (alive = 0, why = reason) every alive document whose
- * hash equals that of an earlier alive one. */
-static grit_err dedup_hash(const uint64_t *h, uint8_t *alive, uint8_t *why, uint8_t reason,
-                           size_t n, const uint8_t *skip)
-{
-    hk *v = malloc((n ? n : 1) * sizeof *v);
-    if (!v)
-        return GRIT_ENOMEM;
-    size_t m = 0;
-    for (size_t d = 0; d < n; d++)
-        if (alive[d] && !(skip && skip[d]))
-            v[m++] = (hk){h[d], (uint32_t)d};
-    qsort(v, m, sizeof *v, hk_cmp);
-    for (size_t i = 1; i < m; i++)
-        if (v[i].h == v[i - 1].h) {
-            alive[v[i].doc] = 0;
-            why[v[i].doc] = reason;
-        }
-    free(v);
-    return GRIT_OK;
-}
-
-static grit_err stage_dedup(run *r)
-{
-    char marker[4096], p[4096];
-    pathn(marker, sizeof marker, r, "done/dedup.json");
-    if (exists(marker)) {
-        r->skipped[1] = 1;
-        if (!r->c->quiet)
-            fprintf(stderr, "grit prep: dedup: already done, skipped\n");
-        return GRIT_OK;
-    }
-    r->ran[1] = 1;
-    double t0 = now_seconds();
-    size_t n = 0, bands = (size_t)r->c->mh_bands;
-    grit_err rc = GRIT_OK;
-    char **sigs = calloc(r->pl.n_shards, sizeof *sigs);
-    size_t *sig_len = calloc(r->pl.n_shards, sizeof *sig_len);
-    uint64_t *uh = NULL, *eh = NULL, *keys = NULL, *tl = NULL;
-    uint8_t *alive = NULL, *why = NULL, *nourl = NULL;
-    const char **urls = NULL;
-    uint16_t *ul = NULL;
-    uint32_t *csize = NULL;
-    uf u = {0};
-    json_t *st = json_object();
-    prep_buf drops = {0};
-    if (!sigs || !sig_len || !st) {
-        rc = GRIT_ENOMEM;
-        goto out;
-    }
-    for (size_t s = 0; s < r->pl.n_shards; s++) {
-        pathf(p, sizeof p, r, "docs/%05zu.sig", s);
-        if ((rc = fs_read_all(p, &sigs[s], &sig_len[s])) != GRIT_OK)
-            goto out;
-        uint32_t k, b;
-        if (sig_len[s] < 16 || memcmp(sigs[s], SIG_MAGIC, 8)) {
-            rc = grit_errf(GRIT_EFORMAT, "%s: not a grit prep signature file (bad magic); "
-                           "delete the output directory and rerun", p);
-            goto out;
-        }
-        memcpy(&k, sigs[s] + 8, 4);
-        memcpy(&b, sigs[s] + 12, 4);
-        if (b != bands) {
-            rc = grit_errf(GRIT_EFORMAT, "%s: %u MinHash bands, configuration says %zu", p, b,
-                           bands);
-            goto out;
-        }
-        r->first_doc[s] = n;
-        n += k;
-    }
-    if (n > UINT32_MAX - 1) {
-        rc = grit_errf(GRIT_EINVAL, "dedup: %zu documents, at most %u per run", n,
-                       UINT32_MAX - 1);
-        goto out;
-    }
-    uh = malloc((n + 1) * 8);
-    eh = malloc((n + 1) * 8);
-    tl = malloc((n + 1) * 8);
-    keys = malloc((n * bands + 1) * 8);
-    alive = malloc(n + 1);
-    why = calloc(n + 1, 1);
-    nourl = calloc(n + 1, 1);
-    urls = malloc((n + 1) * sizeof *urls);
-    ul = malloc((n + 1) * sizeof *ul);
-    if (!uh || !eh || !tl || !keys || !alive || !why || !nourl || !urls || !ul) {
-        rc = GRIT_ENOMEM;
-        goto out;
-    }
-    memset(alive, 1, n + 1);
-    size_t d = 0;
-    for (size_t s = 0; s < r->pl.n_shards; s++) {
-        const char *q = sigs[s] + 16, *end = sigs[s] + sig_len[s];
-        size_t cnt = (s + 1 < r->pl.n_shards ? r->first_doc[s + 1] : n) - r->first_doc[s];
-        for (size_t i = 0; i < cnt; i++, d++) {
-            uint32_t t32;
-            if (end - q < 22) {
-                rc = grit_errf(GRIT_EFORMAT, "docs/%05zu.sig: truncated at document %zu", s, i);
-                goto out;
-            }
-            memcpy(&uh[d], q, 8);
-            memcpy(&eh[d], q + 8, 8);
-            memcpy(&t32, q + 16, 4);
-            memcpy(&ul[d], q + 20, 2);
-            tl[d] = t32;
-            q += 22;
-            if ((size_t)(end - q) < ul[d] + bands * 8) {
-                rc = grit_errf(GRIT_EFORMAT, "docs/%05zu.sig: truncated at document %zu", s, i);
-                goto out;
-            }
-            urls[d] = q;
-            nourl[d] = ul[d] == 0 || !r->c->url_dedup;
-            q += ul[d];
-            memcpy(keys + d * bands, q, bands * 8);
-            q += bands * 8;
-        }
-    }
-    enum { W_KEEP = 0, W_URL, W_EXACT, W_NEAR };
-    static const char *const wn[] = {"", "url_dup", "exact_dup", "near_dup"};
-    if (r->c->url_dedup && (rc = dedup_hash(uh, alive, why, W_URL, n, nourl)) != GRIT_OK)
-        goto out;
-    if (r->c->exact_dedup && (rc = dedup_hash(eh, alive, why, W_EXACT, n, NULL)) != GRIT_OK)
-        goto out;
-    if (bands) {
-        if ((rc = uf_init(&u, n)) != GRIT_OK ||
-            (rc = lsh_cluster(keys, alive, n, (int)bands, &u)) != GRIT_OK)
-            goto out;
-        csize = calloc(n + 1, sizeof *csize);
-        if (!csize) {
-            rc = GRIT_ENOMEM;
-            goto out;
-        }
-        for (size_t i = 0; i < n; i++)
-            if (alive[i])
-                csize[uf_find(&u, (uint32_t)i)]++;
-        for (size_t i = 0; i < n; i++) {
-            if (!alive[i])
-                continue;
-            uint32_t root = uf_find(&u, (uint32_t)i);
-            if (root != i) {
-                alive[i] = 0;
-                why[i] = W_NEAR;
-            } else if (csize[i] > 1) {
-                char key[32];
-                snprintf(key, sizeof key, "%u", csize[i]);
-                jadd(st, "clusters", key, 1, 1);
-            }
-        }
-    }
-    double bin = 0, bout = 0;
-    size_t out_docs = 0;
-    for (size_t i = 0; i < n; i++) {
-        bin += (double)tl[i];
-        if (alive[i]) {
-            bout += (double)tl[i];
-            out_docs++;
-            continue;
-        }
-        jadd(st, "drops", wn[why[i]], 1, 1);
-        json_t *o = json_pack("{s:s%, s:s, s:s}", "url", urls[i], (size_t)ul[i], "stage",
-                              "dedup", "reason", wn[why[i]]);
-        if (!o || (rc = put_jsonl(&drops, o)) != GRIT_OK) {
-            rc = rc ? rc : GRIT_ENOMEM;
-            goto out;
-        }
-    }
-    stage_add(st, "dedup", (double)n, (double)out_docs, bin, bout);
-    pathn(p, sizeof p, r, "dedup/keep.bin");
-    if ((rc = fs_write_durable(p, alive, n)) != GRIT_OK)
-        goto out;
-    pathn(p, sizeof p, r, "dedup/drops.jsonl");
-    if ((rc = fs_write_durable(p, drops.p ? drops.p : "", drops.len)) != GRIT_OK)
-        goto out;
-    stage_time(st, "dedup", now_seconds() - t0);
-    rc = write_marker(r, marker, st);
-    if (!r->c->quiet)
-        fprintf(stderr, "grit prep: dedup: %zu documents -> %zu (%.2fs)\n", n, out_docs,
-                now_seconds() - t0);
-out:
-    for (size_t s = 0; sigs && s < r->pl.n_shards; s++)
-        free(sigs[s]);
-    free(sigs);
-    free(sig_len);
-    free(uh);
-    free(eh);
-    free(tl);
-    free(keys);
-    free(alive);
-    free(why);
-    free(nourl);
-    free(urls);
-    free(ul);
-    free(csize);
-    uf_free(&u);
-    prep_buf_free(&drops);
-    json_decref(st);
-    return rc;
-}
-
-/* First kept-document index of each shard, from the docs markers (used
- * when the dedup stage was skipped on a rerun). */
-static grit_err shard_offsets(run *r)
-{
-    uint64_t n = 0;
-    for (size_t s = 0; s < r->pl.n_shards; s++) {
-        char p[4096];
-        pathf(p, sizeof p, r, "done/docs.%05zu.json", s);
-        json_error_t je;
-        json_t *o = json_load_file(p, 0, &je);
-        json_t *k = o ? json_object_get(o, "kept") : NULL;
-        if (!json_is_integer(k)) {
-            json_decref(o);
-            return grit_errf(GRIT_EFORMAT, "%s: expected a marker with an integer 'kept'", p);
-        }
-        r->first_doc[s] = n;
-        n += (uint64_t)json_integer_value(k);
-        json_decref(o);
-    }
-    return GRIT_OK;
-}
-
-/* ---- report --------------------------------------------------------------- */
-
-static grit_err report(run *r, double wall)
-{
-    json_t *all = json_object();
-    grit_err rc = GRIT_OK;
-    if (!all)
-        return GRIT_ENOMEM;
-    for (size_t s = 0; s < r->pl.n_shards; s++) {
-        for (int k = 0; k < 2; k++) {
-            char p[4096];
-            pathf(p, sizeof p, r, k ? "done/tokenize.%05zu.json" : "done/docs.%05zu.json", s);
-            json_error_t je;
-            json_t *o = json_load_file(p, 0, &je);
-            if (!o) {
-                json_decref(all);
-                return grit_errf(GRIT_EFORMAT, "%s: %s", p, je.text);
-            }
-            json_object_del(o, "kept");
-            jsum(all, o);
-            json_decref(o);
-        }
-    }
-    char p[4096];
-    pathn(p, sizeof p, r, "done/dedup.json");
-    json_error_t je;
-    json_t *o = json_load_file(p, 0, &je);
-    if (!o) {
-        json_decref(all);
-        return grit_errf(GRIT_EFORMAT, "%s: %s", p, je.text);
-    }
-    jsum(all, o);
-    json_decref(o);
-    json_t *run_o = json_pack("{s:I, s:f, s:i, s:s, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}}",
-                              "shards", (json_int_t)r->pl.n_shards, "wall_seconds", wall,
-                              "threads", r->c->threads, "langid",
-                              langid_backend_name(r->c->langid_backend), "units_run", "docs",
-                              (json_int_t)r->ran[0], "dedup", (json_int_t)r->ran[1], "tokenize",
-                              (json_int_t)r->ran[2], "units_skipped", "docs",
-                              (json_int_t)r->skipped[0], "dedup", (json_int_t)r->skipped[1],
-                              "tokenize", (json_int_t)r->skipped[2]);
-    json_object_set_new(all, "run", run_o);
-    pathn(p, sizeof p, r, "report.json");
-    rc = write_json(p, all);
-    if (rc == GRIT_OK && !r->c->quiet) {
-        static const char *const order[] = {"read", "extract", "langid", "filter",
-                                            "signature", "dedup", "tokenize", NULL};
-        json_t *sts = json_object_get(all, "stages");
-        double total = 0;
-        for (int i = 0; order[i]; i++)
-            total += json_number_value(json_object_get(json_object_get(sts, order[i]),
-                                                       "seconds"));
-        fprintf(stderr, "\n%-10s %10s %10s %10s %10s %9s %10s %9s %6s\n", "stage", "docs in",
-                "docs out", "MB in", "MB out", "seconds", "docs/s", "MB/s", "time");
-        for (int i = 0; order[i]; i++) {
-            json_t *x = json_object_get(sts, order[i]);
-            if (!x)
-                continue;
-#define G(k) json_number_value(json_object_get(x, k))
-            double sec = G("seconds");
-            fprintf(stderr, "%-10s %10.0f %10.0f %10.2f %10.2f %9.2f %10.0f %9.2f %5.1f%%\n",
-                    order[i], G("docs_in"), G("docs_out"), G("bytes_in") / 1e6,
-                    G("bytes_out") / 1e6, sec, sec > 0 ? G("docs_in") / sec : 0,
-                    sec > 0 ? G("bytes_in") / 1e6 / sec : 0,
-                    total > 0 ? 100 * sec / total : 0);
-#undef G
-        }
-        const char *k;
-        json_t *v;
-        fprintf(stderr, "drops:");
-        json_object_foreach(json_object_get(all, "drops"), k, v)
-            fprintf(stderr, " %s %lld", k, (long long)json_integer_value(v));
-        fprintf(stderr, "\nlanguages:");
-        json_object_foreach(json_object_get(all, "languages"), k, v)
-            fprintf(stderr, " %s %lld", k, (long long)json_integer_value(v));
-        fprintf(stderr, "\nnear-duplicate clusters (size: count):");
-        json_object_foreach(json_object_get(all, "clusters"), k, v)
-            fprintf(stderr, " %s: %lld", k, (long long)json_integer_value(v));
-        fprintf(stderr, "\ntokens: %lld; report: %s\n",
-                (long long)json_integer_value(json_object_get(json_object_get(all, "output"),
-                                                              "tokens")), p);
-    }
-    json_decref(all);
-    return rc;
 }
 
 /* ---- driver ----------------------------------------------------------------- */
@@ -1007,7 +656,7 @@ static grit_err check_plan(run *r)
     uint64_t fp = plan_fingerprint(&r->pl, ct);
     free(ct);
     char p[4096], want[128];
-    pathn(p, sizeof p, r, "plan.json");
+    prep__pathn(p, sizeof p, r, "plan.json");
     snprintf(want, sizeof want, "{\"fingerprint\": \"%016llx\", \"shards\": %zu}\n",
              (unsigned long long)fp, r->pl.n_shards);
     char *have = NULL;
@@ -1077,10 +726,10 @@ grit_err prep_run(const prep_cfg *c, const prep_hooks *h)
                 (double)r.pl.bytes / 1e6, r.pl.n_shards, c->output);
     if ((rc = parallel_stage(&r, ST_DOCS)) != GRIT_OK)
         goto out;
-    if ((rc = stage_dedup(&r)) != GRIT_OK || (rc = shard_offsets(&r)) != GRIT_OK)
+    if ((rc = prep__stage_dedup(&r)) != GRIT_OK || (rc = prep__shard_offsets(&r)) != GRIT_OK)
         goto out;
     char kp[4096];
-    pathn(kp, sizeof kp, &r, "dedup/keep.bin");
+    prep__pathn(kp, sizeof kp, &r, "dedup/keep.bin");
     char *keep = NULL;
     size_t kl;
     if ((rc = fs_read_all(kp, &keep, &kl)) != GRIT_OK)
@@ -1089,7 +738,7 @@ grit_err prep_run(const prep_cfg *c, const prep_hooks *h)
     {
         /* the last shard's count comes from its marker */
         char p[4096];
-        pathf(p, sizeof p, &r, "done/docs.%05zu.json", r.pl.n_shards - 1);
+        prep__pathf(p, sizeof p, &r, "done/docs.%05zu.json", r.pl.n_shards - 1);
         json_error_t je;
         json_t *o = json_load_file(p, 0, &je);
         total += o ? (uint64_t)json_integer_value(json_object_get(o, "kept")) : 0;
@@ -1106,7 +755,7 @@ grit_err prep_run(const prep_cfg *c, const prep_hooks *h)
     free(keep);
     r.keep = NULL;
     if (rc == GRIT_OK)
-        rc = report(&r, now_seconds() - t0);
+        rc = prep__report(&r, now_seconds() - t0);
 out:
     bpe_close(r.tok);
     free(r.first_doc);
