@@ -15,6 +15,7 @@ PKGS=(
   python3 python3-torch python3-numpy # the PyTorch reference model (tests, bench)
   libmicrohttpd-dev curl             # dashboard and /metrics server (src/obs); tests fetch with curl
   chromium prometheus                # dashboard browser test; a real Prometheus scrapes /metrics
+  libgumbo-dev libcld2-dev libexttextcat-dev zlib1g-dev  # grit prep: HTML parsing, language ID, gzip/WARC
 )
 # npm ships inside nodesource's nodejs; Debian packages it separately.
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)

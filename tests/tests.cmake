@@ -147,3 +147,10 @@ add_test(NAME integration.obs_browser
 set_tests_properties(integration.obs_tensorboard integration.obs_prometheus integration.obs_browser
   PROPERTIES TIMEOUT 180 LABELS "integration;mpi")
 set_tests_properties(integration.obs_browser PROPERTIES LABELS "integration;mpi;browser")
+# grit prep (src/prep): the synthetic-crawl drop audit and kill/resume.
+add_test(NAME integration.prep_warc
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_warc.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.prep_warc PROPERTIES TIMEOUT 120 LABELS "integration;san")
+add_test(NAME integration.prep_resume
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_resume.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.prep_resume PROPERTIES TIMEOUT 300 LABELS "integration")

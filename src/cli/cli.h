@@ -11,5 +11,6 @@ int cmd_launch(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_dashboard(int argc, char **argv);
+int cmd_prep(int argc, char **argv);
 
 #endif

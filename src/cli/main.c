@@ -22,6 +22,7 @@ static void usage(FILE *f)
             "  tokenize INPUT...   text / JSONL / directories -> Megatron .bin/.idx\n"
             "  generate            prompt -> text from a checkpoint\n"
             "  dashboard RUN_DIR   serve a run's dashboard and Prometheus /metrics\n"
+            "  prep [CONFIG] ...   web pages (WARC/HTML/text/JSONL) -> clean, deduplicated shards\n"
             "\n"
             "Run 'grit <command> --help' for the options of a command.\n"
             "  --help, -h          show this help\n"
@@ -58,6 +59,8 @@ int main(int argc, char **argv)
         return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "dashboard"))
         return cmd_dashboard(argc - 1, argv + 1);
+    if (!strcmp(cmd, "prep"))
+        return cmd_prep(argc - 1, argv + 1);
     fprintf(stderr, "grit: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

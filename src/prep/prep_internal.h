@@ -1,0 +1,85 @@
+/*
+ * prep_internal.h - what the files of grit prep's driver share (prep.c:
+ * plan, stages 1 and 3, thread pool; prep_dedup.c: stage 2; prep_report.c:
+ * the report). Not a public interface: everything here is prep__-prefixed.
+ */
+#ifndef GRIT_PREP_INTERNAL_H
+#define GRIT_PREP_INTERNAL_H
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "data/bpe.h"
+#include "prep/dedup.h"
+#include "prep/extract.h"
+#include "prep/filter.h"
+#include "prep/langid.h"
+#include "prep/plan.h"
+#include "prep/prep.h"
+
+/* docs/NNNNN.sig: magic (8), u32 documents, u32 bands, then per document:
+ * u64 URL hash, u64 exact hash, u32 text bytes, u16 URL length, the URL,
+ * u64 band keys[bands]; integers little-endian (host order, x86/ARM). */
+#define SIG_MAGIC "GPSIG01\n"
+
+enum { ST_DOCS = 0, ST_TOKENIZE = 1 };
+
+/* One run of the pipeline; skipped/ran are per stage: docs, dedup, tokenize. */
+typedef struct run {
+    const prep_cfg *c;
+    const prep_hooks *h;
+    plan pl;
+    bpe *tok;
+    uint32_t eod;
+    int dtype;
+    const uint8_t *keep;      /* dedup decisions, all documents */
+    uint64_t *first_doc;      /* global index of each shard's first kept document */
+    int stage;
+    atomic_size_t next;
+    atomic_size_t done;
+    atomic_ullong docs, bytes;
+    atomic_int failed;
+    pthread_mutex_t mu;
+    grit_err err;
+    char errmsg[1024];
+    size_t skipped[3], ran[3];
+} run;
+
+typedef struct tctx {
+    run *r;
+    langid *lid;
+    filter_scratch fs;
+    minhash mh;
+    prep_buf tx, docs, sig, drops;
+    bpe_ctx *bc;
+    bpe_ids ids;
+} tctx;
+
+/* OUTPUT/fmt with the shard number formatted in, and OUTPUT/name. */
+void prep__pathf(char *buf, size_t cap, const run *r, const char *fmt, size_t shard);
+void prep__pathn(char *buf, size_t cap, const run *r, const char *name);
+int prep__exists(const char *p);
+/* Statistics objects: obj[a][b] += v; "stages"[stage] counters; sums. */
+void prep__jadd(json_t *obj, const char *a, const char *b, double v, int integer);
+void prep__stage_add(json_t *st, const char *stage, double din, double dout, double bin,
+                     double bout);
+void prep__stage_time(json_t *st, const char *stage, double sec);
+void prep__jsum(json_t *dst, json_t *src);
+/* Durable JSON file; a marker also calls the on_marker hook. */
+grit_err prep__write_json(const char *path, json_t *o);
+grit_err prep__write_marker(run *r, const char *path, json_t *o);
+/* Appends o as one compact JSON line and releases o. */
+grit_err prep__put_jsonl(prep_buf *b, json_t *o);
+
+/* Stage 2 (prep_dedup.c): reads every docs/NNNNN.sig, writes dedup/keep.bin,
+ * dedup/drops.jsonl and the marker done/dedup.json; skipped when done. */
+grit_err prep__stage_dedup(run *r);
+/* r->first_doc from the docs markers. */
+grit_err prep__shard_offsets(run *r);
+/* report.json and the table (prep_report.c), summed from all markers. */
+grit_err prep__report(run *r, double wall);
+
+#endif
