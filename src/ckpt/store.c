@@ -304,6 +304,7 @@ grit_err store_wrap_faults(store *inner, const char *spec, store **out)
         return grit_errf(GRIT_ENOMEM, "out of memory");
     f->base.ops = &fault_ops;
     snprintf(f->base.root, sizeof f->base.root, "%s", inner->root);
+    f->base.no_rename = inner->no_rename;
     f->inner = inner;
     f->crash_byte = -1;
     char buf[512];
@@ -365,9 +366,15 @@ void store_phase(store *s, const char *phase)
 
 grit_err store_open(const char *location, store **out)
 {
+    return store_open_ex(location, NULL, out);
+}
+
+grit_err store_open_ex(const char *location, const struct s3_opts *o, store **out)
+{
     *out = NULL;
     store *s;
-    grit_err rc = store_open_posix(location, &s);
+    grit_err rc = !strncmp(location, "s3://", 5) ? store_open_s3(location, o, &s)
+                                                 : store_open_posix(location, &s);
     if (rc != GRIT_OK)
         return rc;
     rc = store_wrap_faults(s, getenv("GRIT_CKPT_FAULT"), out);
@@ -385,6 +392,8 @@ void store_close(store *s)
 grit_err store_write_atomic(store *s, const char *path, const void *data, size_t len)
 {
     char tmp[1100], dir[1100];
+    if (s->no_rename)
+        return s->ops->put(s, path, &data, &len, 1, NULL);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     grit_err rc = s->ops->put(s, tmp, &data, &len, 1, NULL);
     if (rc == GRIT_OK)

@@ -10,5 +10,6 @@ int cmd_health(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_s3(int argc, char **argv);
 
 #endif

@@ -354,8 +354,11 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
         (rc = dp_init(&dp, d, &m, o->zero1)) != GRIT_OK)
         goto out;
     if (r.ck_on || cfg->resume) {
-        path_join(path, sizeof path, cfg->run_dir, "ckpt");
-        if ((rc = store_open(path, &r.ck)) != GRIT_OK)
+        if (cfg->ckpt_dir[0])
+            snprintf(path, sizeof path, "%s", cfg->ckpt_dir);
+        else
+            path_join(path, sizeof path, cfg->run_dir, "ckpt");
+        if ((rc = store_open_ex(path, &cfg->ckpt_s3, &r.ck)) != GRIT_OK)
             goto out;
     }
     long start;
