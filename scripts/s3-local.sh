@@ -7,11 +7,14 @@
 #                             DIR/env holds the exports below; bucket "ckpt" exists.
 #   s3-local.sh env DIR       print the exports: AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
 #                             AWS_SECRET_ACCESS_KEY, AWS_REGION (us-east-1, path-style)
+#   s3-local.sh proxy DIR     (re)start the proxy server of DIR if it is not running
+#                             (tests kill it by the PID in DIR/run/proxy.pid)
 #   s3-local.sh stop DIR      kill every server started for DIR by its PID, remove DIR
 #
 # Credentials are Swift tempauth's test account: access key "test:tester" (it contains
 # ':'), secret "testing". Signatures (SigV4) are checked: a wrong secret gets 403.
-# S3_LOCAL_WORKERS (default 1) sets the proxy's worker processes.
+# S3_LOCAL_WORKERS sets the proxy's worker processes (default 0: one process, so
+# its PID in DIR/run/proxy.pid is the server itself).
 # Everything binds 127.0.0.1 only. Needs: swift swift-proxy swift-account
 # swift-container swift-object python3-swift memcached (scripts/install-deps.sh).
 set -euo pipefail
@@ -36,6 +39,12 @@ write_conf() { # NAME PORT EXTRA...
   } > "$D/$name.conf"
 }
 
+alive() { # PID: running (a killed server whose parent has not reaped it yet is not)
+  local st
+  st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+  [ -n "$st" ] && [ "${st#Z}" = "$st" ]
+}
+
 stop() {
   local D=$1 pid
   [ -d "$D/run" ] || { echo "s3-local: $D: not a server directory" >&2; return 1; }
@@ -47,7 +56,7 @@ stop() {
   # wait (bounded) for them to go, then force
   for _ in $(seq 50); do
     local alive=0
-    for f in "$D"/run/*.pid; do [ -e "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && alive=1; done
+    for f in "$D"/run/*.pid; do [ -e "$f" ] && alive "$(cat "$f")" && alive=1; done
     [ $alive -eq 0 ] && break
     sleep 0.1
   done
@@ -55,18 +64,31 @@ stop() {
   rm -rf "$D"
 }
 
+start_proxy() { # DIR
+  swift-proxy-server "$1/proxy.conf" >> "$1/log/proxy.log" 2>&1 &
+  echo $! > "$1/run/proxy.pid"
+}
+
+wait_healthy() { # DIR PORT: 0 when the proxy answers within 30 s
+  for _ in $(seq 150); do
+    curl -sf "http://127.0.0.1:$2/healthcheck" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
 start() {
   D=${1:-$(mktemp -d /tmp/grit-s3.XXXXXX)}
   mkdir -p "$D/node/d1" "$D/run" "$D/log"
   local pa pc po pp pm
   pa=$(free_port); pc=$(free_port); po=$(free_port); pp=$(free_port); pm=$(free_port)
-  write_conf account "$pa" "workers = 1" "[pipeline:main]" "pipeline = account-server" \
+  write_conf account "$pa" "workers = 0" "[pipeline:main]" "pipeline = account-server" \
     "[app:account-server]" "use = egg:swift#account"
-  write_conf container "$pc" "workers = 1" "[pipeline:main]" "pipeline = container-server" \
+  write_conf container "$pc" "workers = 0" "[pipeline:main]" "pipeline = container-server" \
     "[app:container-server]" "use = egg:swift#container"
-  write_conf object "$po" "workers = 1" "[pipeline:main]" "pipeline = object-server" \
+  write_conf object "$po" "workers = 0" "[pipeline:main]" "pipeline = object-server" \
     "[app:object-server]" "use = egg:swift#object"
-  write_conf proxy "$pp" "workers = ${S3_LOCAL_WORKERS:-1}" \
+  write_conf proxy "$pp" "workers = ${S3_LOCAL_WORKERS:-0}" \
     "[pipeline:main]" \
     "pipeline = catch_errors gatekeeper healthcheck proxy-logging cache listing_formats s3api tempauth copy slo dlo proxy-logging proxy-server" \
     "[app:proxy-server]" "use = egg:swift#proxy" "account_autocreate = true" \
@@ -97,8 +119,7 @@ start() {
     "swift-$s-server" "$D/$s.conf" > "$D/log/$s.log" 2>&1 &
     echo $! > "$D/run/$s.pid"
   done
-  swift-proxy-server "$D/proxy.conf" > "$D/log/proxy.log" 2>&1 &
-  echo $! > "$D/run/proxy.pid"
+  start_proxy "$D"
   cat > "$D/env" <<ENV
 export AWS_ENDPOINT_URL=http://127.0.0.1:$pp
 export AWS_ACCESS_KEY_ID=test:tester
@@ -106,12 +127,7 @@ export AWS_SECRET_ACCESS_KEY=testing
 export AWS_REGION=us-east-1
 export AWS_DEFAULT_REGION=us-east-1
 ENV
-  local ok=0
-  for _ in $(seq 150); do
-    if curl -sf "http://127.0.0.1:$pp/healthcheck" >/dev/null 2>&1; then ok=1; break; fi
-    sleep 0.2
-  done
-  if [ $ok -eq 0 ]; then
+  if ! wait_healthy "$D" "$pp"; then
     echo "s3-local: the proxy did not come up on 127.0.0.1:$pp; logs:" >&2
     tail -n 20 "$D"/log/*.log >&2 || true
     stop "$D"; exit 1
@@ -136,7 +152,16 @@ ENV
 case "${1:-}" in
   start) start "${2:-}" ;;
   env) [ -f "${2:-}/env" ] || { echo "s3-local: ${2:-}: no env file" >&2; exit 1; }; cat "$2/env" ;;
+  proxy)
+    D=${2:-}; [ -f "$D/proxy.conf" ] || { echo "s3-local: ${D}: not a server directory" >&2; exit 1; }
+    port=$(sed -n 's/^bind_port = //p' "$D/proxy.conf")
+    if ! curl -sf "http://127.0.0.1:$port/healthcheck" >/dev/null 2>&1; then
+      pid=$(cat "$D/run/proxy.pid")
+      for _ in $(seq 50); do alive "$pid" || break; sleep 0.1; done  # a kill in progress
+      alive "$pid" || start_proxy "$D"
+    fi
+    wait_healthy "$D" "$port" || { echo "s3-local: the proxy did not come back" >&2; exit 1; } ;;
   stop) [ -n "${2:-}" ] || { echo "usage: s3-local.sh stop DIR" >&2; exit 2; }; stop "$2" ;;
-  -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' ;;
+  -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) echo "usage: s3-local.sh start [DIR] | env DIR | stop DIR" >&2; exit 2 ;;
 esac
