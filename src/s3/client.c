@@ -61,6 +61,7 @@ typedef struct s3_req {
     const char *method; /* GET PUT POST DELETE HEAD */
     const char *bucket;
     char key[1024];
+    const char *label; /* for messages instead of the key (listings) */
     s3_kv q[MAX_QUERY];
     int nq;
     /* request body: window [boff, boff+blen) of the concatenated bufs */
@@ -583,7 +584,8 @@ static int xml_tag(const char *xml, const char *tag, char *out, size_t cap)
 static grit_err req_error(const s3_client *c, const s3_req *r)
 {
     char code[128] = "", msg[512] = "", what[1400];
-    snprintf(what, sizeof what, "S3 %s s3://%s/%s", r->method, r->bucket, r->key);
+    snprintf(what, sizeof what, "S3 %s s3://%s/%s", r->label ? "list" : r->method, r->bucket,
+             r->label ? r->label : r->key);
     if (r->cc != CURLE_OK)
         return grit_errf(GRIT_EIO, "%s (endpoint %s): %s%s%s after %d attempt%s", what, c->base,
                          curl_easy_strerror(r->cc), r->cerr[0] ? ": " : "", r->cerr,
@@ -937,6 +939,7 @@ grit_err s3_list(s3_client *c, const char *bucket, const char *prefix, char deli
     for (;;) {
         s3_req r;
         req_init(&r, "GET", bucket, "");
+        r.label = prefix;
         int k = 0;
         r.q[k++] = (s3_kv){"list-type", "2"};
         r.q[k++] = (s3_kv){"prefix", prefix};

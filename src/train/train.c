@@ -161,7 +161,7 @@ static grit_err restore(run_ctx *r, gx_model *m, dp_sync *dp, const char *fp, lo
     *loaded = false;
     if (cfg->resume) {
         char dir[64];
-        long chosen = -1; /* -1: none, -2: some exist but none verifies */
+        long chosen = -1; /* -1: none, -2: some exist but none verifies, -3: store error */
         grit_err rc = GRIT_OK;
         char why[1024] = "";
         if (r->d->rank == 0) {
@@ -169,12 +169,15 @@ static grit_err restore(run_ctx *r, gx_model *m, dp_sync *dp, const char *fp, lo
             if (rc == GRIT_OK)
                 chosen = strtol(dir + 5, NULL, 10);
             else if (rc != GRIT_ENOTFOUND) {
-                chosen = -2;
+                chosen = rc == GRIT_EFORMAT ? -2 : -3;
                 snprintf(why, sizeof why, "%s", grit_errmsg());
             }
         }
         if ((rc = dist_bcast(r->d, &chosen, sizeof chosen, 0)) != GRIT_OK)
             return rc;
+        if (chosen == -3) /* the store could not be read (S3 refused, unreachable, ...) */
+            return grit_errf(GRIT_EIO, "%s", r->d->rank == 0 ? why : "rank 0 could not read "
+                                                                    "the checkpoint store");
         if (chosen == -2)
             return grit_errf(GRIT_EFORMAT, "%s; refusing to start over on top of them (move "
                                            "them away, or set \"resume\": false)",
