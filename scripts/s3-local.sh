@@ -13,8 +13,8 @@
 #
 # Credentials are Swift tempauth's test account: access key "test:tester" (it contains
 # ':'), secret "testing". Signatures (SigV4) are checked: a wrong secret gets 403.
-# S3_LOCAL_WORKERS sets the proxy's worker processes (default 0: one process, so
-# its PID in DIR/run/proxy.pid is the server itself).
+# S3_LOCAL_WORKERS sets the worker processes of the proxy and object servers (default
+# 0: one process each, so the PID in DIR/run/proxy.pid is the server itself).
 # Everything binds 127.0.0.1 only. Needs: swift swift-proxy swift-account
 # swift-container swift-object python3-swift memcached (scripts/install-deps.sh).
 set -euo pipefail
@@ -86,7 +86,7 @@ start() {
     "[app:account-server]" "use = egg:swift#account"
   write_conf container "$pc" "workers = 0" "[pipeline:main]" "pipeline = container-server" \
     "[app:container-server]" "use = egg:swift#container"
-  write_conf object "$po" "workers = 0" "[pipeline:main]" "pipeline = object-server" \
+  write_conf object "$po" "workers = ${S3_LOCAL_WORKERS:-0}" "[pipeline:main]" "pipeline = object-server" \
     "[app:object-server]" "use = egg:swift#object"
   write_conf proxy "$pp" "workers = ${S3_LOCAL_WORKERS:-0}" \
     "[pipeline:main]" \

@@ -532,6 +532,8 @@ static grit_err start(s3_client *c, s3_req *r, CURL *e)
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, 10L);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L); /* a stalled transfer fails (retried) */
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 30L);
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L << 10);
+    curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 256L << 10);
     if (!strcmp(r->method, "PUT")) {
         curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
         curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
@@ -649,8 +651,9 @@ static grit_err run_batch(s3_client *c, s3_req *reqs, int n, bool ok404)
         int running = 0;
         curl_multi_perform(c->multi, &running);
         CURLMsg *m;
-        int q;
+        int q, finished = 0;
         while ((m = curl_multi_info_read(c->multi, &q))) {
+            finished++;
             if (m->msg != CURLMSG_DONE)
                 continue;
             s3_req *r = NULL;
@@ -687,6 +690,8 @@ static grit_err run_batch(s3_client *c, s3_req *reqs, int n, bool ok404)
         }
         if (rc != GRIT_OK || left == 0)
             break;
+        if (finished)
+            continue; /* start the next requests now, not after the poll */
         int ms = (int)((next_wake - now_s()) * 1000);
         if (ms < 1)
             ms = 1;
