@@ -385,7 +385,11 @@ grit_err ckpt_find(store *s, char *dir, size_t cap, ckpt_reject_fn reject, void 
             unfinished++; /* a write that never committed: like a .tmp, not a candidate */
             continue;
         }
-        if (ckpt_verify(s, d, why, sizeof why) == GRIT_OK) {
+        int ok = ckpt_verify(s, d, why, sizeof why) == GRIT_OK;
+        /* a two-tier store: the local copy failed, try the remote one */
+        while (!ok && s->ops->fallback && s->ops->fallback(s, d) == GRIT_OK)
+            ok = ckpt_verify(s, d, why, sizeof why) == GRIT_OK;
+        if (ok) {
             snprintf(dir, cap, "%s", d);
             free(a.v);
             return GRIT_OK;

@@ -19,6 +19,7 @@
  *   remove(path)         a file, or a directory tree; absent is fine.
  *   mkdir(path)          one level; existing is fine.
  *   sync_dir(dir)        make the directory's entries durable.
+ *   fallback(dir)        optional: serve dir from the next tier (two-tier stores).
  *
  * store_write_atomic() is the one durable-write routine built on these:
  * put PATH.tmp, rename over PATH, sync the directory.
@@ -64,6 +65,9 @@ typedef struct store_ops {
     grit_err (*mkdir)(store *s, const char *path);
     grit_err (*sync_dir)(store *s, const char *dir);
     void (*close)(store *s);
+    /* optional (NULL): read dir from the next tier from now on (store_tier.c); GRIT_OK
+     * when there is another copy to try, else GRIT_ENOTFOUND */
+    grit_err (*fallback)(store *s, const char *dir);
 } store_ops;
 
 struct store {
@@ -78,9 +82,18 @@ struct s3_opts; /* s3/client.h */
  * defaults, see s3/client.h). *out owned by caller. */
 grit_err store_open_s3(const char *url, const struct s3_opts *o, store **out);
 
+/* Two tiers (store_tier.c): the local directory cache_dir first, remote (s3:// or a
+ * directory) second; commits locally, then uploads; reads the local copy unless
+ * fallback() moved a step to the remote. *out owned by caller. */
+grit_err store_open_tiered(const char *cache_dir, const char *remote, const struct s3_opts *o,
+                           store **out);
+
 /* Opens a POSIX directory or an s3:// location (with o for S3, may be NULL), wrapped
  * with GRIT_CKPT_FAULT if set. */
 grit_err store_open_ex(const char *location, const struct s3_opts *o, store **out);
+/* The same with a local cache tier in front when cache_dir is set (store_open_tiered). */
+grit_err store_open_ex2(const char *location, const char *cache_dir, const struct s3_opts *o,
+                        store **out);
 
 /* A POSIX directory store rooted at root (created if missing). *out owned by caller. */
 grit_err store_open_posix(const char *root, store **out);

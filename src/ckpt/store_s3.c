@@ -202,7 +202,7 @@ static void s3s_close(store *st)
 }
 
 static const store_ops s3_ops = {s3s_put,    s3s_read,    s3s_size,    s3s_list, s3s_rename,
-                                 s3s_remove, s3s_nothing, s3s_nothing, s3s_close};
+                                 s3s_remove, s3s_nothing, s3s_nothing, s3s_close, NULL};
 
 grit_err store_open_s3(const char *url, const s3_opts *o, store **out)
 {

@@ -54,7 +54,8 @@ static const char *const top_keys[] = {"model",   "optim",      "seed",   "threa
                                         "data",    "run_dir",    "log_every", "checkpoint",
                                         "resume",  "init_from",  NULL};
 static const char *const ckpt_keys[] = {"interval_steps", "interval_minutes", "keep_last",
-                                        "keep_every", "async", "on_error", "dir", "s3", NULL};
+                                        "keep_every", "async", "on_error", "dir", "s3", "cache_dir",
+                                        NULL};
 static const char *const s3_keys[] = {"endpoint",    "region",  "part_size_mib",
                                       "concurrency", "retries", "unsigned_payload", NULL};
 static const char *const on_errors[] = {"continue", "stop", NULL};
@@ -98,6 +99,16 @@ static grit_err load_ckpt_dir(const jcfg *j, json_t *k, train_cfg *c)
         if (!strncmp(dir, "s3://", 5) && (!dir[5] || dir[5] == '/'))
             return jcfg_fail(j, "checkpoint.dir", "expected s3://BUCKET[/PREFIX]");
         snprintf(c->ckpt_dir, sizeof c->ckpt_dir, "%s", dir);
+    }
+    const char *cache = NULL;
+    TRY(jcfg_str(j, k, "checkpoint", "cache_dir", NULL, &cache));
+    if (cache) {
+        if (!*cache || strlen(cache) >= sizeof c->ckpt_cache || !strncmp(cache, "s3://", 5))
+            return jcfg_fail(j, "checkpoint.cache_dir", "expected a local directory path");
+        if (!c->ckpt_dir[0])
+            return jcfg_fail(j, "checkpoint.cache_dir", "expected together with \"dir\" (the "
+                                                        "remote tier it caches)");
+        snprintf(c->ckpt_cache, sizeof c->ckpt_cache, "%s", cache);
     }
     json_t *s3;
     TRY(jcfg_obj(j, k, "checkpoint", "s3", &s3));
@@ -400,6 +411,8 @@ char *train_cfg_dump(const train_cfg *c)
         json_t *ck = json_object_get(root, "checkpoint");
         const s3_opts *so = &c->ckpt_s3;
         json_object_set_new(ck, "dir", json_string(c->ckpt_dir));
+        if (c->ckpt_cache[0])
+            json_object_set_new(ck, "cache_dir", json_string(c->ckpt_cache));
         if (!strncmp(c->ckpt_dir, "s3://", 5)) { /* never credentials: they stay in the env */
             json_t *s3 = json_pack("{s:i,s:i,s:i,s:b}", "part_size_mib",
                                    (int)(so->part_size >> 20), "concurrency", so->concurrency,

@@ -51,6 +51,7 @@ typedef struct train_cfg {
     bool ckpt_stop_on_error;     /* on_error "stop" (else "continue") */
     bool resume;                 /* resume from run_dir/ckpt automatically */
     char ckpt_dir[1024];         /* "dir": where checkpoints go ("" = run_dir/ckpt; s3://...) */
+    char ckpt_cache[1024];       /* "cache_dir": local first tier in front of dir ("" none) */
     s3_opts ckpt_s3;             /* "s3": {endpoint, region, part_size_mib, concurrency,
                                     retries, unsigned_payload} for an s3:// dir */
     int world;                   /* data-parallel ranks (runtime, not in the file; 1 default) */

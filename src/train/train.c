@@ -361,7 +361,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
             snprintf(path, sizeof path, "%s", cfg->ckpt_dir);
         else
             path_join(path, sizeof path, cfg->run_dir, "ckpt");
-        if ((rc = store_open_ex(path, &cfg->ckpt_s3, &r.ck)) != GRIT_OK)
+        if ((rc = store_open_ex2(path, cfg->ckpt_cache, &cfg->ckpt_s3, &r.ck)) != GRIT_OK)
             goto out;
     }
     long start;

@@ -68,4 +68,35 @@ grep -q '"event":"ckpt_rejected","dir":"step_00000012"' "$tmp/plain/events.jsonl
 grep -q '"event":"resume","dir":"step_00000009"' "$tmp/plain/events.jsonl" || fail "truncated: did not fall back to step 9"
 same_as_reference "$tmp/plain" truncated
 echo "ok   truncated: detected by the manifest, fell back to step_00000009"
+# 5. two tiers (cache_dir): local commit first, then upload; resume from the local copy
+# when it verifies, else from S3
+tc=$(s3cfg tier "s#\"dir\": \"s3://ckpt/tier\",#\"dir\": \"s3://ckpt/tier\", \"cache_dir\": \"$tmp/cache\",#")
+grep -q cache_dir "$tc" || fail "tier: config edit failed"
+rc=0; GRIT_CKPT_FAULT=crash:latest@3 "$grit" train "$tc" --run-dir "$tmp/tier" --quiet 2>/dev/null || rc=$?
+[ $rc -eq 137 ] || fail "tier: expected the injected SIGKILL, got $rc"
+"$grit" ckpt verify "$tmp/cache" >/dev/null || fail "tier: the local tier does not verify"
+"$grit" ckpt verify s3://ckpt/tier >/dev/null || fail "tier: the S3 tier does not verify"
+"$grit" train "$tc" --run-dir "$tmp/tier" --quiet || fail "tier: resume failed"
+same_as_reference "$tmp/tier" tier
+for f in model.safetensors optimizer.safetensors manifest.json; do
+  awsc s3 cp "s3://ckpt/tier/step_00000012/$f" "$tmp/tier-$f" >/dev/null
+  cmp -s "$tmp/cache/step_00000012/$f" "$tmp/tier-$f" || fail "tier: S3 copy of $f differs from the local one"
+done
+# S3 down: the local copy alone resumes
+kill -9 "$(cat "$S3/run/proxy.pid")"
+"$grit" train "$tc" --run-dir "$tmp/tier" --quiet 2>/dev/null || fail "tier: resume from the local copy with S3 down failed"
+grep '"event":"resume"' "$tmp/tier/events.jsonl" | tail -1 | grep -q step_00000012 || fail "tier: S3 down: did not resume from step 12"
+"$root/scripts/s3-local.sh" proxy "$S3"
+# a corrupt local copy: the S3 copy of the same step is used
+flip() { "$PY" -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)//2]^=1; open(p,'wb').write(b)" "$1"; }
+PY=/usr/bin/python3 flip "$tmp/cache/step_00000012/model.safetensors"
+"$grit" train "$tc" --run-dir "$tmp/tier" --quiet || fail "tier: resume with a corrupt local copy failed"
+grep '"event":"resume"' "$tmp/tier/events.jsonl" | tail -1 | grep -q step_00000012 || fail "tier: corrupt local: did not resume from S3's step 12"
+same_as_reference "$tmp/tier" tier-corrupt-local
+# no local cache at all: resume from S3
+rm -rf "$tmp/cache"
+"$grit" train "$tc" --run-dir "$tmp/tier" --quiet || fail "tier: resume from S3 alone failed"
+grep '"event":"resume"' "$tmp/tier/events.jsonl" | tail -1 | grep -q step_00000012 || fail "tier: no cache: did not resume from S3's step 12"
+same_as_reference "$tmp/tier" tier-no-cache
+echo "ok   tier: local first, uploaded; resumed from local (S3 down), from S3 (local corrupt, local gone)"
 finish s3_ckpt

@@ -32,7 +32,7 @@ if [ $rc -eq 0 ] || [ $rc -eq 124 ]; then fail "wrong secret: expected a quick f
 grep -q "HTTP 403 SignatureDoesNotMatch" <<<"$out" || fail "wrong secret: no clear 403 error in: $out"
 grep -q "after 1 attempt" <<<"$out" || fail "wrong secret: the 403 was retried: $out"
 if grep -rq "$secret" <<<"$out" "$tmp/wrongkey" 2>/dev/null; then fail "wrong secret: the secret was printed or logged"; fi
-echo "ok   wrong secret: failed in ${took}s with: $(grep -o 'S3 [a-zA-Z]* [^:]*: HTTP 403 SignatureDoesNotMatch' <<<"$out" | head -1)"
+echo "ok   wrong secret: failed in ${took}s with: $(grep -o 'S3 [a-zA-Z]* s3://[^ ]*: HTTP 403 SignatureDoesNotMatch' <<<"$out" | head -1)"
 
 # 2. 503 and 500 on parts: retried, the run completes and equals the reference
 start_proxy flaky --fail-parts 1:503,2:500,3:503
