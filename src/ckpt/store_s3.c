@@ -11,7 +11,8 @@
  * Reads: ckpt.c reads a file in many small pieces (a header, then each tensor), and
  * verify reads it whole first. The store fetches an object whole, with the client's
  * parallel ranged GETs, on its first read and serves the pieces from memory; the
- * cache holds one object and is dropped when that object is written or removed.
+ * cache holds one object (so a restore downloads each large file twice: once to
+ * verify, once to load) and is dropped at the next put() or a remove() of it.
  */
 #define _GNU_SOURCE
 #include "ckpt/store.h"
@@ -56,8 +57,7 @@ static grit_err s3s_put(store *st, const char *path, const void *const *bufs, co
     s3_store *s = (s3_store *)st;
     char key[1024];
     key_of(s, path, key, sizeof key);
-    if (!strcmp(key, s->cached))
-        drop_cache(s);
+    drop_cache(s); /* a save: what a restore read is not needed any more */
     if (sink)
         for (int i = 0; i < n; i++)
             sink->fn(sink->ctx, bufs[i], lens[i]);

@@ -10,9 +10,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/progress.h"
 #include "s3/client.h"
+
+/* progress in MB for put / get */
+static void on_progress(void *ctx, size_t done, size_t total)
+{
+    progress *p = ctx;
+    char t[64];
+    if (!p->out) {
+        progress_init(p, stderr, (long)(total / 1000000), 16);
+        p->out = stderr;
+    }
+    snprintf(t, sizeof t, "%.0f / %.0f MB", (double)done / 1e6, (double)total / 1e6);
+    progress_update(p, (long)(done / 1000000), t);
+}
 
 static void usage(FILE *f)
 {
@@ -33,6 +48,7 @@ static void usage(FILE *f)
             "  --endpoint URL      instead of AWS_ENDPOINT_URL\n"
             "  --region NAME       instead of AWS_REGION / AWS_DEFAULT_REGION\n"
             "  --list-page N       keys per ListObjectsV2 page (default 1000)\n"
+            "  --quiet, -q         no progress line (shown only on a terminal)\n"
             "  --stats             print bytes, seconds, MiB/s, requests and retries\n"
             "\n"
             "Credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, or\n"
@@ -62,7 +78,7 @@ int cmd_s3(int argc, char **argv)
     s3_opts o;
     s3_opts_defaults(&o);
     const char *pos[3] = {0};
-    int npos = 0, stats = 0;
+    int npos = 0, stats = 0, quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -72,6 +88,8 @@ int cmd_s3(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--stats"))
             stats = 1;
+        else if (!strcmp(a, "--quiet") || !strcmp(a, "-q"))
+            quiet = 1;
         else if (!strcmp(a, "--unsigned-payload"))
             o.unsigned_payload = true;
         else if (!strcmp(a, "--list-page")) {
@@ -134,6 +152,9 @@ int cmd_s3(int argc, char **argv)
         return fail(grit_errmsg());
     int rc = 0;
     double t0 = now(), bytes = 0;
+    progress bar = {0};
+    if (!quiet && isatty(fileno(stderr))) /* logs stay clean; --stats gives the numbers */
+        s3_client_set_progress(c, on_progress, &bar);
     char *buf = NULL;
     if (!strcmp(cmd, "put") || !strcmp(cmd, "get")) {
         if (!key[0]) {
@@ -200,6 +221,8 @@ int cmd_s3(int argc, char **argv)
         else
             printf("%zu\n", n);
     }
+    if (bar.out)
+        progress_finish(&bar);
     if (stats && rc == 0) {
         double dt = now() - t0;
         s3_stats st = s3_client_stats(c);

@@ -48,6 +48,9 @@ struct s3_client {
     CURL **easy;       /* pool of concurrency handles */
     uint64_t rng;
     s3_stats stats;
+    s3_progress_fn progress;
+    void *progress_ctx;
+    size_t pdone, ptotal; /* bytes of the current put/get */
 };
 
 typedef struct growbuf {
@@ -292,6 +295,12 @@ void s3_client_close(s3_client *c)
 }
 
 s3_stats s3_client_stats(const s3_client *c) { return c->stats; }
+
+void s3_client_set_progress(s3_client *c, s3_progress_fn fn, void *ctx)
+{
+    c->progress = fn;
+    c->progress_ctx = ctx;
+}
 
 grit_err s3_parse_url(const char *url, char *bucket, size_t bcap, char *prefix, size_t pcap)
 {
@@ -674,6 +683,9 @@ static grit_err run_batch(s3_client *c, s3_req *reqs, int n, bool ok404)
             if (ok) {
                 r->st = R_DONE;
                 left--;
+                c->pdone += r->rlen >= 0 ? (size_t)r->rlen : r->blen;
+                if (c->progress && c->ptotal)
+                    c->progress(c->progress_ctx, c->pdone, c->ptotal);
             } else if (retryable(r) && r->attempts <= c->o.retries) {
                 /* full jitter over an exponential cap: 100 ms, 200 ms, ... up to 5 s */
                 double cap = 0.1 * (double)(1u << (r->attempts < 6 ? r->attempts - 1 : 5));
@@ -766,7 +778,10 @@ grit_err s3_get(s3_client *c, const char *bucket, const char *key, size_t off, s
         r[i].dst = (char *)buf + i * ps;
         r[i].dcap = (size_t)r[i].rlen;
     }
+    c->pdone = 0;
+    c->ptotal = len;
     grit_err rc = run_batch(c, r, (int)n, false);
+    c->ptotal = 0;
     for (size_t i = 0; rc == GRIT_OK && i < n; i++)
         if (r[i].got != (size_t)r[i].rlen || (r[i].status != 206 && !(r[i].status == 200 && n == 1 && off == 0)))
             rc = grit_errf(GRIT_EFORMAT, "S3 GET s3://%s/%s bytes %lld-%lld: got %zu bytes "
@@ -821,6 +836,8 @@ grit_err s3_put(s3_client *c, const char *bucket, const char *key, const void *c
     for (int i = 0; i < n; i++)
         total += lens[i];
     size_t ps = c->o.part_size;
+    c->pdone = 0;
+    c->ptotal = 0;
     if (total <= ps)
         return put_single(c, bucket, key, bufs, lens, n, total);
     size_t np = (total + ps - 1) / ps;
@@ -862,7 +879,10 @@ grit_err s3_put(s3_client *c, const char *bucket, const char *key, const void *c
         p[i].blen = i + 1 < np ? ps : total - i * ps;
         p[i].ctype = "application/octet-stream";
     }
-    if ((rc = run_batch(c, p, (int)np, false)) != GRIT_OK)
+    c->ptotal = total;
+    rc = run_batch(c, p, (int)np, false);
+    c->ptotal = 0;
+    if (rc != GRIT_OK)
         goto out;
     size_t cap = 128 + np * 128, o = 0;
     if (!(xml = malloc(cap))) {

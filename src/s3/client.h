@@ -72,6 +72,11 @@ grit_err s3_list(s3_client *c, const char *bucket, const char *prefix, char deli
 /* Deletes key (absent is fine). */
 grit_err s3_delete(s3_client *c, const char *bucket, const char *key);
 
+/* Called after each finished part/range of a put or get with the bytes done so far
+ * and the total (NULL: off). */
+typedef void (*s3_progress_fn)(void *ctx, size_t done, size_t total);
+void s3_client_set_progress(s3_client *c, s3_progress_fn fn, void *ctx);
+
 /* Counters since open, for tests and benchmarks. */
 typedef struct s3_stats {
     long requests, retries, aborted_uploads;
