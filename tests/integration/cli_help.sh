@@ -19,6 +19,10 @@ check 2 "unknown option or missing value: .--bogus." health --bogus
 check 0 "usage: grit tokenize" tokenize --help
 check 2 "missing -o PREFIX" tokenize x.txt --tokenizer t.json
 check 0 "usage: grit generate" generate --help
+if "$grit" --help | grep -q "^  s3 "; then  # built with S3
+  check 0 "usage: grit s3" s3 --help
+  check 2 "unknown option --bogus" s3 ls s3://b --bogus
+fi
 check 0 "grit 0\." --version
 check 2 "unknown command 'frobnicate'" frobnicate
 check 2 "unknown option or missing value: '--bogus'" train x.json --bogus
