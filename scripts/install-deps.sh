@@ -14,7 +14,8 @@ PKGS=(
   debian-handbook installation-guide-amd64 manpages-de manpages-fr manpages-es manpages-ru manpages-ja manpages-zh  # tokenizer parity corpus (tests/tok/make_corpus.py)
   python3 python3-torch python3-numpy # the PyTorch reference model (tests, bench)
   libcurl4-openssl-dev libssl-dev    # s3:// checkpoints: HTTP (multi interface), SHA-256/HMAC
-  swift swift-proxy swift-account swift-container swift-object python3-swift memcached awscli  # S3 tests: a real S3 server (scripts/s3-local.sh), awscli as an independent client
+  swift swift-proxy swift-account swift-container swift-object python3-swift memcached awscli curl  # S3 tests: a real S3 server (scripts/s3-local.sh), awscli as an independent client
+  bc time                            # bench/s3.sh arithmetic and CPU accounting
 )
 # npm ships inside nodesource's nodejs; Debian packages it separately.
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)
