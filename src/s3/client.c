@@ -112,14 +112,6 @@ static uint64_t rnd(s3_client *c)
     return c->rng;
 }
 
-void s3_opts_defaults(s3_opts *o)
-{
-    memset(o, 0, sizeof *o);
-    o->part_size = 8u << 20; /* the AWS CRT client's default */
-    o->concurrency = 16;
-    o->retries = 5;
-}
-
 /* --- credentials --------------------------------------------------------------- */
 
 static void trim(char *s)

@@ -40,8 +40,13 @@ typedef struct s3_opts {
     bool unsigned_payload; /* x-amz-content-sha256: UNSIGNED-PAYLOAD instead of the hash */
 } s3_opts;
 
-/* Defaults: everything from the environment. */
-void s3_opts_defaults(s3_opts *o);
+/* Defaults: 8 MiB parts (the AWS CRT client's), 16 in flight, 5 retries, endpoint
+ * and region from the environment. Inline: the config parser uses it in builds
+ * without S3 too. */
+static inline void s3_opts_defaults(s3_opts *o)
+{
+    *o = (s3_opts){.part_size = 8u << 20, .concurrency = 16, .retries = 5};
+}
 
 typedef struct s3_client s3_client;
 
