@@ -155,7 +155,9 @@ grit_err ckpt_save(store *s, const gx_model *m, const float *params, const float
     char dir[64], tmp[80];
     mf_entry e[NFILES];
     ckpt_dirname(dir, sizeof dir, st->step);
-    snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+    /* without rename (S3) the files go to their final names and the manifest, written
+     * last, is what commits; an older copy of this step is removed first */
+    snprintf(tmp, sizeof tmp, s->no_rename ? "%s" : "%s.tmp", dir);
     grit_err rc = s->ops->remove(s, tmp);
     if (rc == GRIT_OK)
         rc = s->ops->mkdir(s, tmp);
@@ -173,8 +175,9 @@ grit_err ckpt_save(store *s, const gx_model *m, const float *params, const float
         goto fail;
     store_phase(s, "manifest");
     /* a complete older copy of this step (a re-save after resume) is replaced */
-    if ((rc = s->ops->remove(s, dir)) != GRIT_OK || (rc = s->ops->rename(s, tmp, dir)) != GRIT_OK ||
-        (rc = s->ops->sync_dir(s, ".")) != GRIT_OK)
+    if (!s->no_rename &&
+        ((rc = s->ops->remove(s, dir)) != GRIT_OK || (rc = s->ops->rename(s, tmp, dir)) != GRIT_OK ||
+         (rc = s->ops->sync_dir(s, ".")) != GRIT_OK))
         goto fail;
     store_phase(s, "rename");
     char latest[80];
@@ -344,6 +347,15 @@ static grit_err scan(store *s, steps_acc *a)
     return rc;
 }
 
+/* no_rename stores: does step dir d have its manifest (was it committed)? */
+static int has_manifest(store *s, const char *d)
+{
+    char p[96];
+    size_t n;
+    snprintf(p, sizeof p, "%s/manifest.json", d);
+    return s->ops->size(s, p, &n) != GRIT_ENOTFOUND;
+}
+
 grit_err ckpt_list(store *s, long **steps, int *n)
 {
     steps_acc a;
@@ -365,10 +377,19 @@ grit_err ckpt_find(store *s, char *dir, size_t cap, ckpt_reject_fn reject, void 
         free(a.v);
         return grit_errf(GRIT_ENOTFOUND, "%s: no checkpoint", s->root);
     }
+    int unfinished = 0;
     for (int i = a.n - 1; i >= 0; i--) {
         char d[64], why[512];
         ckpt_dirname(d, sizeof d, a.v[i]);
-        if (ckpt_verify(s, d, why, sizeof why) == GRIT_OK) {
+        if (s->no_rename && !has_manifest(s, d)) {
+            unfinished++; /* a write that never committed: like a .tmp, not a candidate */
+            continue;
+        }
+        int ok = ckpt_verify(s, d, why, sizeof why) == GRIT_OK;
+        /* a two-tier store: the local copy failed, try the remote one */
+        while (!ok && s->ops->fallback && s->ops->fallback(s, d) == GRIT_OK)
+            ok = ckpt_verify(s, d, why, sizeof why) == GRIT_OK;
+        if (ok) {
             snprintf(dir, cap, "%s", d);
             free(a.v);
             return GRIT_OK;
@@ -376,8 +397,10 @@ grit_err ckpt_find(store *s, char *dir, size_t cap, ckpt_reject_fn reject, void 
         if (reject)
             reject(ctx, d, why);
     }
-    int n = a.n;
+    int n = a.n - unfinished;
     free(a.v);
+    if (n == 0)
+        return grit_errf(GRIT_ENOTFOUND, "%s: no committed checkpoint", s->root);
     return grit_errf(GRIT_EFORMAT, "%s: none of the %d checkpoints verifies", s->root, n);
 }
 
@@ -386,6 +409,18 @@ grit_err ckpt_prune(store *s, int keep_last, long keep_every, long keep_step, in
     steps_acc a;
     grit_err rc = scan(s, &a);
     *removed = 0;
+    /* no_rename stores: steps without a manifest are unfinished writes (the .tmp of
+     * this store): removed, and not counted as kept checkpoints */
+    for (int i = 0, k = 0; rc == GRIT_OK && s->no_rename && i < a.n; i++) {
+        char d[64];
+        ckpt_dirname(d, sizeof d, a.v[i]);
+        if (a.v[i] == keep_step || has_manifest(s, d))
+            a.v[k++] = a.v[i];
+        else
+            rc = s->ops->remove(s, d);
+        if (i == a.n - 1)
+            a.n = k;
+    }
     for (int i = 0; rc == GRIT_OK && i < a.n; i++) {
         long st = a.v[i];
         int keep = i >= a.n - keep_last || st == keep_step || (keep_every > 0 && st % keep_every == 0);

@@ -21,6 +21,14 @@
  * step_N.tmp/ (ignored by readers, removed by the next save or prune) or a
  * complete, verifiable step_N/.
  *
+ * A store without rename (S3, store->no_rename) commits by order instead:
+ *   remove any older step_N/ (data first, manifest last)
+ *   put each file under step_N/                          -> phase "files"
+ *   put step_N/manifest.json                             -> phase "manifest", "rename"
+ *   put LATEST (one atomic object write)                 -> phase "latest"
+ * A step without manifest.json is an unfinished write there: never a candidate,
+ * removed by prune (which also deletes data before manifest).
+ *
  * Reading trusts only directories whose manifest verifies (sizes and
  * hashes of every file). ckpt_find() walks the step directories newest
  * first and reports each one it rejects through the callback, so a corrupt

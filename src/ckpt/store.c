@@ -187,7 +187,7 @@ static grit_err px_sync_dir(store *s, const char *dir)
 static void px_close(store *s) { free(s); }
 
 static const store_ops posix_ops = {px_put,    px_read,   px_size,     px_list, px_rename,
-                                    px_remove, px_mkdir, px_sync_dir, px_close};
+                                    px_remove, px_mkdir, px_sync_dir, px_close, NULL};
 
 grit_err store_open_posix(const char *root, store **out)
 {
@@ -285,6 +285,12 @@ FWD(mkdir, (store * s, const char *p), (in, p))
 FWD(sync_dir, (store * s, const char *d), (in, d))
 #undef FWD
 
+static grit_err ft_fallback(store *s, const char *d)
+{
+    store *in = ((fault_store *)s)->inner;
+    return in->ops->fallback ? in->ops->fallback(in, d) : GRIT_ENOTFOUND;
+}
+
 static void ft_close(store *s)
 {
     store_close(((fault_store *)s)->inner);
@@ -292,7 +298,7 @@ static void ft_close(store *s)
 }
 
 static const store_ops fault_ops = {ft_put,    ft_read,  ft_size,     ft_list, ft_rename,
-                                    ft_remove, ft_mkdir, ft_sync_dir, ft_close};
+                                    ft_remove, ft_mkdir, ft_sync_dir, ft_close, ft_fallback};
 
 grit_err store_wrap_faults(store *inner, const char *spec, store **out)
 {
@@ -304,6 +310,7 @@ grit_err store_wrap_faults(store *inner, const char *spec, store **out)
         return grit_errf(GRIT_ENOMEM, "out of memory");
     f->base.ops = &fault_ops;
     snprintf(f->base.root, sizeof f->base.root, "%s", inner->root);
+    f->base.no_rename = inner->no_rename;
     f->inner = inner;
     f->crash_byte = -1;
     char buf[512];
@@ -365,9 +372,22 @@ void store_phase(store *s, const char *phase)
 
 grit_err store_open(const char *location, store **out)
 {
+    return store_open_ex(location, NULL, out);
+}
+
+grit_err store_open_ex(const char *location, const struct s3_opts *o, store **out)
+{
+    return store_open_ex2(location, NULL, o, out);
+}
+
+grit_err store_open_ex2(const char *location, const char *cache_dir, const struct s3_opts *o,
+                        store **out)
+{
     *out = NULL;
     store *s;
-    grit_err rc = store_open_posix(location, &s);
+    grit_err rc = cache_dir && *cache_dir ? store_open_tiered(cache_dir, location, o, &s)
+                  : !strncmp(location, "s3://", 5) ? store_open_s3(location, o, &s)
+                                                   : store_open_posix(location, &s);
     if (rc != GRIT_OK)
         return rc;
     rc = store_wrap_faults(s, getenv("GRIT_CKPT_FAULT"), out);
@@ -385,6 +405,8 @@ void store_close(store *s)
 grit_err store_write_atomic(store *s, const char *path, const void *data, size_t len)
 {
     char tmp[1100], dir[1100];
+    if (s->no_rename)
+        return s->ops->put(s, path, &data, &len, 1, NULL);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     grit_err rc = s->ops->put(s, tmp, &data, &len, 1, NULL);
     if (rc == GRIT_OK)

@@ -13,9 +13,13 @@
  *   size(path)           byte size; GRIT_ENOTFOUND when absent.
  *   list(dir)            names directly inside dir (no "." / ".."), any order.
  *   rename(from, to)     atomic replace of to (a file or an empty/absent dir).
+ *                        A store with no_rename set has none (S3): there put() is
+ *                        itself atomic (an object appears whole or not at all), and
+ *                        ckpt.c commits by order instead (see ckpt.h).
  *   remove(path)         a file, or a directory tree; absent is fine.
  *   mkdir(path)          one level; existing is fine.
  *   sync_dir(dir)        make the directory's entries durable.
+ *   fallback(dir)        optional: serve dir from the next tier (two-tier stores).
  *
  * store_write_atomic() is the one durable-write routine built on these:
  * put PATH.tmp, rename over PATH, sync the directory.
@@ -34,6 +38,7 @@
 #ifndef GRIT_CKPT_STORE_H
 #define GRIT_CKPT_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/error.h"
@@ -60,12 +65,35 @@ typedef struct store_ops {
     grit_err (*mkdir)(store *s, const char *path);
     grit_err (*sync_dir)(store *s, const char *dir);
     void (*close)(store *s);
+    /* optional (NULL): read dir from the next tier from now on (store_tier.c); GRIT_OK
+     * when there is another copy to try, else GRIT_ENOTFOUND */
+    grit_err (*fallback)(store *s, const char *dir);
 } store_ops;
 
 struct store {
     const store_ops *ops;
     char root[1024]; /* for messages: the store's location */
+    bool no_rename;  /* no atomic rename; each put() is atomic instead (S3) */
 };
+
+struct s3_opts; /* s3/client.h */
+
+/* The s3:// store (store_s3.c): "s3://BUCKET/PREFIX"; o may be NULL (environment
+ * defaults, see s3/client.h). *out owned by caller. */
+grit_err store_open_s3(const char *url, const struct s3_opts *o, store **out);
+
+/* Two tiers (store_tier.c): the local directory cache_dir first, remote (s3:// or a
+ * directory) second; commits locally, then uploads; reads the local copy unless
+ * fallback() moved a step to the remote. *out owned by caller. */
+grit_err store_open_tiered(const char *cache_dir, const char *remote, const struct s3_opts *o,
+                           store **out);
+
+/* Opens a POSIX directory or an s3:// location (with o for S3, may be NULL), wrapped
+ * with GRIT_CKPT_FAULT if set. */
+grit_err store_open_ex(const char *location, const struct s3_opts *o, store **out);
+/* The same with a local cache tier in front when cache_dir is set (store_open_tiered). */
+grit_err store_open_ex2(const char *location, const char *cache_dir, const struct s3_opts *o,
+                        store **out);
 
 /* A POSIX directory store rooted at root (created if missing). *out owned by caller. */
 grit_err store_open_posix(const char *root, store **out);
@@ -79,7 +107,8 @@ grit_err store_open(const char *location, store **out);
 
 void store_close(store *s); /* NULL is a no-op */
 
-/* Durable atomic write of one file: put PATH.tmp, rename, sync the directory. */
+/* Durable atomic write of one file: put PATH.tmp, rename, sync the directory
+ * (a no_rename store: one put, which is atomic there). */
 grit_err store_write_atomic(store *s, const char *path, const void *data, size_t len);
 
 /* Reads a whole (small) file; *out is malloc'd and NUL-terminated. */

@@ -34,7 +34,9 @@ static void usage(FILE *f)
             "  prune DIR --keep-last K [--keep-every M]\n"
             "                              remove old checkpoints (and stale .tmp folders)\n"
             "\n"
-            "DIR is a run directory or its ckpt/ folder.\n");
+            "DIR is a run directory or its ckpt/ folder, or (ls, verify, prune)\n"
+            "s3://BUCKET/PREFIX with AWS_* credentials and AWS_ENDPOINT_URL from the\n"
+            "environment (see grit s3 --help).\n");
 }
 
 static int is_dir(const char *p)
@@ -48,6 +50,12 @@ static store *open_ckpt(const char *dir)
 {
     char p[2048];
     snprintf(p, sizeof p, "%s/ckpt", dir);
+    if (!strncmp(dir, "s3://", 5)) { /* credentials and endpoint from the environment */
+        store *s3 = NULL;
+        if (store_open_s3(dir, NULL, &s3) != GRIT_OK)
+            fprintf(stderr, "grit ckpt: %s\n", grit_errmsg());
+        return s3;
+    }
     if (!is_dir(dir)) {
         fprintf(stderr, "grit ckpt: %s: not a directory\n", dir);
         return NULL;

@@ -23,6 +23,7 @@ static void usage(FILE *f)
             "  generate            prompt -> text from a checkpoint\n"
             "  dashboard RUN_DIR   serve a run's dashboard and Prometheus /metrics\n"
             "  prep [CONFIG] ...   web pages (WARC/HTML/text/JSONL) -> clean, deduplicated shards\n"
+            "  s3 ...              put, get, list and delete S3 objects (s3:// checkpoints)\n"
             "\n"
             "Run 'grit <command> --help' for the options of a command.\n"
             "  --help, -h          show this help\n"
@@ -49,6 +50,10 @@ int main(int argc, char **argv)
         return cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "ckpt"))
         return cmd_ckpt(argc - 1, argv + 1);
+#ifdef GRIT_HAVE_S3
+    if (!strcmp(cmd, "s3"))
+        return cmd_s3(argc - 1, argv + 1);
+#endif
     if (!strcmp(cmd, "health"))
         return cmd_health(argc - 1, argv + 1);
     if (!strcmp(cmd, "launch"))

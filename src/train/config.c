@@ -47,13 +47,17 @@ void train_cfg_defaults(train_cfg *c)
     c->ckpt_async = true;
     c->resume = true;
     c->world = 1;
+    s3_opts_defaults(&c->ckpt_s3);
 }
 
 static const char *const top_keys[] = {"model",   "optim",      "seed",   "threads",
                                         "data",    "run_dir",    "log_every", "checkpoint",
                                         "resume",  "init_from",  NULL};
 static const char *const ckpt_keys[] = {"interval_steps", "interval_minutes", "keep_last",
-                                        "keep_every", "async", "on_error", NULL};
+                                        "keep_every", "async", "on_error", "dir", "s3", "cache_dir",
+                                        NULL};
+static const char *const s3_keys[] = {"endpoint",    "region",  "part_size_mib",
+                                      "concurrency", "retries", "unsigned_payload", NULL};
 static const char *const on_errors[] = {"continue", "stop", NULL};
 static const char *const model_keys[] = {
     "preset", "hidden_size", "num_layers", "num_heads", "intermediate_size", "vocab_size",
@@ -80,6 +84,61 @@ static grit_err load_int(const jcfg *j, json_t *o, const char *pre, const char *
     long v = *out;
     TRY(jcfg_int(j, o, pre, k, lo, hi, &v));
     *out = (int)v;
+    return GRIT_OK;
+}
+
+/* checkpoint.dir and checkpoint.s3 */
+static grit_err load_ckpt_dir(const jcfg *j, json_t *k, train_cfg *c)
+{
+    const char *dir = NULL;
+    TRY(jcfg_str(j, k, "checkpoint", "dir", NULL, &dir));
+    if (dir) {
+        if (!*dir || strlen(dir) >= sizeof c->ckpt_dir)
+            return jcfg_fail(j, "checkpoint.dir", "expected a path or s3://BUCKET/PREFIX of 1 "
+                                                  "to %zu bytes", sizeof c->ckpt_dir - 1);
+        if (!strncmp(dir, "s3://", 5) && (!dir[5] || dir[5] == '/'))
+            return jcfg_fail(j, "checkpoint.dir", "expected s3://BUCKET[/PREFIX]");
+        snprintf(c->ckpt_dir, sizeof c->ckpt_dir, "%s", dir);
+    }
+    const char *cache = NULL;
+    TRY(jcfg_str(j, k, "checkpoint", "cache_dir", NULL, &cache));
+    if (cache) {
+        if (!*cache || strlen(cache) >= sizeof c->ckpt_cache || !strncmp(cache, "s3://", 5))
+            return jcfg_fail(j, "checkpoint.cache_dir", "expected a local directory path");
+        if (!c->ckpt_dir[0])
+            return jcfg_fail(j, "checkpoint.cache_dir", "expected together with \"dir\" (the "
+                                                        "remote tier it caches)");
+        snprintf(c->ckpt_cache, sizeof c->ckpt_cache, "%s", cache);
+    }
+    json_t *s3;
+    TRY(jcfg_obj(j, k, "checkpoint", "s3", &s3));
+    if (!s3)
+        return GRIT_OK;
+    s3_opts *o = &c->ckpt_s3;
+    const char *ep = NULL, *rg = NULL;
+    int part = 0, conc = 0, retries = -1;
+    TRY(jcfg_only(j, s3, "checkpoint.s3", s3_keys));
+    TRY(jcfg_str(j, s3, "checkpoint.s3", "endpoint", NULL, &ep));
+    TRY(jcfg_str(j, s3, "checkpoint.s3", "region", NULL, &rg));
+    if (ep && (strlen(ep) >= sizeof o->endpoint ||
+               (strncmp(ep, "http://", 7) && strncmp(ep, "https://", 8))))
+        return jcfg_fail(j, "checkpoint.s3.endpoint", "expected http(s)://HOST[:PORT]");
+    if (rg && (!*rg || strlen(rg) >= sizeof o->region))
+        return jcfg_fail(j, "checkpoint.s3.region", "expected a region name");
+    TRY(load_int(j, s3, "checkpoint.s3", "part_size_mib", 5, 5120, &part));
+    TRY(load_int(j, s3, "checkpoint.s3", "concurrency", 1, 256, &conc));
+    TRY(load_int(j, s3, "checkpoint.s3", "retries", 0, 100, &retries));
+    TRY(jcfg_bool(j, s3, "checkpoint.s3", "unsigned_payload", &o->unsigned_payload));
+    if (ep)
+        snprintf(o->endpoint, sizeof o->endpoint, "%s", ep);
+    if (rg)
+        snprintf(o->region, sizeof o->region, "%s", rg);
+    if (part)
+        o->part_size = (size_t)part << 20;
+    if (conc)
+        o->concurrency = conc;
+    if (retries >= 0)
+        o->retries = retries;
     return GRIT_OK;
 }
 
@@ -268,6 +327,7 @@ static grit_err load_all(const jcfg *j, train_cfg *c)
         TRY(jcfg_str(j, k, "checkpoint", "on_error", on_errors, &oe));
         if (oe)
             c->ckpt_stop_on_error = !strcmp(oe, "stop");
+        TRY(load_ckpt_dir(j, k, c));
     }
     TRY(jcfg_bool(j, j->root, "", "resume", &c->resume));
     const char *init = NULL;
@@ -347,6 +407,23 @@ char *train_cfg_dump(const train_cfg *c)
                   "interval_minutes", c->ckpt_interval_minutes, "keep_last", c->ckpt_keep_last,
                   "keep_every", c->ckpt_keep_every, "async", c->ckpt_async, "on_error",
                   c->ckpt_stop_on_error ? "stop" : "continue"));
+    if (c->ckpt_dir[0]) {
+        json_t *ck = json_object_get(root, "checkpoint");
+        const s3_opts *so = &c->ckpt_s3;
+        json_object_set_new(ck, "dir", json_string(c->ckpt_dir));
+        if (c->ckpt_cache[0])
+            json_object_set_new(ck, "cache_dir", json_string(c->ckpt_cache));
+        if (!strncmp(c->ckpt_dir, "s3://", 5)) { /* never credentials: they stay in the env */
+            json_t *s3 = json_pack("{s:i,s:i,s:i,s:b}", "part_size_mib",
+                                   (int)(so->part_size >> 20), "concurrency", so->concurrency,
+                                   "retries", so->retries, "unsigned_payload", so->unsigned_payload);
+            if (so->endpoint[0])
+                json_object_set_new(s3, "endpoint", json_string(so->endpoint));
+            if (so->region[0])
+                json_object_set_new(s3, "region", json_string(so->region));
+            json_object_set_new(ck, "s3", s3);
+        }
+    }
     if (!strcmp(c->data_source, "megatron")) {
         json_t *data = json_object_get(root, "data"), *p = json_array(), *w = json_array();
         for (int i = 0; i < c->data_npaths; i++) {

@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "model/gptneox.h"
+#include "s3/client.h"
 #include "train/optim.h"
 
 #define TRAIN_DATA_MAX_PATHS 64
@@ -49,6 +50,10 @@ typedef struct train_cfg {
     bool ckpt_async;
     bool ckpt_stop_on_error;     /* on_error "stop" (else "continue") */
     bool resume;                 /* resume from run_dir/ckpt automatically */
+    char ckpt_dir[1024];         /* "dir": where checkpoints go ("" = run_dir/ckpt; s3://...) */
+    char ckpt_cache[1024];       /* "cache_dir": local first tier in front of dir ("" none) */
+    s3_opts ckpt_s3;             /* "s3": {endpoint, region, part_size_mib, concurrency,
+                                    retries, unsigned_payload} for an s3:// dir */
     int world;                   /* data-parallel ranks (runtime, not in the file; 1 default) */
     char init_from[1024];        /* weights-only start from a checkpoint or HF folder ("" none) */
 } train_cfg;

@@ -163,7 +163,7 @@ static grit_err restore(run_ctx *r, gx_model *m, dp_sync *dp, const char *fp, lo
     if (cfg->resume) {
         double t_load = now_seconds(); /* find + verify + load: the resume event's seconds */
         char dir[64];
-        long chosen = -1; /* -1: none, -2: some exist but none verifies */
+        long chosen = -1; /* -1: none, -2: some exist but none verifies, -3: store error */
         grit_err rc = GRIT_OK;
         char why[1024] = "";
         if (r->d->rank == 0) {
@@ -171,12 +171,15 @@ static grit_err restore(run_ctx *r, gx_model *m, dp_sync *dp, const char *fp, lo
             if (rc == GRIT_OK)
                 chosen = strtol(dir + 5, NULL, 10);
             else if (rc != GRIT_ENOTFOUND) {
-                chosen = -2;
+                chosen = rc == GRIT_EFORMAT ? -2 : -3;
                 snprintf(why, sizeof why, "%s", grit_errmsg());
             }
         }
         if ((rc = dist_bcast(r->d, &chosen, sizeof chosen, 0)) != GRIT_OK)
             return rc;
+        if (chosen == -3) /* the store could not be read (S3 refused, unreachable, ...) */
+            return grit_errf(GRIT_EIO, "%s", r->d->rank == 0 ? why : "rank 0 could not read "
+                                                                    "the checkpoint store");
         if (chosen == -2)
             return grit_errf(GRIT_EFORMAT, "%s; refusing to start over on top of them (move "
                                            "them away, or set \"resume\": false)",
@@ -358,8 +361,11 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
         (rc = dp_init(&dp, d, &m, o->zero1)) != GRIT_OK)
         goto out;
     if (r.ck_on || cfg->resume) {
-        path_join(path, sizeof path, cfg->run_dir, "ckpt");
-        if ((rc = store_open(path, &r.ck)) != GRIT_OK)
+        if (cfg->ckpt_dir[0])
+            snprintf(path, sizeof path, "%s", cfg->ckpt_dir);
+        else
+            path_join(path, sizeof path, cfg->run_dir, "ckpt");
+        if ((rc = store_open_ex2(path, cfg->ckpt_cache, &cfg->ckpt_s3, &r.ck)) != GRIT_OK)
             goto out;
     }
     long start;

@@ -28,6 +28,10 @@ check 2 "--price-node-hour: expected a number" launch --price-node-hour cheap --
 check 0 "usage: grit prep" prep --help
 check 2 "missing -o DIR" prep x.html
 check 2 "--minhash: .*expected refinedweb, cheap or off" prep x.html -o d --minhash big
+if "$grit" --help | grep -q "^  s3 "; then  # built with S3
+  check 0 "usage: grit s3" s3 --help
+  check 2 "unknown option --bogus" s3 ls s3://b --bogus
+fi
 check 0 "grit 0\." --version
 check 2 "unknown command 'frobnicate'" frobnicate
 check 2 "unknown option or missing value: '--bogus'" train x.json --bogus

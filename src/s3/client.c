@@ -1,0 +1,1018 @@
+/*
+ * client.c - S3 over libcurl's multi interface (see client.h for the contract).
+ *
+ * Every operation is a batch of requests run by run_batch(): up to `concurrency`
+ * easy handles in flight on one multi handle (its connection cache keeps the TCP
+ * connections alive across requests and batches). Each request goes through
+ *
+ *   WAIT --start()--> FLIGHT --2xx--> DONE
+ *    ^                  |
+ *    +--retryable, attempts <= retries: not_before = now + jittered backoff
+ *                       |
+ *                       +--other answer, or retries spent--> FAILED (batch stops,
+ *                          in-flight transfers are removed, the error names the
+ *                          request, the HTTP status and S3's error code/message)
+ *
+ * A request is signed afresh at each attempt (x-amz-date moves on). Bodies are
+ * read straight from the caller's buffers (a scatter list and a window into it), so
+ * a multipart upload copies nothing.
+ */
+#define _GNU_SOURCE
+#include "s3/client.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include "s3/sigv4.h"
+
+#define RESP_CAP (4u << 20) /* cap on a buffered (XML) response body */
+#define MAX_QUERY 5
+
+struct s3_client {
+    s3_opts o;
+    char access[256], secret[256], token[4096];
+    char base[300];    /* scheme://host[:port] */
+    char host[256];    /* Host header value */
+    bool aws_default;  /* no endpoint: virtual-host style on amazonaws.com */
+    CURLM *multi;
+    CURL **easy;       /* pool of concurrency handles */
+    uint64_t rng;
+    s3_stats stats;
+    s3_progress_fn progress;
+    void *progress_ctx;
+    size_t pdone, ptotal; /* bytes of the current put/get */
+};
+
+typedef struct growbuf {
+    char *p;
+    size_t n, cap;
+} growbuf;
+
+typedef enum { R_WAIT, R_FLIGHT, R_DONE, R_FAILED } rstate;
+
+typedef struct s3_req {
+    const char *method; /* GET PUT POST DELETE HEAD */
+    const char *bucket;
+    char key[1024];
+    const char *label; /* for messages instead of the key (listings) */
+    s3_kv q[MAX_QUERY];
+    int nq;
+    /* request body: window [boff, boff+blen) of the concatenated bufs */
+    const void *const *bufs;
+    const size_t *lens;
+    int nbufs;
+    size_t boff, blen;
+    const char *ctype;
+    /* response: a fixed destination (ranged GET) or the growable buffer */
+    long long roff, rlen; /* Range; rlen < 0: none */
+    char *dst;
+    size_t dcap, got;
+    growbuf resp;
+    char etag[128];
+    long long clen; /* HEAD: Content-Length */
+    /* state */
+    rstate st;
+    int attempts;
+    double not_before;
+    long status;
+    CURLcode cc;
+    char cerr[CURL_ERROR_SIZE];
+    char hash[65];
+    int bi;       /* upload cursor: buffer index and offset inside it */
+    size_t bpos, sent;
+    CURL *easy;
+    struct curl_slist *hdrs;
+} s3_req;
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static uint64_t rnd(s3_client *c)
+{
+    c->rng ^= c->rng << 13;
+    c->rng ^= c->rng >> 7;
+    c->rng ^= c->rng << 17;
+    return c->rng;
+}
+
+/* --- credentials --------------------------------------------------------------- */
+
+static void trim(char *s)
+{
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1]))
+        s[--n] = '\0';
+    size_t i = 0;
+    while (isspace((unsigned char)s[i]))
+        i++;
+    memmove(s, s + i, n - i + 1);
+}
+
+/* Reads aws_access_key_id / aws_secret_access_key / aws_session_token of a profile
+ * from an INI file. GRIT_ENOTFOUND when the file or profile is missing. */
+static grit_err read_cred_file(s3_client *c, const char *path, const char *profile)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return GRIT_ENOTFOUND;
+    char line[4096], want[300];
+    snprintf(want, sizeof want, "[%s]", profile);
+    int in = 0, found = 0;
+    while (fgets(line, sizeof line, f)) {
+        trim(line);
+        if (line[0] == '[') {
+            in = !strcmp(line, want);
+            found |= in;
+            continue;
+        }
+        char *eq = strchr(line, '=');
+        if (!in || !eq || line[0] == '#' || line[0] == ';')
+            continue;
+        *eq = '\0';
+        char *k = line, *v = eq + 1;
+        trim(k);
+        trim(v);
+        if (!strcmp(k, "aws_access_key_id"))
+            snprintf(c->access, sizeof c->access, "%s", v);
+        else if (!strcmp(k, "aws_secret_access_key"))
+            snprintf(c->secret, sizeof c->secret, "%s", v);
+        else if (!strcmp(k, "aws_session_token"))
+            snprintf(c->token, sizeof c->token, "%s", v);
+    }
+    fclose(f);
+    memset(line, 0, sizeof line);
+    return found ? GRIT_OK : GRIT_ENOTFOUND;
+}
+
+static grit_err load_credentials(s3_client *c)
+{
+    const char *id = getenv("AWS_ACCESS_KEY_ID"), *sk = getenv("AWS_SECRET_ACCESS_KEY");
+    if (id && *id && sk && *sk) {
+        const char *tok = getenv("AWS_SESSION_TOKEN");
+        if (strlen(id) >= sizeof c->access || strlen(sk) >= sizeof c->secret ||
+            (tok && strlen(tok) >= sizeof c->token))
+            return grit_errf(GRIT_EINVAL, "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or "
+                                          "AWS_SESSION_TOKEN: longer than this client takes");
+        snprintf(c->access, sizeof c->access, "%s", id);
+        snprintf(c->secret, sizeof c->secret, "%s", sk);
+        snprintf(c->token, sizeof c->token, "%s", tok ? tok : "");
+        return GRIT_OK;
+    }
+    char path[1024];
+    const char *file = getenv("AWS_SHARED_CREDENTIALS_FILE"), *home = getenv("HOME");
+    const char *profile = getenv("AWS_PROFILE");
+    if (!profile || !*profile)
+        profile = "default";
+    if (file && *file)
+        snprintf(path, sizeof path, "%s", file);
+    else
+        snprintf(path, sizeof path, "%s/.aws/credentials", home ? home : "");
+    grit_err rc = read_cred_file(c, path, profile);
+    if (rc == GRIT_OK && c->access[0] && c->secret[0])
+        return GRIT_OK;
+    return grit_errf(GRIT_EINVAL,
+                     "S3: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
+                     "put aws_access_key_id and aws_secret_access_key under [%s] in %s%s",
+                     profile, path,
+                     rc == GRIT_ENOTFOUND ? " (file or profile not found)"
+                                          : " (profile lacks a key)");
+}
+
+static grit_err parse_endpoint(s3_client *c, const char *ep)
+{
+    const char *p = strstr(ep, "://");
+    if (!p || (strncmp(ep, "http://", 7) && strncmp(ep, "https://", 8)))
+        return grit_errf(GRIT_EINVAL, "S3 endpoint '%s': expected http://HOST[:PORT] or "
+                                      "https://HOST[:PORT]", ep);
+    p += 3;
+    size_t hl = strcspn(p, "/?#");
+    if (hl == 0 || hl >= sizeof c->host || p[hl + (p[hl] == '/')] != '\0')
+        return grit_errf(GRIT_EINVAL, "S3 endpoint '%s': expected scheme://HOST[:PORT] with "
+                                      "no path", ep);
+    memcpy(c->host, p, hl);
+    c->host[hl] = '\0';
+    snprintf(c->base, sizeof c->base, "%.*s", (int)(p - ep + (long)hl), ep);
+    return GRIT_OK;
+}
+
+grit_err s3_client_open(const s3_opts *o, s3_client **out)
+{
+    *out = NULL;
+    pthread_once(&curl_once, curl_init_once);
+    s3_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return grit_errf(GRIT_ENOMEM, "out of memory");
+    c->o = *o;
+    if (!c->o.part_size)
+        c->o.part_size = 8u << 20;
+    if (c->o.concurrency <= 0)
+        c->o.concurrency = 16;
+    if (c->o.retries < 0)
+        c->o.retries = 5;
+    if (c->o.list_page <= 0)
+        c->o.list_page = 1000;
+    if (!c->o.region[0]) {
+        const char *r = getenv("AWS_REGION");
+        if (!r || !*r)
+            r = getenv("AWS_DEFAULT_REGION");
+        snprintf(c->o.region, sizeof c->o.region, "%s", r && *r ? r : "us-east-1");
+    }
+    if (!c->o.endpoint[0]) {
+        const char *e = getenv("AWS_ENDPOINT_URL");
+        if (e && *e)
+            snprintf(c->o.endpoint, sizeof c->o.endpoint, "%s", e);
+    }
+    grit_err rc = GRIT_OK;
+    if (c->o.endpoint[0])
+        rc = parse_endpoint(c, c->o.endpoint);
+    else {
+        c->aws_default = true;
+        snprintf(c->host, sizeof c->host, "s3.%s.amazonaws.com", c->o.region);
+        snprintf(c->base, sizeof c->base, "https://%s", c->host);
+    }
+    if (rc == GRIT_OK)
+        rc = load_credentials(c);
+    if (rc == GRIT_OK) {
+        c->multi = curl_multi_init();
+        c->easy = calloc((size_t)c->o.concurrency, sizeof *c->easy);
+        if (!c->multi || !c->easy)
+            rc = grit_errf(GRIT_ENOMEM, "out of memory");
+    }
+    for (int i = 0; rc == GRIT_OK && i < c->o.concurrency; i++)
+        if (!(c->easy[i] = curl_easy_init()))
+            rc = grit_errf(GRIT_ENOMEM, "curl_easy_init failed");
+    if (rc == GRIT_OK)
+        curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)c->o.concurrency);
+    c->rng = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)(uintptr_t)c;
+    if (!c->rng)
+        c->rng = 1;
+    if (rc != GRIT_OK) {
+        s3_client_close(c);
+        return rc;
+    }
+    *out = c;
+    return GRIT_OK;
+}
+
+void s3_client_close(s3_client *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; c->easy && i < c->o.concurrency; i++)
+        if (c->easy[i])
+            curl_easy_cleanup(c->easy[i]);
+    free(c->easy);
+    if (c->multi)
+        curl_multi_cleanup(c->multi);
+    memset(c->secret, 0, sizeof c->secret);
+    memset(c->token, 0, sizeof c->token);
+    free(c);
+}
+
+s3_stats s3_client_stats(const s3_client *c) { return c->stats; }
+
+void s3_client_set_progress(s3_client *c, s3_progress_fn fn, void *ctx)
+{
+    c->progress = fn;
+    c->progress_ctx = ctx;
+}
+
+grit_err s3_parse_url(const char *url, char *bucket, size_t bcap, char *prefix, size_t pcap)
+{
+    if (strncmp(url, "s3://", 5) != 0)
+        return grit_errf(GRIT_EINVAL, "'%s': expected s3://BUCKET[/PREFIX]", url);
+    const char *b = url + 5;
+    size_t bl = strcspn(b, "/");
+    if (bl == 0 || bl >= bcap)
+        return grit_errf(GRIT_EINVAL, "'%s': expected s3://BUCKET[/PREFIX] with a bucket name "
+                                      "of 1 to %zu characters", url, bcap - 1);
+    memcpy(bucket, b, bl);
+    bucket[bl] = '\0';
+    const char *p = b + bl;
+    while (*p == '/')
+        p++;
+    size_t pl = strlen(p);
+    while (pl && p[pl - 1] == '/')
+        pl--;
+    if (pl >= pcap)
+        return grit_errf(GRIT_EINVAL, "'%s': prefix longer than %zu bytes", url, pcap - 1);
+    memcpy(prefix, p, pl);
+    prefix[pl] = '\0';
+    return GRIT_OK;
+}
+
+/* --- one request ------------------------------------------------------------------ */
+
+static void gb_append(growbuf *g, const char *p, size_t n)
+{
+    if (g->n + n + 1 > g->cap) {
+        if (g->n + n + 1 > RESP_CAP)
+            return; /* responses we read are small; the rest is dropped */
+        size_t nc = g->cap ? g->cap : 4096;
+        while (nc < g->n + n + 1)
+            nc *= 2;
+        char *np = realloc(g->p, nc);
+        if (!np)
+            return;
+        g->p = np;
+        g->cap = nc;
+    }
+    memcpy(g->p + g->n, p, n);
+    g->n += n;
+    g->p[g->n] = '\0';
+}
+
+static size_t on_write(char *p, size_t sz, size_t nm, void *ud)
+{
+    s3_req *r = ud;
+    size_t n = sz * nm;
+    long code = 0;
+    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (r->dst && code >= 200 && code < 300) {
+        if (r->got + n > r->dcap)
+            return 0; /* more than asked for: fail the transfer */
+        memcpy(r->dst + r->got, p, n);
+        r->got += n;
+        return n;
+    }
+    gb_append(&r->resp, p, n);
+    return n;
+}
+
+static size_t on_header(char *p, size_t sz, size_t nm, void *ud)
+{
+    s3_req *r = ud;
+    size_t n = sz * nm;
+    if (n > 5 && !strncasecmp(p, "etag:", 5)) {
+        size_t i = 5;
+        while (i < n && (p[i] == ' ' || p[i] == '\t'))
+            i++;
+        size_t e = n;
+        while (e > i && (p[e - 1] == '\r' || p[e - 1] == '\n' || p[e - 1] == ' '))
+            e--;
+        snprintf(r->etag, sizeof r->etag, "%.*s", (int)(e - i), p + i);
+    }
+    return n;
+}
+
+/* Upload body: the window [boff, boff+blen) of the scatter list. */
+static size_t on_read(char *out, size_t sz, size_t nm, void *ud)
+{
+    s3_req *r = ud;
+    size_t want = sz * nm, done = 0;
+    while (done < want && r->sent < r->blen && r->bi < r->nbufs) {
+        size_t avail = r->lens[r->bi] - r->bpos;
+        if (avail == 0) {
+            r->bi++;
+            r->bpos = 0;
+            continue;
+        }
+        size_t k = want - done;
+        if (k > avail)
+            k = avail;
+        if (k > r->blen - r->sent)
+            k = r->blen - r->sent;
+        memcpy(out + done, (const char *)r->bufs[r->bi] + r->bpos, k);
+        r->bpos += k;
+        r->sent += k;
+        done += k;
+    }
+    return done;
+}
+
+/* Positions the upload cursor at window offset `at`. */
+static void seek_body(s3_req *r, size_t at)
+{
+    size_t pos = r->boff + at;
+    r->bi = 0;
+    while (r->bi < r->nbufs && pos >= r->lens[r->bi]) {
+        pos -= r->lens[r->bi];
+        r->bi++;
+    }
+    r->bpos = pos;
+    r->sent = at;
+}
+
+static int on_seek(void *ud, curl_off_t off, int origin)
+{
+    s3_req *r = ud;
+    if (origin != SEEK_SET || off < 0 || (size_t)off > r->blen)
+        return CURL_SEEKFUNC_FAIL;
+    seek_body(r, (size_t)off);
+    return CURL_SEEKFUNC_OK;
+}
+
+static void body_hash(s3_req *r)
+{
+    EVP_MD_CTX *m = EVP_MD_CTX_new();
+    unsigned char md[32];
+    unsigned int ml = 32;
+    EVP_DigestInit_ex(m, EVP_sha256(), NULL);
+    seek_body(r, 0);
+    while (r->sent < r->blen && r->bi < r->nbufs) {
+        size_t k = r->lens[r->bi] - r->bpos;
+        if (k > r->blen - r->sent)
+            k = r->blen - r->sent;
+        EVP_DigestUpdate(m, (const char *)r->bufs[r->bi] + r->bpos, k);
+        r->sent += k;
+        r->bi++;
+        r->bpos = 0;
+    }
+    EVP_DigestFinal_ex(m, md, &ml);
+    EVP_MD_CTX_free(m);
+    static const char d[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+        r->hash[2 * i] = d[md[i] >> 4];
+        r->hash[2 * i + 1] = d[md[i] & 15];
+    }
+    r->hash[64] = '\0';
+}
+
+static int put_hdr(struct curl_slist **l, const char *fmt, const char *v)
+{
+    char line[4400];
+    snprintf(line, sizeof line, fmt, v);
+    struct curl_slist *n = curl_slist_append(*l, line);
+    if (!n)
+        return -1;
+    *l = n;
+    return 0;
+}
+
+/* path of bucket/key as the URL and the signature see it */
+static int req_path(const s3_client *c, const s3_req *r, char *out, size_t cap)
+{
+    char raw[1400];
+    if (c->aws_default)
+        snprintf(raw, sizeof raw, "/%s", r->key);
+    else
+        snprintf(raw, sizeof raw, "/%s%s%s", r->bucket, r->key[0] ? "/" : "", r->key);
+    return s3_uri_encode(raw, 1, out, cap);
+}
+
+static grit_err start(s3_client *c, s3_req *r, CURL *e)
+{
+    char path[4200], query[3000], url[8000], amz[20], auth[1024], host[400], range[64];
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(amz, sizeof amz, "%Y%m%dT%H%M%SZ", &tm);
+    if (c->aws_default)
+        snprintf(host, sizeof host, "%s.%s", r->bucket, c->host);
+    else
+        snprintf(host, sizeof host, "%s", c->host);
+    if (req_path(c, r, path, sizeof path) || s3_sigv4_query(r->q, r->nq, query, sizeof query))
+        return grit_errf(GRIT_EINVAL, "S3 key or query too long: %s", r->key);
+    if (!r->hash[0]) {
+        if (c->o.unsigned_payload && r->blen > 0)
+            snprintf(r->hash, sizeof r->hash, "UNSIGNED-PAYLOAD");
+        else
+            body_hash(r);
+    }
+    s3_kv h[6] = {{"host", host}, {"x-amz-content-sha256", r->hash}, {"x-amz-date", amz}};
+    int nh = 3;
+    if (r->rlen >= 0) {
+        snprintf(range, sizeof range, "bytes=%lld-%lld", r->roff, r->roff + r->rlen - 1);
+        h[nh++] = (s3_kv){"range", range};
+    }
+    if (c->token[0])
+        h[nh++] = (s3_kv){"x-amz-security-token", c->token};
+    s3_sigv4_req sr = {.method = r->method, .path = path, .query = query, .headers = h,
+                       .nheaders = nh, .payload_hash = r->hash, .access_key = c->access,
+                       .secret = c->secret, .region = c->o.region, .service = "s3",
+                       .amz_date = amz};
+    if (s3_sigv4_sign(&sr, auth, sizeof auth, NULL))
+        return grit_errf(GRIT_EINVAL, "S3: cannot sign the request for %s", r->key);
+    snprintf(url, sizeof url, c->aws_default ? "https://%s%s%s%s" : "%s%s%s%s",
+             c->aws_default ? host : c->base, path, query[0] ? "?" : "", query);
+
+    curl_easy_reset(e);
+    r->easy = e;
+    r->hdrs = NULL;
+    r->got = 0;
+    r->resp.n = 0;
+    r->etag[0] = '\0';
+    r->cerr[0] = '\0';
+    r->clen = -1;
+    seek_body(r, 0);
+    int bad = put_hdr(&r->hdrs, "Host: %s", host) || put_hdr(&r->hdrs, "Authorization: %s", auth) ||
+              put_hdr(&r->hdrs, "x-amz-date: %s", amz) ||
+              put_hdr(&r->hdrs, "x-amz-content-sha256: %s", r->hash) ||
+              (r->rlen >= 0 && put_hdr(&r->hdrs, "Range: %s", range)) ||
+              (c->token[0] && put_hdr(&r->hdrs, "x-amz-security-token: %s", c->token)) ||
+              (r->ctype && put_hdr(&r->hdrs, "Content-Type: %s", r->ctype));
+    memset(auth, 0, sizeof auth);
+    if (bad)
+        return grit_errf(GRIT_ENOMEM, "out of memory");
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->cerr);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L); /* a stalled transfer fails (retried) */
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 30L);
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 256L << 10);
+    curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 256L << 10);
+    if (!strcmp(r->method, "PUT")) {
+        curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+        curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(e, CURLOPT_READDATA, r);
+        curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, on_seek);
+        curl_easy_setopt(e, CURLOPT_SEEKDATA, r);
+        curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, (curl_off_t)r->blen);
+    } else if (!strcmp(r->method, "POST")) {
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->blen);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS,
+                         r->blen ? (const char *)r->bufs[0] + r->boff : "");
+    } else if (!strcmp(r->method, "HEAD")) {
+        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    } else if (!strcmp(r->method, "DELETE")) {
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE");
+    }
+    r->attempts++;
+    c->stats.requests++;
+    r->st = R_FLIGHT;
+    if (curl_multi_add_handle(c->multi, e) != CURLM_OK)
+        return grit_errf(GRIT_EIO, "curl_multi_add_handle failed");
+    return GRIT_OK;
+}
+
+static void finish_handle(s3_client *c, s3_req *r)
+{
+    if (r->easy)
+        curl_multi_remove_handle(c->multi, r->easy);
+    curl_slist_free_all(r->hdrs);
+    r->hdrs = NULL;
+    r->easy = NULL;
+}
+
+/* the text of <tag>...</tag> in xml (first one) into out; 0 if found */
+static int xml_tag(const char *xml, const char *tag, char *out, size_t cap)
+{
+    char open[64], close[64];
+    snprintf(open, sizeof open, "<%s>", tag);
+    snprintf(close, sizeof close, "</%s>", tag);
+    const char *a = xml ? strstr(xml, open) : NULL;
+    const char *b = a ? strstr(a, close) : NULL;
+    if (!b)
+        return -1;
+    a += strlen(open);
+    snprintf(out, cap, "%.*s", (int)(b - a), a);
+    return 0;
+}
+
+static grit_err req_error(const s3_client *c, const s3_req *r)
+{
+    char code[128] = "", msg[512] = "", what[1400];
+    snprintf(what, sizeof what, "S3 %s s3://%s/%s", r->label ? "list" : r->method, r->bucket,
+             r->label ? r->label : r->key);
+    if (r->cc != CURLE_OK)
+        return grit_errf(GRIT_EIO, "%s (endpoint %s): %s%s%s after %d attempt%s", what, c->base,
+                         curl_easy_strerror(r->cc), r->cerr[0] ? ": " : "", r->cerr,
+                         r->attempts, r->attempts == 1 ? "" : "s");
+    xml_tag(r->resp.p, "Code", code, sizeof code);
+    xml_tag(r->resp.p, "Message", msg, sizeof msg);
+    const char *hint = "";
+    if (r->status == 403)
+        hint = " (check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the credentials file, "
+               "and the region)";
+    if (r->status == 404 && !strcmp(code, "NoSuchBucket"))
+        hint = " (create the bucket first)";
+    return grit_errf(r->status == 404 ? GRIT_ENOTFOUND : GRIT_EIO,
+                     "%s: HTTP %ld%s%s%s%s%s after %d attempt%s", what, r->status,
+                     code[0] ? " " : "", code, msg[0] ? ": " : "", msg, hint, r->attempts,
+                     r->attempts == 1 ? "" : "s");
+}
+
+static int retryable(const s3_req *r)
+{
+    if (r->cc != CURLE_OK)
+        return r->cc != CURLE_WRITE_ERROR; /* WRITE_ERROR: more bytes than asked for */
+    return r->status >= 500 || r->status == 429 || r->status == 408;
+}
+
+/* Runs n requests, `concurrency` at a time, with retries. ok404: a 404 counts as done
+ * (status kept) instead of failing. On error every in-flight transfer is removed. */
+static grit_err run_batch(s3_client *c, s3_req *reqs, int n, bool ok404)
+{
+    int conc = c->o.concurrency, inflight = 0, left = n;
+    bool *busy = calloc((size_t)conc, sizeof *busy);
+    if (!busy)
+        return grit_errf(GRIT_ENOMEM, "out of memory");
+    grit_err rc = GRIT_OK;
+    int scan = 0; /* requests before scan are done or in flight (first pass) */
+    while (left > 0 && rc == GRIT_OK) {
+        double t = now_s(), next_wake = t + 0.1;
+        for (int i = 0; i < n && inflight < conc && rc == GRIT_OK; i++) {
+            s3_req *r = &reqs[i];
+            if (i < scan && r->st != R_WAIT)
+                continue;
+            if (r->st != R_WAIT)
+                continue;
+            if (r->not_before > t) {
+                if (r->not_before < next_wake)
+                    next_wake = r->not_before;
+                continue;
+            }
+            int slot = 0;
+            while (busy[slot])
+                slot++;
+            if ((rc = start(c, r, c->easy[slot])) != GRIT_OK)
+                break;
+            busy[slot] = true;
+            inflight++;
+            if (i == scan)
+                scan++;
+        }
+        if (rc != GRIT_OK)
+            break;
+        int running = 0;
+        curl_multi_perform(c->multi, &running);
+        CURLMsg *m;
+        int q, finished = 0;
+        while ((m = curl_multi_info_read(c->multi, &q))) {
+            finished++;
+            if (m->msg != CURLMSG_DONE)
+                continue;
+            s3_req *r = NULL;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+            r->cc = m->data.result;
+            r->status = 0;
+            curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
+            curl_off_t cl = -1;
+            curl_easy_getinfo(r->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+            r->clen = cl;
+            for (int s = 0; s < conc; s++)
+                if (c->easy[s] == r->easy)
+                    busy[s] = false;
+            finish_handle(c, r);
+            inflight--;
+            bool ok = r->cc == CURLE_OK &&
+                      ((r->status >= 200 && r->status < 300) || (ok404 && r->status == 404));
+            if (ok) {
+                r->st = R_DONE;
+                left--;
+                c->pdone += r->rlen >= 0 ? (size_t)r->rlen : r->blen;
+                if (c->progress && c->ptotal)
+                    c->progress(c->progress_ctx, c->pdone, c->ptotal);
+            } else if (retryable(r) && r->attempts <= c->o.retries) {
+                /* full jitter over an exponential cap: 100 ms, 200 ms, ... up to 5 s */
+                double cap = 0.1 * (double)(1u << (r->attempts < 6 ? r->attempts - 1 : 5));
+                if (cap > 5)
+                    cap = 5;
+                r->not_before = now_s() + 0.02 + cap * (double)(rnd(c) % 1000) / 1000.0;
+                r->st = R_WAIT;
+                c->stats.retries++;
+            } else {
+                r->st = R_FAILED;
+                rc = req_error(c, r);
+                break;
+            }
+        }
+        if (rc != GRIT_OK || left == 0)
+            break;
+        if (finished)
+            continue; /* start the next requests now, not after the poll */
+        int ms = (int)((next_wake - now_s()) * 1000);
+        if (ms < 1)
+            ms = 1;
+        if (ms > 100)
+            ms = 100;
+        curl_multi_poll(c->multi, NULL, 0, ms, NULL);
+    }
+    for (int i = 0; i < n; i++)
+        if (reqs[i].st == R_FLIGHT)
+            finish_handle(c, &reqs[i]);
+    free(busy);
+    return rc;
+}
+
+static void req_init(s3_req *r, const char *method, const char *bucket, const char *key)
+{
+    memset(r, 0, sizeof *r);
+    r->method = method;
+    r->bucket = bucket;
+    snprintf(r->key, sizeof r->key, "%s", key);
+    r->rlen = -1;
+}
+
+static void req_free(s3_req *r) { free(r->resp.p); }
+
+static grit_err one(s3_client *c, s3_req *r, bool ok404)
+{
+    if (strlen(r->key) >= sizeof r->key - 1)
+        return grit_errf(GRIT_EINVAL, "S3 key too long: %s", r->key);
+    return run_batch(c, r, 1, ok404);
+}
+
+/* --- operations ------------------------------------------------------------------ */
+
+grit_err s3_head(s3_client *c, const char *bucket, const char *key, size_t *size)
+{
+    s3_req r;
+    req_init(&r, "HEAD", bucket, key);
+    grit_err rc = one(c, &r, true);
+    if (rc == GRIT_OK && r.status == 404)
+        rc = grit_errf(GRIT_ENOTFOUND, "s3://%s/%s: not found", bucket, key);
+    else if (rc == GRIT_OK && r.clen < 0)
+        rc = grit_errf(GRIT_EIO, "S3 HEAD s3://%s/%s: no Content-Length", bucket, key);
+    if (rc == GRIT_OK)
+        *size = (size_t)r.clen;
+    req_free(&r);
+    return rc;
+}
+
+grit_err s3_delete(s3_client *c, const char *bucket, const char *key)
+{
+    s3_req r;
+    req_init(&r, "DELETE", bucket, key);
+    grit_err rc = one(c, &r, true);
+    req_free(&r);
+    return rc;
+}
+
+grit_err s3_get(s3_client *c, const char *bucket, const char *key, size_t off, size_t len,
+                void *buf)
+{
+    if (len == 0)
+        return GRIT_OK;
+    size_t ps = c->o.part_size, n = (len + ps - 1) / ps;
+    s3_req *r = calloc(n, sizeof *r);
+    if (!r)
+        return grit_errf(GRIT_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        req_init(&r[i], "GET", bucket, key);
+        r[i].roff = (long long)(off + i * ps);
+        r[i].rlen = (long long)(i + 1 < n ? ps : len - i * ps);
+        r[i].dst = (char *)buf + i * ps;
+        r[i].dcap = (size_t)r[i].rlen;
+    }
+    c->pdone = 0;
+    c->ptotal = len;
+    grit_err rc = run_batch(c, r, (int)n, false);
+    c->ptotal = 0;
+    for (size_t i = 0; rc == GRIT_OK && i < n; i++)
+        if (r[i].got != (size_t)r[i].rlen || (r[i].status != 206 && !(r[i].status == 200 && n == 1 && off == 0)))
+            rc = grit_errf(GRIT_EFORMAT, "S3 GET s3://%s/%s bytes %lld-%lld: got %zu bytes "
+                                         "(HTTP %ld): the object is shorter than expected",
+                           bucket, key, r[i].roff, r[i].roff + r[i].rlen - 1, r[i].got,
+                           r[i].status);
+    for (size_t i = 0; i < n; i++)
+        req_free(&r[i]);
+    free(r);
+    return rc;
+}
+
+static grit_err put_single(s3_client *c, const char *bucket, const char *key,
+                           const void *const *bufs, const size_t *lens, int n, size_t total)
+{
+    s3_req r;
+    req_init(&r, "PUT", bucket, key);
+    r.bufs = bufs;
+    r.lens = lens;
+    r.nbufs = n;
+    r.blen = total;
+    r.ctype = "application/octet-stream";
+    grit_err rc = one(c, &r, false);
+    req_free(&r);
+    return rc;
+}
+
+/* Best-effort abort of a failed upload; returns rc with its message kept. */
+static grit_err abort_upload(s3_client *c, const char *bucket, const char *key, const char *id,
+                             grit_err rc)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", grit_errmsg());
+    s3_req r;
+    req_init(&r, "DELETE", bucket, key);
+    r.q[0] = (s3_kv){"uploadId", id};
+    r.nq = 1;
+    int saved = c->o.retries;
+    c->o.retries = saved < 2 ? saved : 2; /* the server may be what failed */
+    bool ok = one(c, &r, true) == GRIT_OK;
+    c->o.retries = saved;
+    req_free(&r);
+    if (ok)
+        c->stats.aborted_uploads++;
+    return grit_errf(rc, "%s (multipart upload %s)", msg, ok ? "aborted" : "could not be aborted");
+}
+
+grit_err s3_put(s3_client *c, const char *bucket, const char *key, const void *const *bufs,
+                const size_t *lens, int n)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += lens[i];
+    size_t ps = c->o.part_size;
+    c->pdone = 0;
+    c->ptotal = 0;
+    if (total <= ps)
+        return put_single(c, bucket, key, bufs, lens, n, total);
+    size_t np = (total + ps - 1) / ps;
+    if (np > 10000)
+        return grit_errf(GRIT_EINVAL, "s3://%s/%s: %zu bytes need %zu parts of %zu bytes; S3 "
+                                      "allows 10000 (raise the part size)",
+                         bucket, key, total, np, ps);
+    /* initiate */
+    s3_req init;
+    req_init(&init, "POST", bucket, key);
+    init.q[0] = (s3_kv){"uploads", ""};
+    init.nq = 1;
+    init.ctype = "application/octet-stream";
+    char id[1024] = "";
+    grit_err rc = one(c, &init, false);
+    if (rc == GRIT_OK && xml_tag(init.resp.p, "UploadId", id, sizeof id))
+        rc = grit_errf(GRIT_EIO, "S3 POST s3://%s/%s?uploads: no UploadId in the answer",
+                       bucket, key);
+    req_free(&init);
+    if (rc != GRIT_OK)
+        return rc;
+    s3_req *p = calloc(np, sizeof *p);
+    char (*pn)[8] = calloc(np, sizeof *pn);
+    char *xml = NULL;
+    if (!p || !pn) {
+        rc = grit_errf(GRIT_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < np; i++) {
+        req_init(&p[i], "PUT", bucket, key);
+        snprintf(pn[i], sizeof pn[i], "%zu", i + 1);
+        p[i].q[0] = (s3_kv){"partNumber", pn[i]};
+        p[i].q[1] = (s3_kv){"uploadId", id};
+        p[i].nq = 2;
+        p[i].bufs = bufs;
+        p[i].lens = lens;
+        p[i].nbufs = n;
+        p[i].boff = i * ps;
+        p[i].blen = i + 1 < np ? ps : total - i * ps;
+        p[i].ctype = "application/octet-stream";
+    }
+    c->ptotal = total;
+    rc = run_batch(c, p, (int)np, false);
+    c->ptotal = 0;
+    if (rc != GRIT_OK)
+        goto out;
+    size_t cap = 128 + np * 128, o = 0;
+    if (!(xml = malloc(cap))) {
+        rc = grit_errf(GRIT_ENOMEM, "out of memory");
+        goto out;
+    }
+    o += (size_t)snprintf(xml + o, cap - o, "<CompleteMultipartUpload>");
+    for (size_t i = 0; i < np; i++) {
+        if (!p[i].etag[0] || strlen(p[i].etag) > 100) {
+            rc = grit_errf(GRIT_EIO, "S3 PUT s3://%s/%s part %zu: no ETag in the answer", bucket,
+                           key, i + 1);
+            goto out;
+        }
+        o += (size_t)snprintf(xml + o, cap - o, "<Part><PartNumber>%zu</PartNumber><ETag>%s</ETag></Part>",
+                              i + 1, p[i].etag);
+    }
+    o += (size_t)snprintf(xml + o, cap - o, "</CompleteMultipartUpload>");
+    s3_req done;
+    req_init(&done, "POST", bucket, key);
+    done.q[0] = (s3_kv){"uploadId", id};
+    done.nq = 1;
+    const void *xb[1] = {xml};
+    size_t xl[1] = {o};
+    done.bufs = xb;
+    done.lens = xl;
+    done.nbufs = 1;
+    done.blen = o;
+    done.ctype = "application/xml";
+    rc = one(c, &done, false);
+    /* S3 may answer 200 and put the error in the body */
+    if (rc == GRIT_OK && done.resp.p && strstr(done.resp.p, "<Error>")) {
+        done.status = 500;
+        rc = req_error(c, &done);
+    }
+    req_free(&done);
+out:
+    if (rc != GRIT_OK && id[0])
+        rc = abort_upload(c, bucket, key, id, rc);
+    for (size_t i = 0; p && i < np; i++)
+        req_free(&p[i]);
+    free(p);
+    free(pn);
+    free(xml);
+    return rc;
+}
+
+/* XML text with the five predefined entities decoded */
+static void xml_unescape(char *s)
+{
+    static const struct {
+        const char *e;
+        char c;
+    } ents[] = {{"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
+    char *w = s;
+    for (char *r = s; *r;) {
+        int hit = 0;
+        for (size_t i = 0; i < sizeof ents / sizeof ents[0] && *r == '&'; i++) {
+            size_t l = strlen(ents[i].e);
+            if (!strncmp(r, ents[i].e, l)) {
+                *w++ = ents[i].c;
+                r += l;
+                hit = 1;
+                break;
+            }
+        }
+        if (!hit)
+            *w++ = *r++;
+    }
+    *w = '\0';
+}
+
+grit_err s3_list(s3_client *c, const char *bucket, const char *prefix, char delim, s3_list_fn fn,
+                 void *ctx)
+{
+    char token[2048] = "", page[16], dl[2] = {delim, 0};
+    snprintf(page, sizeof page, "%d", c->o.list_page);
+    size_t plen = strlen(prefix);
+    grit_err rc = GRIT_OK;
+    for (;;) {
+        s3_req r;
+        req_init(&r, "GET", bucket, "");
+        r.label = prefix;
+        int k = 0;
+        r.q[k++] = (s3_kv){"list-type", "2"};
+        r.q[k++] = (s3_kv){"prefix", prefix};
+        r.q[k++] = (s3_kv){"max-keys", page};
+        if (delim)
+            r.q[k++] = (s3_kv){"delimiter", dl};
+        if (token[0])
+            r.q[k++] = (s3_kv){"continuation-token", token};
+        r.nq = k;
+        rc = one(c, &r, false);
+        if (rc != GRIT_OK) {
+            req_free(&r);
+            return rc;
+        }
+        const char *x = r.resp.p ? r.resp.p : "";
+        char item[2048], name[2048];
+        /* objects */
+        for (const char *p = strstr(x, "<Contents>"); p; p = strstr(p + 1, "<Contents>")) {
+            const char *end = strstr(p, "</Contents>");
+            if (!end)
+                break;
+            char one_xml[4096];
+            snprintf(one_xml, sizeof one_xml, "%.*s", (int)(end - p), p);
+            char sz[32] = "0";
+            if (xml_tag(one_xml, "Key", item, sizeof item))
+                continue;
+            xml_tag(one_xml, "Size", sz, sizeof sz);
+            xml_unescape(item);
+            if (strncmp(item, prefix, plen) != 0)
+                continue;
+            snprintf(name, sizeof name, "%s", item + plen);
+            if (name[0])
+                fn(ctx, name, (size_t)strtoull(sz, NULL, 10));
+        }
+        for (const char *p = strstr(x, "<CommonPrefixes>"); p;
+             p = strstr(p + 1, "<CommonPrefixes>")) {
+            if (xml_tag(p, "Prefix", item, sizeof item))
+                break;
+            xml_unescape(item);
+            size_t l = strlen(item);
+            if (l && item[l - 1] == delim)
+                item[l - 1] = '\0';
+            if (strncmp(item, prefix, plen) == 0 && item[plen])
+                fn(ctx, item + plen, 0);
+        }
+        char trunc[16] = "", next[2048] = "";
+        xml_tag(x, "IsTruncated", trunc, sizeof trunc);
+        xml_tag(x, "NextContinuationToken", next, sizeof next);
+        req_free(&r);
+        if (strcmp(trunc, "true") != 0)
+            break;
+        if (!next[0])
+            return grit_errf(GRIT_EIO, "S3 list s3://%s/%s: truncated answer without "
+                                       "NextContinuationToken", bucket, prefix);
+        xml_unescape(next);
+        snprintf(token, sizeof token, "%s", next);
+    }
+    return rc;
+}
