@@ -116,3 +116,14 @@ set_tests_properties(integration.generate PROPERTIES TIMEOUT 300 LABELS "integra
 add_test(NAME integration.launch
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/launch.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.launch PROPERTIES TIMEOUT 600 LABELS "integration;mpi" RUN_SERIAL TRUE)
+
+# Slurm (scripts/slurm-local-cluster.sh, spank_grit.so, grit launch --backend slurm): each
+# test starts its own 4-node cluster on fixed ports, so they run serially. Exit 77: skipped
+# (not root, no Slurm, no namespaces, or no SPANK plugin), said loudly in the output.
+foreach(scenario options kill freeze health requeue)
+  add_test(NAME integration.slurm.${scenario}
+    COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/slurm.sh $<TARGET_FILE:grit>
+            ${CMAKE_BINARY_DIR}/spank_grit.so ${scenario})
+  set_tests_properties(integration.slurm.${scenario} PROPERTIES TIMEOUT 240
+    LABELS "integration;slurm" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+endforeach()
