@@ -48,6 +48,8 @@ static void usage(FILE *f)
             "                         run with srun --mpi=pmix, suspects are checked with\n"
             "                         srun -w NODE grit health, failed nodes are drained\n"
             "                         (scontrol update State=DRAIN Reason=\"grit: ...\")\n"
+"  --health-timeout S     slurm: a node whose grit health does not answer within S\n"
+            "                         seconds is unhealthy (default 15)\n"
             "  --srun-arg ARG         slurm: one more srun option for every step (repeatable)\n"
             "  --no-spare requeue     slurm: with no spare left, drain the node and requeue the\n"
             "                         job (scontrol requeue); the batch script runs again on\n"
@@ -71,7 +73,8 @@ int cmd_launch(int argc, char **argv)
     sup_opts o = {.nodes = 4, .spares = 1, .ranks_per_node = 1, .max_restarts = 10,
                   .hang_floor = 30, .hang_cap = 600, .startup_timeout = 120, .grace = 3,
                   .backoff = 0.5, .straggler_factor = 2.5, .straggler_window = 5,
-                  .spike_z = 8, .health_every = 0, .spare_wait = 600, .no_spare = "give_up"};
+                  .spike_z = 8, .health_every = 0, .spare_wait = 600, .no_spare = "give_up",
+                  .health_timeout = 15};
     static char *srun_args[64];
     int i, nsrun = 0;
     for (i = 1; i < argc; i++) {
@@ -106,6 +109,7 @@ int cmd_launch(int argc, char **argv)
         NUM_OPT("--spike-z", spike_z)
         NUM_OPT("--health-every", health_every)
         NUM_OPT("--spare-wait", spare_wait)
+        NUM_OPT("--health-timeout", health_timeout)
         STR_OPT("--run", run_dir)
         STR_OPT("--inject", inject)
         STR_OPT("--no-spare", no_spare)

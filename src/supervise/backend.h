@@ -5,6 +5,7 @@
  *   hosts        the node slots' names (NULL: slots are node0..node{N+K-1})
  *   job_argv     the command that starts every rank of one attempt
  *   check_node   a node's health (NULL: `grit health --quick` on this machine)
+ *   check_begin  start the checks of all suspects at once (optional)
  *   cordoned     a node was taken out of service (e.g. drained in Slurm)
  *   job_stopped  after the job's launcher process was stopped (clean up leftovers)
  *   no_spare     a node failed with no spare left; 1 when handled (e.g. requeued)
@@ -37,6 +38,9 @@ typedef struct sup_backend {
     /* 0 healthy, 1 unhealthy (why filled); fault: GRIT_HEALTH_FAULT to inject or NULL. */
     int (*check_node)(const sup_opts *o, const char *node, const char *fault, char *why,
                       size_t cap);
+    /* Optional: starts the checks of n suspects at once (faults[i]: as for check_node);
+     * check_node then returns their verdicts instead of checking one by one. */
+    void (*check_begin)(const sup_opts *o, char targets[][64], int n, const char *const *faults);
     void (*cordoned)(const sup_opts *o, const char *node, const char *reason);
     void (*job_stopped)(const sup_opts *o);
     int (*no_spare)(const sup_opts *o, const char *reason);

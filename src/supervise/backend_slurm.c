@@ -7,8 +7,9 @@
  *                (arbitrary distribution: rank r runs on the r/R-th listed host, so the
  *                supervisor's position -> node map is Slurm's too)
  *   check_node   srun --overlap -N1 -n1 -w NODE grit health --quick, killed after
- *                GRIT_SLURM_HEALTH_TIMEOUT seconds (default 15): a node that cannot
- *                run it (dead or hung slurmd) is unhealthy
+ *                --health-timeout seconds (default 15): a node that cannot run it
+ *                (dead or hung slurmd) is unhealthy; check_begin runs the checks of
+ *                all suspects at once, so diagnosis takes as long as the slowest
  *   cordoned     scontrol update NodeName=NODE State=DRAIN Reason="grit: <why>"
  *   job_stopped  scancel --signal=KILL for this job's steps named grit-step (ranks on a
  *                node that did not hear srun's SIGTERM)
@@ -32,6 +33,7 @@
 
 #include "core/progress.h"
 #include "supervise/backend.h"
+#include "supervise/cluster.h"
 
 static const char *prog(const char *env, const char *dflt)
 {
@@ -39,76 +41,132 @@ static const char *prog(const char *env, const char *dflt)
     return p && *p ? p : dflt;
 }
 
-/* Runs argv; its stdout (and stderr) into out (truncated to cap, NUL-terminated) when out
- * is given, else to /dev/null. Returns the exit status, 128+signal, or -1 when it could
- * not start or ran past timeout seconds (then it is SIGKILLed). */
-static int run_capture(char *const argv[], double timeout, char *out, size_t cap)
+/* A child program with its output captured (up to 8 KiB kept). */
+typedef struct proc {
+    pid_t pid;
+    int fd, rc;
+    size_t len;
+    char out[8192];
+} proc;
+
+/* Starts argv in its own process group, stdin /dev/null, stdout+stderr into p->out.
+ * Returns 0, or -1 (p->rc = -1) when it cannot start. */
+static int proc_start(proc *p, char *const argv[])
 {
-    int fds[2] = {-1, -1};
-    if (out && pipe2(fds, O_CLOEXEC) != 0)
+    int fds[2];
+    memset(p, 0, sizeof *p);
+    p->rc = -1;
+    p->fd = -1;
+    if (pipe2(fds, O_CLOEXEC) != 0)
         return -1;
     pid_t pid = fork();
     if (pid < 0) {
-        if (out) {
-            close(fds[0]);
-            close(fds[1]);
-        }
+        close(fds[0]);
+        close(fds[1]);
         return -1;
     }
     if (pid == 0) {
         setpgid(0, 0);
-        int nul = open("/dev/null", O_RDWR);
+        int nul = open("/dev/null", O_RDONLY);
         if (nul >= 0)
             dup2(nul, 0);
-        int o = out ? fds[1] : nul;
-        if (o >= 0) {
-            dup2(o, 1);
-            dup2(o, 2);
-        }
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
         execvp(argv[0], argv);
         _exit(127);
     }
-    size_t len = 0;
-    if (out) {
-        close(fds[1]);
-        out[0] = '\0';
-    }
-    double t0 = now_seconds();
-    int status = 0, timed_out = 0;
-    for (;;) {
-        if (out && fds[0] >= 0) {
-            struct pollfd p = {.fd = fds[0], .events = POLLIN};
-            if (poll(&p, 1, 50) > 0) {
-                char tmp[512];
-                ssize_t r = read(fds[0], tmp, sizeof tmp);
-                if (r <= 0) {
-                    close(fds[0]);
-                    fds[0] = -1;
-                } else if (len + 1 < cap) {
-                    size_t k = (size_t)r < cap - 1 - len ? (size_t)r : cap - 1 - len;
-                    memcpy(out + len, tmp, k);
-                    len += k;
-                    out[len] = '\0';
-                }
-            }
-        } else
-            usleep(20000);
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid)
-            break;
-        if (now_seconds() - t0 > timeout) {
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            timed_out = 1;
+    close(fds[1]);
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    p->pid = pid;
+    p->fd = fds[0];
+    return 0;
+}
+
+static void proc_read(proc *p)
+{
+    char tmp[1024];
+    ssize_t r;
+    while (p->fd >= 0 && (r = read(p->fd, tmp, sizeof tmp)) != 0) {
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN)
+                return;
             break;
         }
+        size_t k = (size_t)r < sizeof p->out - 1 - p->len ? (size_t)r : sizeof p->out - 1 - p->len;
+        memcpy(p->out + p->len, tmp, k);
+        p->len += k;
+        p->out[p->len] = '\0';
     }
-    if (out && fds[0] >= 0)
-        close(fds[0]);
-    if (timed_out)
-        return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    close(p->fd);
+    p->fd = -1;
+}
+
+/* Waits for all n started programs; one still running after timeout seconds is
+ * SIGKILLed (with its process group) and gets rc -1. Else rc is the exit status, or
+ * 128+signal. */
+static void proc_wait_all(proc *ps, int n, double timeout)
+{
+    double t0 = now_seconds();
+    for (;;) {
+        int running = 0;
+        struct pollfd pf[64];
+        int np = 0;
+        for (int i = 0; i < n; i++) {
+            proc *p = &ps[i];
+            if (p->pid <= 0)
+                continue;
+            proc_read(p);
+            int status;
+            if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+                proc_read(p);
+                p->rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+                p->pid = 0;
+                continue;
+            }
+            running++;
+            if (p->fd >= 0 && np < 64)
+                pf[np++] = (struct pollfd){.fd = p->fd, .events = POLLIN};
+        }
+        if (!running)
+            break;
+        if (now_seconds() - t0 > timeout) {
+            for (int i = 0; i < n; i++)
+                if (ps[i].pid > 0) {
+                    kill(-ps[i].pid, SIGKILL);
+                    kill(ps[i].pid, SIGKILL);
+                    waitpid(ps[i].pid, NULL, 0);
+                    ps[i].pid = 0;
+                    ps[i].rc = -1;
+                }
+            break;
+        }
+        if (np)
+            poll(pf, (nfds_t)np, 20);
+        else
+            usleep(20000);
+    }
+    for (int i = 0; i < n; i++)
+        if (ps[i].fd >= 0) {
+            close(ps[i].fd);
+            ps[i].fd = -1;
+        }
+}
+
+/* Runs argv to the end (at most timeout seconds); its output into out when given.
+ * Returns the exit status, 128+signal, or -1 (could not start, or timed out). */
+static int run_capture(char *const argv[], double timeout, char *out, size_t cap)
+{
+    proc p;
+    if (proc_start(&p, argv) == 0)
+        proc_wait_all(&p, 1, timeout);
+    if (out && cap) {
+        size_t k = p.len < cap - 1 ? p.len : cap - 1;
+        memcpy(out, p.out, k);
+        out[k] = '\0';
+    }
+    return p.rc;
 }
 
 static grit_err slurm_hosts(const sup_opts *o, char names[][32], int cap, int *n)
@@ -193,45 +251,90 @@ static int slurm_job_argv(const sup_opts *o, const char *nodes, int count, int r
     return 0;
 }
 
-static double health_timeout(void)
+/* Verdicts of the checks started together by check_begin, handed out by check_node. */
+static struct {
+    char node[64], why[200];
+    int bad, valid;
+} verdicts[CLUSTER_MAX];
+
+static void health_argv(const sup_opts *o, const char *node, const char *fault, char *w,
+                        size_t wcap, char *exp, size_t ecap, char **argv)
 {
-    const char *t = getenv("GRIT_SLURM_HEALTH_TIMEOUT");
-    double v = t ? atof(t) : 0;
-    return v > 0 ? v : 15;
+    snprintf(w, wcap, "--nodelist=%s", node);
+    /* an injected fault reaches the task through srun's environment export */
+    snprintf(exp, ecap, "--export=ALL%s%s", fault ? ",GRIT_HEALTH_FAULT=" : "",
+             fault ? fault : "");
+    char *a[] = {(char *)prog("GRIT_SRUN", "srun"), "--overlap", "--nodes=1", "--ntasks=1", w,
+                 "--job-name=grit-health", exp, (char *)o->grit, "health", "--quick", NULL};
+    memcpy(argv, a, sizeof a);
 }
 
-static int slurm_check_node(const sup_opts *o, const char *node, const char *fault, char *why,
-                            size_t cap)
+static double health_timeout(const sup_opts *o)
 {
-    char w[64], exp[128];
-    snprintf(w, sizeof w, "--nodelist=%s", node);
-    /* an injected fault reaches the task through srun's environment export */
-    snprintf(exp, sizeof exp, "--export=ALL%s%s", fault ? ",GRIT_HEALTH_FAULT=" : "",
-             fault ? fault : "");
-    char *argv[] = {(char *)prog("GRIT_SRUN", "srun"), "--overlap", "--nodes=1", "--ntasks=1",
-                    w, "--job-name=grit-health", exp, (char *)o->grit, "health", "--quick",
-                    NULL};
-    char out[4096];
-    double t0 = now_seconds();
-    int rc = run_capture(argv, health_timeout(), out, sizeof out);
-    if (rc == 0) {
+    return o->health_timeout > 0 ? o->health_timeout : 15;
+}
+
+/* The verdict on one finished check: 0 healthy, 1 unhealthy (why filled). */
+static int verdict(const proc *p, double secs, char *why, size_t cap)
+{
+    if (p->rc == 0) {
         snprintf(why, cap, "healthy");
         return 0;
     }
     /* grit health's verdict line names the first failing check; else srun's own
      * error says why the node could not run it */
-    const char *first = strstr(out, "failed, first "), *err = strstr(out, "srun: error: ");
-    if (rc < 0)
-        snprintf(why, cap, "no answer from the node within %.0f s (hung or dead)",
-                 now_seconds() - t0);
+    const char *first = strstr(p->out, "failed, first "), *err = strstr(p->out, "srun: error: ");
+    if (p->rc < 0)
+        snprintf(why, cap, "no answer from the node within %.0f s (hung or dead)", secs);
     else if (first)
         snprintf(why, cap, "grit health: %.*s failed", (int)strcspn(first + 14, " \n"),
                  first + 14);
     else if (err)
         snprintf(why, cap, "unreachable: %.*s", (int)strcspn(err + 13, "\n"), err + 13);
     else
-        snprintf(why, cap, "cannot run grit health on the node (srun status %d)", rc);
+        snprintf(why, cap, "cannot run grit health on the node (srun status %d)", p->rc);
     return 1;
+}
+
+static void slurm_check_begin(const sup_opts *o, char targets[][64], int n,
+                              const char *const *faults)
+{
+    static proc ps[CLUSTER_MAX];
+    char w[CLUSTER_MAX][96], exp[CLUSTER_MAX][128];
+    memset(verdicts, 0, sizeof verdicts);
+    if (n > CLUSTER_MAX)
+        n = CLUSTER_MAX;
+    double t0 = now_seconds();
+    for (int i = 0; i < n; i++) {
+        char *argv[11];
+        health_argv(o, targets[i], faults[i], w[i], sizeof w[i], exp[i], sizeof exp[i], argv);
+        proc_start(&ps[i], argv);
+    }
+    proc_wait_all(ps, n, health_timeout(o));
+    for (int i = 0; i < n; i++) {
+        snprintf(verdicts[i].node, sizeof verdicts[i].node, "%s", targets[i]);
+        verdicts[i].bad = verdict(&ps[i], now_seconds() - t0, verdicts[i].why,
+                                  sizeof verdicts[i].why);
+        verdicts[i].valid = 1;
+    }
+}
+
+static int slurm_check_node(const sup_opts *o, const char *node, const char *fault, char *why,
+                            size_t cap)
+{
+    for (int i = 0; i < CLUSTER_MAX; i++)
+        if (verdicts[i].valid && !strcmp(verdicts[i].node, node)) {
+            verdicts[i].valid = 0; /* each verdict is used once */
+            snprintf(why, cap, "%s", verdicts[i].why);
+            return verdicts[i].bad;
+        }
+    char w[96], exp[128], *argv[11];
+    health_argv(o, node, fault, w, sizeof w, exp, sizeof exp, argv);
+    proc p;
+    double t0 = now_seconds();
+    if (proc_start(&p, argv) == 0)
+        proc_wait_all(&p, 1, health_timeout(o));
+    return verdict(&p, now_seconds() - t0, why, cap);
 }
 
 static void slurm_cordoned(const sup_opts *o, const char *node, const char *reason)
@@ -267,7 +370,9 @@ static void slurm_job_stopped(const sup_opts *o)
         if (sscanf(l, "%63s %127s", id, name) != 2 || strncmp(name, "grit-step-", 10))
             continue;
         char *kill_argv[] = {(char *)prog("GRIT_SCANCEL", "scancel"), "--signal=KILL", id, NULL};
-        run_capture(kill_argv, 15, NULL, 0);
+        /* slurmctld acts on the request once sent; scancel may then wait for a dead
+         * node's answer, which nobody here needs */
+        run_capture(kill_argv, 1.0, NULL, 0);
     }
 }
 
@@ -313,6 +418,7 @@ const sup_backend sup_backend_slurm = {
     .hosts = slurm_hosts,
     .job_argv = slurm_job_argv,
     .check_node = slurm_check_node,
+    .check_begin = slurm_check_begin,
     .cordoned = slurm_cordoned,
     .job_stopped = slurm_job_stopped,
     .no_spare = slurm_no_spare,

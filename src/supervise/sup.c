@@ -712,6 +712,16 @@ static int diagnose_and_repair(sup *s)
         for (int p = 0; p < cluster_active(&s->cl); p++)
             snprintf(targets[nt++], 64, "%s", cluster_at(&s->cl, p)->name);
     set_state(s, S_REPAIRING);
+    if (s->be->check_begin && strcmp(s->f_kind, "straggler")) { /* all suspects at once */
+        const char *faults[CLUSTER_MAX];
+        for (int i = 0; i < nt; i++) {
+            faults[i] = NULL;
+            for (int k = 0; k < nh; k++)
+                if (!strcmp(health[k], targets[i]))
+                    faults[i] = "gemm_bitflip";
+        }
+        s->be->check_begin(s->o, targets, nt, faults);
+    }
     int shrink_ok = s->o->no_spare && !strcmp(s->o->no_spare, "shrink");
     for (int i = 0; i < nt; i++) {
         char why[200];

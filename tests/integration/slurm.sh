@@ -114,7 +114,7 @@ nodes=4 spares=1 policy=give_up
 if [ "$scenario" = requeue ]; then nodes=3 spares=0 policy=requeue; fi
 cat > "$tmp/batch.sh" << EOF
 #!/bin/bash
-export GRIT_LAUNCH_OPTS="--run $run --spares $spares --no-spare $policy --hang-timeout 5 --backoff 0.1 --straggler-factor 0"
+export GRIT_LAUNCH_OPTS="--run $run --spares $spares --no-spare $policy --hang-timeout 5 --health-timeout 10 --backoff 0.1 --straggler-factor 0"
 srun --auto-resume=1 "$grit" train "$tmp/job.json" --run-dir "$run" --quiet
 EOF
 [ "$scenario" = health ] && "$lc" fault-node n2 gemm_bitflip

@@ -130,7 +130,7 @@ static void test_check_node(void)
     sup_opts o = {.grit = "/bin/grit"};
     snprintf(path, sizeof path, "%s/srun", dir);
     setenv("GRIT_SRUN", path, 1);
-    setenv("GRIT_SLURM_HEALTH_TIMEOUT", "1", 1);
+    o.health_timeout = 1;
     write_script("srun", "echo \"$@\" > \"$(dirname \"$0\")/srun.args\"; exit 0");
     CHECK_INT(sup_backend_slurm.check_node(&o, "n3", NULL, why, sizeof why), 0);
     CHECK_STR_HAS(slurp("srun.args"), "--nodelist=n3");
@@ -143,6 +143,19 @@ static void test_check_node(void)
     write_script("srun", "echo 'srun: error: Task launch failed on node n3' >&2; exit 1");
     CHECK_INT(sup_backend_slurm.check_node(&o, "n3", NULL, why, sizeof why), 1);
     CHECK_STR_HAS(why, "unreachable: Task launch failed on node n3");
+    /* all suspects at once; each verdict handed out once, then checked anew */
+    write_script("srun", "case \"$*\" in *nodelist=n2[!0-9]*) echo 'x failed, first compute.digest'; exit 1;; esac\n"
+                         "echo \"$@\" >> \"$(dirname \"$0\")/srun.many\"; exit 0");
+    char targets[3][64] = {"n1", "n2", "n3"};
+    const char *faults[3] = {NULL, NULL, "gemm_bitflip"};
+    sup_backend_slurm.check_begin(&o, targets, 3, faults);
+    CHECK_INT(sup_backend_slurm.check_node(&o, "n1", NULL, why, sizeof why), 0);
+    CHECK_INT(sup_backend_slurm.check_node(&o, "n2", NULL, why, sizeof why), 1);
+    CHECK_STR_HAS(why, "grit health: compute.digest failed");
+    CHECK_INT(sup_backend_slurm.check_node(&o, "n3", NULL, why, sizeof why), 0);
+    CHECK_STR_HAS(slurp("srun.many"), "--nodelist=n3 --job-name=grit-health --export=ALL,GRIT_HEALTH_FAULT=gemm_bitflip");
+    write_script("srun", "exit 1");
+    CHECK_INT(sup_backend_slurm.check_node(&o, "n1", NULL, why, sizeof why), 1);
     write_script("srun", "exec sleep 30");
     CHECK_INT(sup_backend_slurm.check_node(&o, "n3", NULL, why, sizeof why), 1);
     CHECK_STR_HAS(why, "no answer from the node");
