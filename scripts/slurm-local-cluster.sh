@@ -33,7 +33,7 @@ set -euo pipefail
 
 cmd=${1:-help}
 [ $# -gt 0 ] && shift
-DIR=${GRIT_SLURM_DIR:-/tmp/grit-slurm}
+DIR=$(realpath -m "${GRIT_SLURM_DIR:-/tmp/grit-slurm}")
 if [ "$cmd" != start ] && [ -f "$DIR/cluster.env" ]; then
   # shellcheck disable=SC1091
   . "$DIR/cluster.env"
@@ -81,7 +81,7 @@ detach() {
 }
 
 write_conf() {
-  mkdir -p "$DIR"/{etc,state,spool,tmp,log,run,faults}
+  mkdir -p "$DIR"/{etc,state,spool,tmp,log,pids,faults}
   local i nodes=""
   for i in $(seq "$NODES"); do
     mkdir -p "$DIR/spool/n$i" "$DIR/tmp/n$i"
@@ -122,8 +122,8 @@ AuthInfo=socket=$MSOCK,cred_expire=10
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool/%n
 TmpFS=$DIR/tmp/%n
-SlurmctldPidFile=$DIR/run/slurmctld.pid
-SlurmdPidFile=$DIR/run/slurmd.%n.pid
+SlurmctldPidFile=$DIR/pids/slurmctld.pid
+SlurmdPidFile=$DIR/pids/slurmd.%n.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
 SlurmdLogFile=$DIR/log/slurmd.%n.log
 PlugStackConfig=$DIR/etc/plugstack.conf
@@ -171,11 +171,11 @@ munge_start() {
 }
 
 ctld_start() {
-  PIDFILE=$DIR/run/slurmctld.host.pid LOGFILE=$DIR/log/slurmctld.out detach slurmctld -D -i
+  PIDFILE=$DIR/pids/slurmctld.host.pid LOGFILE=$DIR/log/slurmctld.out detach slurmctld -D -i
   local i
   for i in $(seq 100); do
     scontrol ping 2>/dev/null | grep -q 'is UP' && return 0
-    pidof_file "$DIR/run/slurmctld.host.pid" slurmctld > /dev/null || die "slurmctld died ($DIR/log/slurmctld.log)"
+    pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld > /dev/null || die "slurmctld died ($DIR/log/slurmctld.log)"
     sleep 0.1
   done
   die "slurmctld does not answer ($DIR/log/slurmctld.log)"
@@ -187,13 +187,13 @@ node_start() {
   local n=$1
   node_init "$n" > /dev/null && return 0
   mkdir -p "$DIR/spool/$n" "$DIR/tmp/$n"
-  PIDFILE=$DIR/run/node.$n.pid LOGFILE=$DIR/log/node.$n.out detach \
+  PIDFILE=$DIR/pids/node.$n.pid LOGFILE=$DIR/log/node.$n.out detach \
     unshare --pid --fork --mount-proc --kill-child \
     sh -c 'slurmd -D -N "$1" & while :; do wait; sleep 1; done' gritnode "$n"
 }
 node_init() { # host PID of the node's PID 1
   local w c
-  w=$(pidof_file "$DIR/run/node.$1.pid" unshare) || return 1
+  w=$(pidof_file "$DIR/pids/node.$1.pid" unshare) || return 1
   c=$(awk '{print $1}' "/proc/$w/task/$w/children" 2>/dev/null)
   [ -n "$c" ] && live "$c" && echo "$c"
 }
@@ -210,7 +210,7 @@ node_pids() { # every host PID in the node's PID namespace
 node_kill() {
   local n=$1 w init
   init=$(node_init "$n") || true
-  w=$(pidof_file "$DIR/run/node.$n.pid" unshare) || true
+  w=$(pidof_file "$DIR/pids/node.$n.pid" unshare) || true
   [ -n "$init" ] && kill -KILL "$init" 2>/dev/null
   [ -n "$w" ] && kill -KILL "$w" 2>/dev/null
   local i
@@ -218,7 +218,7 @@ node_kill() {
     { [ -n "$w" ] && live "$w"; } || { [ -n "$init" ] && live "$init"; } || break
     sleep 0.1
   done
-  rm -f "$DIR/run/node.$n.pid"
+  rm -f "$DIR/pids/node.$n.pid"
 }
 
 wait_idle() {
@@ -242,7 +242,7 @@ do_start() {
     command -v "$b" > /dev/null || [ -x "/usr/sbin/$b" ] || die "$b not found (scripts/install-deps.sh)"
   done
   unshare --pid --fork --mount-proc true 2> /dev/null || die "cannot create PID namespaces here"
-  if pidof_file "$DIR/run/slurmctld.host.pid" slurmctld > /dev/null; then
+  if pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld > /dev/null; then
     die "a cluster already runs in $DIR (stop it first)"
   fi
   local t0=$SECONDS p i
@@ -250,7 +250,7 @@ do_start() {
     ss -Htln "sport = :$p" | grep -q . && die "TCP port $p is in use (set GRIT_SLURM_PORT)"
   done
   mkdir -p "$DIR"
-  rm -rf "$DIR"/{state,spool,tmp,run,log,faults}
+  rm -rf "$DIR"/{state,spool,tmp,pids,log,faults}
   write_conf
   cat > "$DIR/cluster.env" <<EOF
 GRIT_SLURM_NODES=$NODES GRIT_SLURM_PORT=$PORT GRIT_SLURM_CPUS=$CPUS
@@ -260,6 +260,22 @@ EOF
   for i in $(seq "$NODES"); do node_start "n$i"; done
   wait_idle || die "cluster did not become idle (logs in $DIR/log)"
   say "up: $NODES nodes in $((SECONDS - t0)) s; export SLURM_CONF=$CONF"
+}
+
+# This cluster's daemons found without pid files (deleted, or a crashed script): node
+# wrappers and slurmctld run with $DIR as their working directory, munged with its socket
+# on the command line.
+strays() {
+  local p d
+  for p in /proc/[0-9]*; do
+    case $(cat "$p/comm" 2>/dev/null) in
+      unshare | slurmctld)
+        d=$(readlink "$p/cwd" 2>/dev/null) || continue
+        [ "$d" = "$DIR" ] && echo "${p#/proc/}" ;;
+      munged) tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -qF -- "--socket=$MSOCK" && echo "${p#/proc/}" ;;
+    esac
+  done
+  return 0
 }
 
 do_stop() {
@@ -272,9 +288,13 @@ do_stop() {
     esac
   done
   for i in $(seq "$NODES"); do node_kill "n$i"; done
-  if p=$(pidof_file "$DIR/run/slurmctld.host.pid" slurmctld); then end_pid "$p"; fi
+  if p=$(pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld); then end_pid "$p"; fi
   if p=$(pidof_file "$DIR/munge/munged.pid" "$MSOCK"); then end_pid "$p"; fi
-  rm -f "$DIR"/run/*.pid "$DIR/munge/munged.pid" "$DIR/cluster.env"
+  for p in $(strays); do
+    say "stopping stray process $p ($(cat "/proc/$p/comm" 2>/dev/null)) of $DIR"
+    end_pid "$p"
+  done
+  rm -f "$DIR"/pids/*.pid "$DIR/munge/munged.pid" "$DIR/cluster.env"
   say "stopped"
 }
 
@@ -282,11 +302,11 @@ do_status() {
   local p i
   echo "dir $DIR  SLURM_CONF=$CONF"
   if p=$(pidof_file "$DIR/munge/munged.pid" "$MSOCK"); then echo "munged     pid $p"; else echo "munged     down"; fi
-  if p=$(pidof_file "$DIR/run/slurmctld.host.pid" slurmctld); then echo "slurmctld  pid $p"; else echo "slurmctld  down"; fi
+  if p=$(pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld); then echo "slurmctld  pid $p"; else echo "slurmctld  down"; fi
   for i in $(seq "$NODES"); do
     if p=$(node_init "n$i"); then echo "n$i         up ($(node_pids "n$i" | wc -l) processes)"; else echo "n$i         down"; fi
   done
-  pidof_file "$DIR/run/slurmctld.host.pid" slurmctld > /dev/null && sinfo -N -o '%N %T %E' || true
+  pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld > /dev/null && sinfo -N -o '%N %T %E' || true
 }
 
 signal_node() {
