@@ -6,7 +6,8 @@
  *   srun (local context, init_post_opt): when --auto-resume is on (given to srun, or
  *       GRIT_AUTO_RESUME in the environment from `sbatch --auto-resume`) and the step is
  *       not supervised yet (GRIT_SPANK_SUPERVISED unset), srun re-executes itself as
- *         grit launch --backend slurm --max-restarts N [$GRIT_LAUNCH_OPTS]
+ *         grit launch --backend slurm [--max-restarts N] [$GRIT_LAUNCH_OPTS]
+ *                     [--run grit-launch-$SLURM_JOB_ID, unless the options give --run]
  *                     [--srun-arg OPT ...] -- CMD ARGS...
  *       with GRIT_SPANK_SUPERVISED=1, so the sruns that grit launch starts pass through.
  *       srun's own node/task/placement options are dropped (grit launch places one rank
@@ -14,7 +15,9 @@
  *   sbatch/salloc (allocator) and the batch step (remote): the option is exported to
  *       the job's tasks as GRIT_AUTO_RESUME=N, so each srun of the job is supervised.
  *
- * N: 0 off, 1..1000 on with at most N automatic restarts; --auto-resume alone is 10.
+ * N: 0 off; 1 (or no value) on, with grit launch's restart limit (10, or --max-restarts in
+ * GRIT_LAUNCH_OPTS), as HyperPod's --auto-resume=1; N in 2..1000 on with at most N
+ * restarts.
  * A bad value is rejected with a message (the callback returns an error; srun/sbatch
  * print it and stop). The plugin never calls exit(), writes only through slurm_error /
  * slurm_info, and without the option srun is untouched.
@@ -38,7 +41,6 @@ SPANK_PLUGIN(grit, 1);
 #define ENV_MARK "GRIT_SPANK_SUPERVISED"
 #define ENV_OPTS "GRIT_LAUNCH_OPTS"
 #define MAX_ARGS 1024
-#define DEFAULT_RESTARTS 10
 
 static int auto_resume = -1; /* -1: not given on this command line */
 static char grit_path[PATH_MAX] = "grit";
@@ -50,15 +52,15 @@ static int opt_cb(int val, const char *optarg, int remote);
 static struct spank_option auto_resume_opt = {
     "auto-resume", "N",
      "grit: on a node failure, drain the node and retry the step on a spare inside "
-     "the allocation, resuming from the last checkpoint (N: at most N restarts, "
-     "default 10; 0 off). sbatch exports it to every srun of the job.",
+     "the allocation, resuming from the last checkpoint. 1 (or no value): on; 0: off; "
+     "N > 1: on, at most N restarts. sbatch exports it to every srun of the job.",
      2, 0, opt_cb};
 
 /* 0..1000 into *out; -1 otherwise. */
 static int parse_n(const char *s, int *out)
 {
     if (!s || !*s) {
-        *out = DEFAULT_RESTARTS;
+        *out = 1;
         return 0;
     }
     char *end = NULL;
@@ -76,8 +78,8 @@ static int opt_cb(int val, const char *optarg, int remote)
     (void)remote;
     int n;
     if (parse_n(optarg, &n) != 0) {
-        slurm_error("grit: --auto-resume=%s: expected an integer 0..1000 (at most N restarts; "
-                    "0 off)", optarg ? optarg : "");
+        slurm_error("grit: --auto-resume=%s: expected an integer 0..1000 (1 on, 0 off, N > 1 "
+                    "on with at most N restarts)", optarg ? optarg : "");
         return ESPANK_BAD_ARG;
     }
     auto_resume = n;
@@ -154,7 +156,7 @@ static int add(char **out, int *k, char *s)
  * message in err. Strings point into argv, opts (a writable copy of GRIT_LAUNCH_OPTS)
  * or nbuf. */
 static int build_argv(int argc, char **argv, int restarts, char *opts, char *nbuf,
-                      size_t ncap, char **out, char *err, size_t ecap)
+                      size_t ncap, char *rbuf, char **out, char *err, size_t ecap)
 {
     int k = 0, i;
     char *srun_opts[MAX_ARGS];
@@ -198,12 +200,19 @@ static int build_argv(int argc, char **argv, int restarts, char *opts, char *nbu
     }
     snprintf(nbuf, ncap, "%d", restarts);
     if (add(out, &k, grit_path) || add(out, &k, "launch") || add(out, &k, "--backend") ||
-        add(out, &k, "slurm") || add(out, &k, "--max-restarts") || add(out, &k, nbuf))
+        add(out, &k, "slurm"))
         goto full;
+    if (restarts > 1 && (add(out, &k, "--max-restarts") || add(out, &k, nbuf)))
+        goto full;
+    int has_run = 0;
     for (char *sv = NULL, *w = opts ? strtok_r(opts, " \t\n", &sv) : NULL; w;
-         w = strtok_r(NULL, " \t\n", &sv))
+         w = strtok_r(NULL, " \t\n", &sv)) {
+        has_run |= !strcmp(w, "--run");
         if (add(out, &k, w))
             goto full;
+    }
+    if (!has_run && (add(out, &k, "--run") || add(out, &k, rbuf)))
+        goto full;
     for (int j = 0; j < ns; j++)
         if (add(out, &k, "--srun-arg") || add(out, &k, srun_opts[j]))
             goto full;
@@ -229,7 +238,7 @@ static int hand_over(int restarts)
                     "salloc: spare nodes come from it); this step runs unsupervised");
         return ESPANK_SUCCESS;
     }
-    static char cmdline[256 * 1024], nbuf[16];
+    static char cmdline[256 * 1024], nbuf[16], rbuf[96];
     static char *sargv[MAX_ARGS], *gargv[MAX_ARGS];
     char err[200], *opts = NULL;
     int argc = read_cmdline(cmdline, sizeof cmdline, sargv, MAX_ARGS);
@@ -242,7 +251,10 @@ static int hand_over(int restarts)
         slurm_error("grit: --auto-resume: out of memory");
         return ESPANK_ERROR;
     }
-    if (build_argv(argc, sargv, restarts, opts, nbuf, sizeof nbuf, gargv, err, sizeof err)) {
+    /* without --run in GRIT_LAUNCH_OPTS: one directory per job, the same after a requeue */
+    snprintf(rbuf, sizeof rbuf, "grit-launch-%.60s", getenv("SLURM_JOB_ID"));
+    if (build_argv(argc, sargv, restarts, opts, nbuf, sizeof nbuf, rbuf, gargv, err,
+                   sizeof err)) {
         slurm_error("grit: --auto-resume: %s", err);
         free(opts);
         return ESPANK_ERROR;

@@ -61,10 +61,8 @@ static void test_job_argv(void)
 
 static void test_failed_rank(void)
 {
-    CHECK_INT(sup_backend_slurm.failed_rank("srun: error: n1: task 0: Exited with exit code 1\n"
-                                            "srun: error: n2: task 1: Killed\n"),
-              1);
-    CHECK_INT(sup_backend_slurm.failed_rank("srun: error: n1: task 0: Exited with exit code 1\n"), -1);
+    /* a "Killed" task may be one srun killed after its peer's node died: never blamed */
+    CHECK_INT(sup_backend_slurm.failed_rank("srun: error: n3: task 2: Killed\n"), -1);
     CHECK_INT(sup_backend_slurm.failed_rank(""), -1);
     CHECK_INT(sup_backend_local.failed_rank("mpirun noticed that process rank 2 with PID 9"), 2);
 }
