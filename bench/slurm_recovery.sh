@@ -43,7 +43,7 @@ cat > "$tmp/job.json" << CFG
  "data": {"synthetic_vocab": 500}, "seed": 42, "threads": 1,
  "checkpoint": {"interval_steps": 5, "keep_last": 2}}
 CFG
-ev_ts() { grep "\"event\":\"$2\"" "$1/events.jsonl" | head -1 | sed 's/^{"ts":\([0-9.]*\),.*/\1/'; }
+ev_ts() { { grep "\"event\":\"$2\"" "$1/events.jsonl" || true; } | head -1 | sed 's/^{"ts":\([0-9.]*\),.*/\1/'; }
 sub() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a == "" || b == "") print "-"; else printf "%.2f", b - a }'; }
 
 printf '%-7s %-4s %8s %9s %7s %7s %11s %8s\n' fault rep slurm_s detect_s stop_s diag_s relaunch_s total_s
@@ -71,20 +71,21 @@ EOF
     if [ "$fault" = crash ]; then "$lc" kill-node n2 2> /dev/null; else "$lc" freeze-node n2 2> /dev/null; fi
     t0=$(date +%s.%N)
     for i in $(seq 1200); do
-      st=$(scontrol show job "$jid" | grep -o 'JobState=[A-Z]*' | cut -d= -f2)
+      st=$(scontrol show job "$jid" 2> /dev/null | grep -o 'JobState=[A-Z]*' | cut -d= -f2 || true)
       [ "$st" = COMPLETED ] || [ "$st" = FAILED ] || [ "$st" = CANCELLED ] && break
       sleep 0.1
     done
     for i in $(seq 100); do [ -s "$tmp/slurm_ts" ] && break; sleep 0.1; done
     kill "$poller" 2> /dev/null || true; wait "$poller" 2> /dev/null || true; poller=""
-    ts_slurm=$(cat "$tmp/slurm_ts")
+    ts_slurm=$(cat "$tmp/slurm_ts" 2> /dev/null || true)
     det=$(ev_ts "$run" detected) stop=$(ev_ts "$run" job_stopped) cord=$(ev_ts "$run" cordon)
-    launch=$(grep '"event":"launch"' "$run/events.jsonl" | sed -n 2p | sed 's/^{"ts":\([0-9.]*\),.*/\1/')
     rec=$(ev_ts "$run" recovered)
     printf '%-7s %-4s %8s %9s %7s %7s %11s %8s\n' "$fault" "$rep" "$(sub "$t0" "$ts_slurm")" \
       "$(sub "$t0" "$det")" "$(sub "$det" "$stop")" "$(sub "$stop" "$cord")" \
       "$(sub "$cord" "$rec")" "$(sub "$t0" "$rec")"
-    [ "$st" = COMPLETED ] || echo "  (job ended $st; see $tmp/job-$fault-$rep.out)"
+    if [ "$st" != COMPLETED ]; then
+      echo "  (job ended '$st':)"; cat "$tmp/job-$fault-$rep.out"
+    fi
     "$lc" thaw-node n2 > /dev/null 2>&1 || true
     "$lc" stop 2> /dev/null || true
   done
