@@ -56,13 +56,15 @@ static struct spank_option auto_resume_opt = {
      "N > 1: on, at most N restarts. sbatch exports it to every srun of the job.",
      2, 0, opt_cb};
 
-/* 0..1000 into *out; -1 otherwise. */
+/* 0..1000 into *out (no value: 1); -1 otherwise. */
 static int parse_n(const char *s, int *out)
 {
     if (!s || !*s) {
         *out = 1;
         return 0;
     }
+    if (*s < '0' || *s > '9') /* strtol would take blanks and a sign */
+        return -1;
     char *end = NULL;
     errno = 0;
     long v = strtol(s, &end, 10);
