@@ -7,7 +7,9 @@
 #            srun without it is unchanged; sbatch --auto-resume=N exports GRIT_AUTO_RESUME.
 #   kill     sbatch -N 4 -k, srun --auto-resume=1 grit train on 3 nodes + 1 spare; node n2
 #            crashes (every process SIGKILLed) mid-run.
-#   freeze   the same, n2 frozen (SIGSTOP of all its processes).
+#   freeze   the same, n2 frozen (SIGSTOP of all its processes); here the choice comes from
+#            `sbatch --auto-resume=1` (exported to the job) and the batch script's srun has
+#            no option.
 #   health   n2's grit health fails (GRIT_HEALTH_FAULT on that node only): caught before
 #            the first step.
 #   requeue  sbatch -N 3 with no spare and --no-spare requeue; n2 crashes: grit drains it
@@ -110,15 +112,16 @@ OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe
   cat "$tmp/ref.out"; fail "reference run failed"; exit 1; }
 
 run=$tmp/run
-nodes=4 spares=1 policy=give_up
+nodes=4 spares=1 policy=give_up sbatch_opt="" srun_opt=--auto-resume=1
 if [ "$scenario" = requeue ]; then nodes=3 spares=0 policy=requeue; fi
+if [ "$scenario" = freeze ]; then sbatch_opt=--auto-resume=1 srun_opt=""; fi
 cat > "$tmp/batch.sh" << EOF
 #!/bin/bash
 export GRIT_LAUNCH_OPTS="--run $run --spares $spares --no-spare $policy --hang-timeout 5 --health-timeout 10 --backoff 0.1 --straggler-factor 0"
-srun --auto-resume=1 "$grit" train "$tmp/job.json" --run-dir "$run" --quiet
+srun $srun_opt "$grit" train "$tmp/job.json" --run-dir "$run" --quiet
 EOF
 [ "$scenario" = health ] && "$lc" fault-node n2 gemm_bitflip
-jid=$(sbatch --parsable -N "$nodes" --no-kill --requeue --open-mode=append -o "$tmp/job.out" "$tmp/batch.sh")
+jid=$(sbatch --parsable $sbatch_opt -N "$nodes" --no-kill --requeue --open-mode=append -o "$tmp/job.out" "$tmp/batch.sh")
 case $scenario in
   kill | requeue)
     wait_steps "$run" 12 60 || fail "$scenario: training did not start"
