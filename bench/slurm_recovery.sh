@@ -57,7 +57,7 @@ export GRIT_LAUNCH_OPTS="--run $run --spares 1 --hang-timeout 3 --health-timeout
 srun --auto-resume=1 "$grit" train "$tmp/job.json" --run-dir "$run" --quiet
 EOF
     jid=$(sbatch --parsable -N 4 --no-kill -o "$tmp/job-$fault-$rep.out" "$tmp/batch.sh")
-    for i in $(seq 300); do
+    for _ in $(seq 300); do
       n=$(grep -c '"step"' "$run/metrics.jsonl" 2> /dev/null || true)
       [ "${n:-0}" -ge 12 ] && break
       sleep 0.1
@@ -70,12 +70,12 @@ EOF
     poller=$!
     if [ "$fault" = crash ]; then "$lc" kill-node n2 2> /dev/null; else "$lc" freeze-node n2 2> /dev/null; fi
     t0=$(date +%s.%N)
-    for i in $(seq 1200); do
+    for _ in $(seq 1200); do
       st=$(scontrol show job "$jid" 2> /dev/null | grep -o 'JobState=[A-Z]*' | cut -d= -f2 || true)
       [ "$st" = COMPLETED ] || [ "$st" = FAILED ] || [ "$st" = CANCELLED ] && break
       sleep 0.1
     done
-    for i in $(seq 100); do [ -s "$tmp/slurm_ts" ] && break; sleep 0.1; done
+    for _ in $(seq 100); do [ -s "$tmp/slurm_ts" ] && break; sleep 0.1; done
     kill "$poller" 2> /dev/null || true; wait "$poller" 2> /dev/null || true; poller=""
     ts_slurm=$(cat "$tmp/slurm_ts" 2> /dev/null || true)
     det=$(ev_ts "$run" detected) stop=$(ev_ts "$run" job_stopped) cord=$(ev_ts "$run" cordon)

@@ -54,8 +54,8 @@ node_reason() { scontrol show node "$1" | sed -n 's/^ *Reason=\(.*\) \[.*$/\1/p'
 job_field() { scontrol show job "$1" 2> /dev/null | grep -o "$2=[^ ]*" | head -1 | cut -d= -f2; }
 # wait_job ID SECONDS: until the job has ended (any final state)
 wait_job() {
-  local i st
-  for i in $(seq $((${2} * 2))); do
+  local st
+  for _ in $(seq $((${2} * 2))); do
     st=$(job_field "$1" JobState)
     case $st in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) return 0 ;; esac
     sleep 0.5
@@ -64,8 +64,8 @@ wait_job() {
 }
 # wait_steps RUN N SECONDS: until the trainer has logged N steps
 wait_steps() {
-  local i n
-  for i in $(seq $((${3} * 5))); do
+  local n
+  for _ in $(seq $((${3} * 5))); do
     n=$(grep -c '"step"' "$1/metrics.jsonl" 2> /dev/null || true)
     [ "${n:-0}" -ge "$2" ] && return 0
     sleep 0.2
