@@ -247,7 +247,7 @@ do_start() {
   fi
   local t0=$SECONDS p i
   for p in $(seq "$PORT" $((PORT + NODES))); do
-    ss -Htln "sport = :$p" | grep -q . && die "TCP port $p is in use (set GRIT_SLURM_PORT)"
+    ss -Htln "sport = :$p" | grep -q . && die "TCP port $p is in use (a cluster left running? run stop with the same GRIT_SLURM_DIR, or set GRIT_SLURM_PORT)"
   done
   mkdir -p "$DIR"
   rm -rf "$DIR"/{state,spool,tmp,pids,log,faults}
