@@ -117,7 +117,7 @@ if [ "$scenario" = requeue ]; then nodes=3 spares=0 policy=requeue; fi
 if [ "$scenario" = freeze ]; then sbatch_opt=--auto-resume=1 srun_opt=""; fi
 cat > "$tmp/batch.sh" << EOF
 #!/bin/bash
-export GRIT_LAUNCH_OPTS="--run $run --spares $spares --no-spare $policy --hang-timeout 5 --health-timeout 10 --backoff 0.1 --straggler-factor 0"
+export GRIT_LAUNCH_OPTS="--run $run --spares $spares --no-spare $policy --hang-timeout 5 --health-timeout 20 --backoff 0.1 --straggler-factor 0"
 srun $srun_opt "$grit" train "$tmp/job.json" --run-dir "$run" --quiet
 EOF
 [ "$scenario" = health ] && "$lc" fault-node n2 gemm_bitflip
