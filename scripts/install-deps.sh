@@ -17,8 +17,9 @@ PKGS=(
   chromium prometheus                # dashboard browser test; a real Prometheus scrapes /metrics
   libgumbo-dev libcld2-dev libexttextcat-dev zlib1g-dev  # grit prep: HTML parsing, language ID, gzip/WARC
   libcurl4-openssl-dev libssl-dev    # s3:// checkpoints: HTTP (multi interface), SHA-256/HMAC
-  swift swift-proxy swift-account swift-container swift-object python3-swift memcached awscli curl  # S3 tests: a real S3 server (scripts/s3-local.sh), awscli as an independent client
+  swift swift-proxy swift-account swift-container swift-object python3-swift memcached awscli  # S3 tests: a real S3 server (scripts/s3-local.sh), awscli as an independent client
   bc time                            # bench/s3.sh arithmetic and CPU accounting
+  slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev libpmix-dev # Slurm: spank_grit.so, --backend slurm, scripts/slurm-local-cluster.sh
 )
 # npm ships inside nodesource's nodejs; Debian packages it separately.
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)

@@ -167,3 +167,13 @@ add_test(NAME integration.s3_faults
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/s3_faults.sh $<TARGET_FILE:grit> /usr/bin/python3)
 set_tests_properties(integration.s3_ckpt integration.s3_faults PROPERTIES
   TIMEOUT 300 LABELS "integration;s3" SKIP_RETURN_CODE 77)
+# Slurm (scripts/slurm-local-cluster.sh, spank_grit.so, grit launch --backend slurm): each
+# test starts its own 4-node cluster on fixed ports, so they run serially. Exit 77: skipped
+# (not root, no Slurm, no namespaces, or no SPANK plugin), said loudly in the output.
+foreach(scenario options kill freeze health requeue)
+  add_test(NAME integration.slurm.${scenario}
+    COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/slurm.sh $<TARGET_FILE:grit>
+            ${CMAKE_BINARY_DIR}/spank_grit.so ${scenario})
+  set_tests_properties(integration.slurm.${scenario} PROPERTIES TIMEOUT 240
+    LABELS "integration;slurm" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+endforeach()

@@ -43,6 +43,18 @@ static void usage(FILE *f)
             "                         for a node set back to \"spare\" in cluster.json), or shrink\n"
             "                         (fewer nodes; needs optim.global_batch)\n"
             "  --bind ADDR            heartbeat address (default 127.0.0.1, loopback only)\n"
+            "  --backend NAME         local (default: mpirun on this machine) or slurm: inside\n"
+            "                         an sbatch/salloc allocation, node slots are its hosts\n"
+            "                         (--spares K of them kept spare, --nodes ignored), steps\n"
+            "                         run with srun --mpi=pmix, suspects are checked with\n"
+            "                         srun -w NODE grit health, failed nodes are drained\n"
+            "                         (scontrol update State=DRAIN Reason=\"grit: ...\")\n"
+"  --health-timeout S     slurm: a node whose grit health does not answer within S\n"
+            "                         seconds is unhealthy (default 15)\n"
+            "  --srun-arg ARG         slurm: one more srun option for every step (repeatable)\n"
+            "  --no-spare requeue     slurm: with no spare left, drain the node and requeue the\n"
+            "                         job (scontrol requeue); the batch script runs again on\n"
+            "                         healthy nodes and resumes from the checkpoint\n"
             "  --inject SPEC          faults for tests and demos, comma list:\n"
             "                           kill:node=X|rank=R:step=S   hang:rank=R:step=S\n"
             "                           slow:node=X:factor=F        nan:step=S   spike:step=S\n"
@@ -64,9 +76,11 @@ int cmd_launch(int argc, char **argv)
     sup_opts o = {.nodes = 4, .spares = 1, .ranks_per_node = 1, .max_restarts = 10,
                   .hang_floor = 30, .hang_cap = 600, .startup_timeout = 120, .grace = 3,
                   .backoff = 0.5, .straggler_factor = 2.5, .straggler_window = 5,
-                  .spike_z = 8, .health_every = 0, .spare_wait = 600, .no_spare = "give_up"};
+                  .spike_z = 8, .health_every = 0, .spare_wait = 600, .no_spare = "give_up",
+                  .health_timeout = 15};
     obs_cli ob = {0}; /* dashboard, /metrics, cost and CO2 (src/obs) */
-    int i, r;
+    static char *srun_args[64];
+    int i, r, nsrun = 0;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         int v = i + 1 < argc;
@@ -102,10 +116,19 @@ int cmd_launch(int argc, char **argv)
         NUM_OPT("--spike-z", spike_z)
         NUM_OPT("--health-every", health_every)
         NUM_OPT("--spare-wait", spare_wait)
+        NUM_OPT("--health-timeout", health_timeout)
         STR_OPT("--run", run_dir)
         STR_OPT("--inject", inject)
         STR_OPT("--no-spare", no_spare)
         STR_OPT("--bind", bind)
+        STR_OPT("--backend", backend)
+        else if (!strcmp(a, "--srun-arg") && v) {
+            if (nsrun >= 63) {
+                fprintf(stderr, "grit launch: --srun-arg: at most 63 expected\n");
+                return 2;
+            }
+            srun_args[nsrun++] = argv[++i];
+        }
 #undef INT_OPT
 #undef NUM_OPT
 #undef STR_OPT
@@ -126,10 +149,23 @@ int cmd_launch(int argc, char **argv)
                         "--max-restarts >= 0, --straggler-window in 1..32 expected\n");
         return 2;
     }
-    if (strcmp(o.no_spare, "give_up") && strcmp(o.no_spare, "wait") && strcmp(o.no_spare, "shrink")) {
-        fprintf(stderr, "grit launch: --no-spare: expected give_up, wait or shrink\n");
+    int slurm = o.backend && !strcmp(o.backend, "slurm");
+    if (o.backend && !slurm && strcmp(o.backend, "local")) {
+        fprintf(stderr, "grit launch: --backend '%s': expected local or slurm\n", o.backend);
         return 2;
     }
+    if (strcmp(o.no_spare, "give_up") && strcmp(o.no_spare, "wait") &&
+        strcmp(o.no_spare, "shrink") && (!slurm || strcmp(o.no_spare, "requeue"))) {
+        fprintf(stderr, "grit launch: --no-spare: expected give_up, wait or shrink%s\n",
+                slurm ? " or requeue" : " (requeue needs --backend slurm)");
+        return 2;
+    }
+    if (nsrun && !slurm) {
+        fprintf(stderr, "grit launch: --srun-arg needs --backend slurm\n");
+        return 2;
+    }
+    srun_args[nsrun] = NULL;
+    o.srun_args = srun_args;
     static char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     self[n > 0 ? n : 0] = '\0';

@@ -2,7 +2,7 @@
  * disk.c - the disk check for the checkpoint directory: writable, fsync
  * works, enough free space, write bandwidth.
  *
- * A probe file DIR/.grit-health.<pid> (O_CREAT|O_EXCL) receives
+ * A probe file DIR/.grit-health.<host>.<pid>.<random> (O_CREAT|O_EXCL) receives
  * disk_test_bytes in 1 MiB writes of a seeded pattern, is fsynced, the
  * directory is fsynced (fs_sync_dir), the file is read back and compared,
  * and it is always unlinked. Bandwidth = bytes / (write + fsync time), best of
@@ -88,7 +88,15 @@ grit_err health_check_disk(health_report *r, const health_opts *o)
         return grit_errf(GRIT_ENOMEM, "health report full");
     const char *dir = o->dir ? o->dir : ".";
     char path[4096];
-    snprintf(path, sizeof path, "%s/.grit-health.%ld", dir, (long)getpid());
+    /* host, PID and a random word: checks of several nodes on one shared directory may
+     * run at once, with the same PID when each node has its own PID namespace */
+    char host[64] = "host";
+    unsigned int salt = 0;
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    if (getentropy(&salt, sizeof salt) != 0)
+        salt = (unsigned int)(now_seconds() * 1e9);
+    snprintf(path, sizeof path, "%s/.grit-health.%.40s.%ld.%08x", dir, host, (long)getpid(), salt);
 
     /* Free space. */
     uint64_t need = 0;

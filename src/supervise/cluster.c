@@ -80,6 +80,32 @@ grit_err cluster_open(cluster *c, const char *path, int nodes, int spares)
     return cluster_save(c);
 }
 
+grit_err cluster_open_hosts(cluster *c, const char *path, char hosts[][32], int n, int spares)
+{
+    if (n < 1 || n > CLUSTER_MAX || spares < 0 || spares >= n)
+        return grit_errf(GRIT_EINVAL, "%d hosts with --spares %d: expected 1..%d hosts and "
+                                      "fewer spares than hosts", n, spares, CLUSTER_MAX);
+    cluster old;
+    if (cluster_open(&old, path, 1, 0) == GRIT_OK && old.count == n) {
+        int same = 1;
+        for (int i = 0; i < n && same; i++)
+            same = cluster_find(&old, hosts[i]) != NULL;
+        if (same) {
+            *c = old;
+            return GRIT_OK;
+        }
+    }
+    memset(c, 0, sizeof *c);
+    snprintf(c->path, sizeof c->path, "%s", path);
+    for (int i = 0; i < n; i++) {
+        node_slot *s = &c->n[c->count++];
+        snprintf(s->name, sizeof s->name, "%s", hosts[i]);
+        s->state = i < n - spares ? NODE_ACTIVE : NODE_SPARE;
+        s->position = i < n - spares ? i : -1;
+    }
+    return cluster_save(c);
+}
+
 int cluster_active(const cluster *c)
 {
     int k = 0;

@@ -32,6 +32,10 @@ typedef struct cluster {
 
 /* Loads path if it exists (a restarted supervisor), else creates N active + K spares. */
 grit_err cluster_open(cluster *c, const char *path, int nodes, int spares);
+/* Slots named after hosts (a Slurm allocation): loads path when it holds exactly these
+ * names (a restarted supervisor in the same allocation), else starts afresh with the
+ * first n - spares hosts active and the rest spares. */
+grit_err cluster_open_hosts(cluster *c, const char *path, char hosts[][32], int n, int spares);
 grit_err cluster_save(const cluster *c);
 int cluster_active(const cluster *c);
 int cluster_spares(const cluster *c);

@@ -44,6 +44,7 @@
 #include "core/fsutil.h"
 #include "core/progress.h"
 #include "obs/obs.h"
+#include "supervise/backend.h"
 #include "supervise/cluster.h"
 #include "supervise/hb.h"
 
@@ -75,6 +76,7 @@ typedef struct incident {
 
 typedef struct sup {
     const sup_opts *o;
+    const sup_backend *be;
     sup_state state;
     cluster cl;
     hb_server hb;
@@ -225,12 +227,11 @@ static grit_err launch(sup *s)
     s->nranks = act * R;
     if (s->nranks > MAX_RANKS)
         return grit_errf(GRIT_EINVAL, "%d ranks exceed %d", s->nranks, MAX_RANKS);
-    char names[1024], trainer[1024], ckpt[128], health[8][32], logpath[1200], np[16], rpn[16];
+    char names[1024], trainer[1024], ckpt[128], health[8][32], logpath[1200], rpn[16];
     int nh;
     cluster_names(&s->cl, names, sizeof names);
     faults_for_attempt(s, trainer, sizeof trainer, ckpt, sizeof ckpt, health, &nh);
     snprintf(logpath, sizeof logpath, "%s/attempt_%02d.log", s->logdir, s->attempt);
-    snprintf(np, sizeof np, "%d", s->nranks);
     snprintf(rpn, sizeof rpn, "%d", R);
     memset(s->rk, 0, sizeof s->rk);
     for (int r = 0; r < s->nranks; r++) {
@@ -243,6 +244,9 @@ static grit_err launch(sup *s)
     hb_msg stale; /* beats the previous job sent before it was stopped belong to no one now */
     while (hb_server_poll(&s->hb, &stale, on_reject, s)) /* forged ones are still reported */
         ;
+    char *argv[BACKEND_ARGV_MAX + 1], argbuf[8192];
+    if (s->be->job_argv(s->o, names, act, R, s->attempt, argv, argbuf, sizeof argbuf) != 0)
+        return grit_errf(GRIT_EINVAL, "the %s launch command is too long", s->be->name);
     pid_t pid = fork();
     if (pid < 0)
         return grit_errf(GRIT_EIO, "fork: %s", strerror(errno));
@@ -275,21 +279,8 @@ static grit_err launch(sup *s)
             setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
             setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
         }
-        int n = 0;
-        while (s->o->cmd[n])
-            n++;
-        char **argv = calloc((size_t)n + 10, sizeof *argv);
-        int k = 0;
-        argv[k++] = "mpirun";
-        argv[k++] = "--oversubscribe";
-        argv[k++] = "--bind-to";
-        argv[k++] = "none";
-        argv[k++] = "-np";
-        argv[k++] = np;
-        for (int i = 0; i < n; i++)
-            argv[k++] = s->o->cmd[i];
-        execvp("mpirun", argv);
-        fprintf(stderr, "grit launch: cannot run mpirun: %s\n", strerror(errno));
+        execvp(argv[0], argv);
+        fprintf(stderr, "grit launch: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
     setpgid(pid, pid);
@@ -335,6 +326,8 @@ static int stop_job(sup *s)
         if (s->rk[r].pid > 0 && kill((pid_t)s->rk[r].pid, 0) == 0)
             kill((pid_t)s->rk[r].pid, SIGKILL);
     s->job = 0;
+    if (s->be->job_stopped)
+        s->be->job_stopped(s->o);
     return status;
 }
 
@@ -547,7 +540,7 @@ static int poll_running(sup *s)
             continue;
         rank_info *ri = &s->rk[m.rank];
         ri->last_beat = now_seconds();
-        if (m.pid > 0)
+        if (m.pid > 0 && !s->be->remote_ranks) /* a remote PID is not ours to signal */
             ri->pid = m.pid;
         if (m.event) {
             event(s, "worker_event", json_pack("{s:s,s:i,s:s,s:I}", "kind", m.kind, "rank", m.rank,
@@ -627,14 +620,12 @@ static int poll_running(sup *s)
             set_state(s, S_DONE);
             return 1;
         }
-        /* which rank: mpirun's "process rank N ... exited on signal" line */
+        /* which rank: the launcher's report in the log (backend.h failed_rank) */
         char path[1300], *text = NULL, detail[200];
         int rank = -1;
         snprintf(path, sizeof path, "%s/attempt_%02d.log", s->logdir, s->attempt);
         if (fs_read_all(path, &text, NULL) == GRIT_OK) {
-            char *p = strstr(text, "process rank ");
-            if (p)
-                rank = atoi(p + 13);
+            rank = s->be->failed_rank ? s->be->failed_rank(text) : -1;
             free(text);
         }
         snprintf(detail, sizeof detail, "job %s %d%s", WIFSIGNALED(status) ? "killed by signal" : "exited with",
@@ -688,6 +679,8 @@ static int check_node(sup *s, const char *node, char health[][32], int nh, int *
     int injected = 0;
     for (int i = 0; i < nh; i++)
         injected |= !strcmp(health[i], node);
+    if (s->be->check_node) /* the node's own check, run on it */
+        return s->be->check_node(s->o, node, injected ? "gemm_bitflip" : NULL, why, cap);
     if (!injected && *machine_ok >= 0) { /* one real check covers the slots of this machine */
         snprintf(why, cap, "%s", *machine_ok ? "healthy" : "grit health failed");
         return !*machine_ok;
@@ -721,6 +714,16 @@ static int diagnose_and_repair(sup *s)
         for (int p = 0; p < cluster_active(&s->cl); p++)
             snprintf(targets[nt++], 64, "%s", cluster_at(&s->cl, p)->name);
     set_state(s, S_REPAIRING);
+    if (s->be->check_begin && strcmp(s->f_kind, "straggler")) { /* all suspects at once */
+        const char *faults[CLUSTER_MAX];
+        for (int i = 0; i < nt; i++) {
+            faults[i] = NULL;
+            for (int k = 0; k < nh; k++)
+                if (!strcmp(health[k], targets[i]))
+                    faults[i] = "gemm_bitflip";
+        }
+        s->be->check_begin(s->o, targets, nt, faults);
+    }
     int shrink_ok = s->o->no_spare && !strcmp(s->o->no_spare, "shrink");
     for (int i = 0; i < nt; i++) {
         char why[200];
@@ -761,12 +764,21 @@ static int diagnose_and_repair(sup *s)
             char reason[300];
             snprintf(reason, sizeof reason, "node %.60s failed (%.180s) and no spare is left", targets[i],
                      why);
+            if (s->be->cordoned) /* the bad node stays out of the next allocation too */
+                s->be->cordoned(s->o, targets[i], why);
+            if (s->be->no_spare && s->be->no_spare(s->o, reason)) {
+                event(s, "requeued", json_pack("{s:s}", "reason", reason));
+                say(s, "%s: job requeued", reason);
+                return -1;
+            }
             event(s, "gave_up", json_pack("{s:s}", "reason", reason));
             say(s, "giving up: %s", reason);
             return -1;
         }
         const char *spare = cluster_replace(&s->cl, targets[i], why);
         cluster_save(&s->cl);
+        if (s->be->cordoned)
+            s->be->cordoned(s->o, targets[i], why);
         event(s, "cordon", json_pack("{s:s,s:s,s:s}", "node", targets[i], "reason", why,
                                      "replacement", spare ? spare : "none (shrinking)"));
         say(s, "cordoned %s (%s); %s takes its place", targets[i], why,
@@ -842,6 +854,7 @@ int sup_run(const sup_opts *o)
     if (!s)
         return 2;
     s->o = o;
+    s->be = sup_backend_find(o->backend);
     s->f_rank = -1;
     int rc = 2;
     char path[1200];
@@ -852,7 +865,14 @@ int sup_run(const sup_opts *o)
     snprintf(s->logdir, sizeof s->logdir, "%s/logs", o->run_dir);
     snprintf(s->statepath, sizeof s->statepath, "%s/supervisor.json", o->run_dir);
     snprintf(path, sizeof path, "%s/cluster.json", o->run_dir);
-    if (fs_mkdirs(s->logdir) != GRIT_OK || cluster_open(&s->cl, path, o->nodes, o->spares) != GRIT_OK) {
+    char hosts[CLUSTER_MAX][32];
+    int nhosts = 0;
+    grit_err crc = !s->be ? grit_errf(GRIT_EINVAL, "--backend %s: expected local or slurm", o->backend)
+                 : fs_mkdirs(s->logdir) != GRIT_OK ? GRIT_EIO
+                 : !s->be->hosts ? cluster_open(&s->cl, path, o->nodes, o->spares)
+                 : s->be->hosts(o, hosts, CLUSTER_MAX, &nhosts) != GRIT_OK ? GRIT_EINVAL
+                 : cluster_open_hosts(&s->cl, path, hosts, nhosts, o->spares);
+    if (crc != GRIT_OK) {
         fprintf(stderr, "grit launch: %s\n", grit_errmsg());
         goto out;
     }

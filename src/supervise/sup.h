@@ -35,6 +35,9 @@ typedef struct sup_opts {
     const char *no_spare; /* "wait", "shrink" or "give_up" */
     const char *bind;     /* heartbeat address (default 127.0.0.1) */
     const char *grit;     /* this grit binary, for grit health */
+    const char *backend;  /* "local" (mpirun, default) or "slurm" (see backend.h) */
+    double health_timeout; /* slurm: a node's grit health must answer within S seconds */
+    char *const *srun_args; /* slurm: extra srun options for every step (NULL-terminated) */
     int quiet;
 } sup_opts;
 

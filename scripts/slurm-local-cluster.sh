@@ -1,0 +1,338 @@
+#!/usr/bin/env bash
+# slurm-local-cluster.sh - a real multi-node Slurm cluster on this one machine, for
+# grit's tests and for trying `srun --auto-resume` by hand. Run as root.
+#
+#   slurm-local-cluster.sh start          munge + slurmctld + N slurmd; waits until idle
+#   slurm-local-cluster.sh stop           stops everything it started (by PID), keeps logs
+#   slurm-local-cluster.sh status | env   state of the daemons | "export SLURM_CONF=..."
+#   slurm-local-cluster.sh kill-node N    hard crash: SIGKILL every process of node N
+#   slurm-local-cluster.sh freeze-node N  SIGSTOP every process of node N (a hung node)
+#   slurm-local-cluster.sh thaw-node N    SIGCONT them again
+#   slurm-local-cluster.sh start-node N   (re)start node N after kill-node
+#   slurm-local-cluster.sh fault-node N F tasks on node N get GRIT_HEALTH_FAULT=F (its
+#                                         grit health fails); "fault-node N -" clears it
+#   slurm-local-cluster.sh node-pids N    host PIDs of node N's processes
+#
+# Settings (read by start, remembered in $DIR/cluster.env for the other commands):
+#   GRIT_SLURM_DIR   state, config and logs (default /tmp/grit-slurm)
+#   GRIT_SLURM_NODES number of nodes n1..nN (default 4)
+#   GRIT_SLURM_PORT  slurmctld port; node i listens on PORT+i (default 17900)
+#   GRIT_SLURM_CPUS  CPUs each node advertises (default 2)
+#   GRIT_SLURM_PLUGIN spank_grit.so to load (optional; loaded as "required")
+#   GRIT_SLURM_PLUGIN_ARGS  its arguments, e.g. "grit=/path/to/grit"
+#
+# Design: every node is `slurmd -D -N nI` (Debian's slurmd supports several per host)
+# in its own PID and mount namespace (unshare), so a node crashes or freezes as a unit.
+# All nodes share 127.0.0.1 and differ by port. munge runs privately with its own key
+# and socket under $DIR; /etc/slurm and /etc/munge are not touched. SLURM_CONF must be
+# exported for every Slurm client (see `env`): without it, a client with no
+# /etc/slurm/slurm.conf goes "configless" and asks DNS for the controller. Timeouts are
+# short (SlurmdTimeout=5) so failures show within seconds; cred_expire=10 lets a
+# requeued job start again after ~11 s instead of the default 121 s.
+set -euo pipefail
+
+cmd=${1:-help}
+[ $# -gt 0 ] && shift
+DIR=$(realpath -m "${GRIT_SLURM_DIR:-/tmp/grit-slurm}")
+if [ "$cmd" != start ] && [ -f "$DIR/cluster.env" ]; then
+  # shellcheck disable=SC1091
+  . "$DIR/cluster.env"
+fi
+NODES=${GRIT_SLURM_NODES:-4}
+PORT=${GRIT_SLURM_PORT:-17900}
+CPUS=${GRIT_SLURM_CPUS:-2}
+PLUGIN=${GRIT_SLURM_PLUGIN:-}
+PLUGIN_ARGS=${GRIT_SLURM_PLUGIN_ARGS:-}
+CONF=$DIR/etc/slurm.conf
+MSOCK=$DIR/munge/socket
+export SLURM_CONF=$CONF
+
+say() { printf 'slurm-local-cluster: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+is_node() { [[ ${1:-} =~ ^n([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -ge 1 ] && [ "${BASH_REMATCH[1]}" -le "$NODES" ]; }
+need_node() {
+  [ -f "$DIR/cluster.env" ] || die "no cluster runs in $DIR (start it, or set GRIT_SLURM_DIR)"
+  is_node "${1:-}" || die "expected a node name n1..n$NODES, got '${1:-}'"
+}
+# running and not a zombie
+live() { local s; s=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [ -n "$s" ] && [ "$s" != Z ] && [ "$s" != X ]; }
+# PID from FILE when that process lives and its command line contains WORD
+pidof_file() {
+  local p
+  [ -s "$1" ] || return 1
+  p=$(cat "$1")
+  [[ $p =~ ^[0-9]+$ ]] && live "$p" && tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -qF -- "$2" && echo "$p"
+}
+# stop PID: SIGTERM, up to 2 s, then SIGKILL
+end_pid() {
+  local p=$1 i
+  kill -TERM "$p" 2>/dev/null || return 0
+  for i in $(seq 20); do live "$p" || return 0; sleep 0.1; done
+  kill -KILL "$p" 2>/dev/null || true
+}
+
+# detach CMD...: runs it in its own session, cwd $DIR; writes its PID to $PIDFILE
+detach() {
+  rm -f "$PIDFILE"
+  (cd "$DIR" && exec setsid sh -c 'echo $$ > "$0"; exec "$@"' "$PIDFILE" "$@" < /dev/null >> "$LOGFILE" 2>&1) &
+  local i
+  for i in $(seq 100); do [ -s "$PIDFILE" ] && return 0; sleep 0.02; done
+  die "could not start $1"
+}
+
+write_conf() {
+  mkdir -p "$DIR"/{etc,state,spool,tmp,log,pids,faults}
+  local i nodes=""
+  for i in $(seq "$NODES"); do
+    mkdir -p "$DIR/spool/n$i" "$DIR/tmp/n$i"
+    nodes+="NodeName=n$i NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((PORT + i)) CPUs=$CPUS RealMemory=1000 State=UNKNOWN"$'\n'
+  done
+  : > "$DIR/etc/plugstack.conf"
+  if [ -n "$PLUGIN" ]; then
+    [ -f "$PLUGIN" ] || die "GRIT_SLURM_PLUGIN: $PLUGIN: no such file"
+    echo "required $PLUGIN $PLUGIN_ARGS" > "$DIR/etc/plugstack.conf"
+  fi
+  # TaskProlog: its "export K=V" lines reach every task. The nodes share a kernel and
+  # a host name: each gets its own TMPDIR and OpenMPI shared-memory directory (else
+  # their segment names collide), OpenMPI stays on loopback, and a node marked with
+  # fault-node gets its health fault.
+  cat > "$DIR/etc/taskprolog.sh" <<EOF
+#!/bin/sh
+d="$DIR/tmp/\$SLURMD_NODENAME"
+echo "export TMPDIR=\$d"
+echo "export OMPI_MCA_btl_vader_backing_directory=\$d"
+echo "export OMPI_MCA_btl_tcp_if_include=lo"
+echo "export OMPI_MCA_oob_tcp_if_include=lo"
+f="$DIR/faults/\$SLURMD_NODENAME"
+[ -s "\$f" ] && echo "export GRIT_HEALTH_FAULT=\$(cat "\$f")"
+exit 0
+EOF
+  chmod 0755 "$DIR/etc/taskprolog.sh"
+  cat > "$CONF" <<EOF
+# written by grit scripts/slurm-local-cluster.sh ($NODES nodes)
+ClusterName=gritlocal
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=$PORT
+SlurmdPort=$((PORT + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$MSOCK,cred_expire=10
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool/%n
+TmpFS=$DIR/tmp/%n
+SlurmctldPidFile=$DIR/pids/slurmctld.pid
+SlurmdPidFile=$DIR/pids/slurmd.%n.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd.%n.log
+PlugStackConfig=$DIR/etc/plugstack.conf
+TaskProlog=$DIR/etc/taskprolog.sh
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1,bf_interval=1
+MpiDefault=none
+ReturnToService=2
+JobRequeue=1
+SlurmdTimeout=5
+SlurmctldTimeout=10
+MessageTimeout=5
+InactiveLimit=0
+KillWait=2
+MinJobAge=300
+${nodes}PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+EOF
+}
+
+munge_start() {
+  install -d -o munge -g munge -m 0755 "$DIR/munge" # others must reach the socket
+  runuser -u munge -- test -x "$DIR/munge" ||
+    die "user munge cannot reach $DIR/munge: every directory above it must be o+x"
+  if [ ! -s "$DIR/munge/key" ]; then
+    (umask 077 && head -c 1024 /dev/urandom > "$DIR/munge/key")
+    chown munge:munge "$DIR/munge/key"
+    chmod 0400 "$DIR/munge/key"
+  fi
+  runuser -u munge -- /usr/sbin/munged --socket="$MSOCK" --key-file="$DIR/munge/key" \
+    --pid-file="$DIR/munge/munged.pid" --log-file="$DIR/munge/munged.log" \
+    --seed-file="$DIR/munge/seed" || die "munged did not start ($DIR/munge/munged.log)"
+  local i
+  for i in $(seq 50); do
+    munge -n -S "$MSOCK" 2>/dev/null | unmunge -S "$MSOCK" > /dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  die "munged does not answer on $MSOCK"
+}
+
+ctld_start() {
+  PIDFILE=$DIR/pids/slurmctld.host.pid LOGFILE=$DIR/log/slurmctld.out detach slurmctld -D -i
+  local i
+  for i in $(seq 100); do
+    scontrol ping 2>/dev/null | grep -q 'is UP' && return 0
+    pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld > /dev/null || die "slurmctld died ($DIR/log/slurmctld.log)"
+    sleep 0.1
+  done
+  die "slurmctld does not answer ($DIR/log/slurmctld.log)"
+}
+
+# A node: unshare (PID+mount namespace, --kill-child) -> sh as the namespace's PID 1
+# (reaps orphans) -> slurmd -D -N nI. SIGKILL of the unshare process ends the node.
+node_start() {
+  local n=$1
+  node_init "$n" > /dev/null && return 0
+  mkdir -p "$DIR/spool/$n" "$DIR/tmp/$n"
+  PIDFILE=$DIR/pids/node.$n.pid LOGFILE=$DIR/log/node.$n.out detach \
+    unshare --pid --fork --mount-proc --kill-child \
+    sh -c 'slurmd -D -N "$1" & while :; do wait; sleep 1; done' gritnode "$n"
+}
+node_init() { # host PID of the node's PID 1
+  local w c
+  w=$(pidof_file "$DIR/pids/node.$1.pid" unshare) || return 1
+  c=$(awk '{print $1}' "/proc/$w/task/$w/children" 2>/dev/null)
+  [ -n "$c" ] && live "$c" && echo "$c"
+}
+node_pids() { # every host PID in the node's PID namespace
+  local init ns
+  init=$(node_init "$1") || return 0
+  ns=$(readlink "/proc/$init/ns/pid") || return 0
+  local p
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/ns/pid" 2>/dev/null)" = "$ns" ] && echo "${p#/proc/}"
+  done
+  return 0
+}
+node_kill() {
+  local n=$1 w init
+  init=$(node_init "$n") || true
+  w=$(pidof_file "$DIR/pids/node.$n.pid" unshare) || true
+  [ -n "$init" ] && kill -KILL "$init" 2>/dev/null
+  [ -n "$w" ] && kill -KILL "$w" 2>/dev/null
+  local i
+  for i in $(seq 50); do
+    { [ -n "$w" ] && live "$w"; } || { [ -n "$init" ] && live "$init"; } || break
+    sleep 0.1
+  done
+  rm -f "$DIR/pids/node.$n.pid"
+}
+
+wait_idle() {
+  local i states
+  for i in $(seq 300); do
+    states=$(sinfo -h -N -o '%N %T' 2>/dev/null | sort -u)
+    if [ "$(grep -cE ' (idle|mixed|allocated|drained|draining)$' <<< "$states")" -ge "$NODES" ]; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  say "nodes not idle after 60 s:"; echo "$states" >&2
+  return 1
+}
+
+do_start() {
+  [ "$(id -u)" = 0 ] || die "must run as root (slurmd, munge and namespaces need it)"
+  [[ $NODES =~ ^[0-9]+$ ]] && [ "$NODES" -ge 1 ] && [ "$NODES" -le 32 ] || die "GRIT_SLURM_NODES: expected 1..32, got '$NODES'"
+  [[ $PORT =~ ^[0-9]+$ ]] && [ "$PORT" -ge 1024 ] && [ "$PORT" -le 65000 ] || die "GRIT_SLURM_PORT: expected 1024..65000, got '$PORT'"
+  for b in slurmctld slurmd munged scontrol unshare; do
+    command -v "$b" > /dev/null || [ -x "/usr/sbin/$b" ] || die "$b not found (scripts/install-deps.sh)"
+  done
+  unshare --pid --fork --mount-proc true 2> /dev/null || die "cannot create PID namespaces here"
+  if pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld > /dev/null; then
+    die "a cluster already runs in $DIR (stop it first)"
+  fi
+  local t0=$SECONDS p i
+  for p in $(seq "$PORT" $((PORT + NODES))); do
+    ss -Htln "sport = :$p" | grep -q . && die "TCP port $p is in use (a cluster left running? run stop with the same GRIT_SLURM_DIR, or set GRIT_SLURM_PORT)"
+  done
+  mkdir -p "$DIR"
+  rm -rf "$DIR"/{state,spool,tmp,pids,log,faults}
+  write_conf
+  cat > "$DIR/cluster.env" <<EOF
+GRIT_SLURM_NODES=$NODES GRIT_SLURM_PORT=$PORT GRIT_SLURM_CPUS=$CPUS
+EOF
+  munge_start
+  ctld_start
+  for i in $(seq "$NODES"); do node_start "n$i"; done
+  wait_idle || die "cluster did not become idle (logs in $DIR/log)"
+  say "up: $NODES nodes in $((SECONDS - t0)) s; export SLURM_CONF=$CONF"
+}
+
+# This cluster's daemons found without pid files (deleted, or a crashed script): node
+# wrappers and slurmctld run with $DIR as their working directory, munged with its socket
+# on the command line.
+strays() {
+  local p d
+  for p in /proc/[0-9]*; do
+    case $(cat "$p/comm" 2>/dev/null) in
+      unshare | slurmctld)
+        d=$(readlink "$p/cwd" 2>/dev/null) || continue
+        [ "$d" = "$DIR" ] && echo "${p#/proc/}" ;;
+      munged) tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -qF -- "--socket=$MSOCK" && echo "${p#/proc/}" ;;
+    esac
+  done
+  return 0
+}
+
+do_stop() {
+  local i p f
+  # clients of this cluster (srun, sbatch waiting with --wait) first
+  for f in /proc/[0-9]*/environ; do
+    p=${f#/proc/}; p=${p%/environ}
+    case $(cat "/proc/$p/comm" 2>/dev/null) in
+      srun | sbatch | salloc) grep -qzxF "SLURM_CONF=$CONF" "$f" 2>/dev/null && kill -KILL "$p" 2>/dev/null ;;
+    esac
+  done
+  for i in $(seq "$NODES"); do node_kill "n$i"; done
+  if p=$(pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld); then end_pid "$p"; fi
+  if p=$(pidof_file "$DIR/munge/munged.pid" "$MSOCK"); then end_pid "$p"; fi
+  for p in $(strays); do
+    say "stopping stray process $p ($(cat "/proc/$p/comm" 2>/dev/null)) of $DIR"
+    end_pid "$p"
+  done
+  rm -f "$DIR"/pids/*.pid "$DIR/munge/munged.pid" "$DIR/cluster.env"
+  say "stopped"
+}
+
+do_status() {
+  local p i
+  echo "dir $DIR  SLURM_CONF=$CONF"
+  if p=$(pidof_file "$DIR/munge/munged.pid" "$MSOCK"); then echo "munged     pid $p"; else echo "munged     down"; fi
+  if p=$(pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld); then echo "slurmctld  pid $p"; else echo "slurmctld  down"; fi
+  for i in $(seq "$NODES"); do
+    if p=$(node_init "n$i"); then echo "n$i         up ($(node_pids "n$i" | wc -l) processes)"; else echo "n$i         down"; fi
+  done
+  pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld > /dev/null && sinfo -N -o '%N %T %E' || true
+}
+
+signal_node() {
+  local p pids
+  pids=$(node_pids "$2")
+  [ -n "$pids" ] || die "node $2 is not running"
+  for p in $pids; do kill -"$1" "$p" 2>/dev/null || true; done
+}
+
+case $cmd in
+  start) do_start ;;
+  stop) do_stop ;;
+  status) do_status ;;
+  env) echo "export SLURM_CONF=$CONF" ;;
+  kill-node)
+    need_node "${1:-}"
+    node_init "$1" > /dev/null || die "node $1 is not running"
+    node_kill "$1"; say "$1 killed" ;;
+  start-node) need_node "${1:-}"; node_start "$1"; say "$1 started" ;;
+  freeze-node) need_node "${1:-}"; signal_node STOP "$1"; say "$1 frozen" ;;
+  thaw-node) need_node "${1:-}"; signal_node CONT "$1"; say "$1 thawed" ;;
+  fault-node)
+    need_node "${1:-}"
+    [[ ${2:-} =~ ^[a-z_,-]+$ ]] || die "fault-node NODE FAULT: expected a grit health fault name (or -), got '${2:-}'"
+    if [ "$2" = - ]; then rm -f "$DIR/faults/$1"; else echo "$2" > "$DIR/faults/$1"; fi ;;
+  node-pids) need_node "${1:-}"; node_pids "$1" ;;
+  help | -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
+  *) say "unknown command '$cmd' (try --help)"; exit 2 ;;
+esac

@@ -1,0 +1,55 @@
+/*
+ * backend.h - how grit launch starts a job and reaches its nodes.
+ *
+ * The supervisor (sup.c) is the same for every backend; a backend supplies:
+ *   hosts        the node slots' names (NULL: slots are node0..node{N+K-1})
+ *   job_argv     the command that starts every rank of one attempt
+ *   check_node   a node's health (NULL: `grit health --quick` on this machine)
+ *   check_begin  start the checks of all suspects at once (optional)
+ *   cordoned     a node was taken out of service (e.g. drained in Slurm)
+ *   job_stopped  after the job's launcher process was stopped (clean up leftovers)
+ *   no_spare     a node failed with no spare left; 1 when handled (e.g. requeued)
+ *   failed_rank  the rank named as failed in the attempt's log, or -1
+ *
+ *   local  (backend_local.c) mpirun on this machine; node slots are virtual.
+ *   slurm  (backend_slurm.c) srun steps inside the current Slurm allocation; node slots
+ *          are its hosts; a rank's PID lives on another node, so remote_ranks is set
+ *          and the supervisor never signals or inspects rank PIDs itself.
+ */
+#ifndef GRIT_SUPERVISE_BACKEND_H
+#define GRIT_SUPERVISE_BACKEND_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+#include "supervise/sup.h"
+
+#define BACKEND_ARGV_MAX 512
+
+typedef struct sup_backend {
+    const char *name;
+    int remote_ranks;
+    /* Fills names[0..*n) (at most cap) with the allocation's hosts. */
+    grit_err (*hosts)(const sup_opts *o, char names[][32], int cap, int *n);
+    /* argv (NULL-terminated, at most BACKEND_ARGV_MAX entries) for `nodes` (comma list of
+     * `count` names) x rpn ranks; strings may point into buf. Returns 0, -1 on overflow. */
+    int (*job_argv)(const sup_opts *o, const char *nodes, int count, int rpn, int attempt,
+                    char **argv, char *buf, size_t cap);
+    /* 0 healthy, 1 unhealthy (why filled); fault: GRIT_HEALTH_FAULT to inject or NULL. */
+    int (*check_node)(const sup_opts *o, const char *node, const char *fault, char *why,
+                      size_t cap);
+    /* Optional: starts the checks of n suspects at once (faults[i]: as for check_node);
+     * check_node then returns their verdicts instead of checking one by one. */
+    void (*check_begin)(const sup_opts *o, char targets[][64], int n, const char *const *faults);
+    void (*cordoned)(const sup_opts *o, const char *node, const char *reason);
+    void (*job_stopped)(const sup_opts *o);
+    int (*no_spare)(const sup_opts *o, const char *reason);
+    int (*failed_rank)(const char *log);
+} sup_backend;
+
+/* The backend called name ("local" or "slurm"), or NULL. */
+const sup_backend *sup_backend_find(const char *name);
+
+extern const sup_backend sup_backend_local, sup_backend_slurm;
+
+#endif

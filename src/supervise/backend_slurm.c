@@ -1,0 +1,420 @@
+/*
+ * backend_slurm.c - grit launch inside a Slurm allocation (see backend.h).
+ *
+ *   hosts        `scontrol show hostnames $SLURM_JOB_NODELIST`
+ *   job_argv     srun --overlap --mpi=pmix -K1 -N A -n A*R --distribution=arbitrary
+ *                     -w <each active host R times, by position> CMD
+ *                (arbitrary distribution: rank r runs on the r/R-th listed host, so the
+ *                supervisor's position -> node map is Slurm's too)
+ *   check_node   srun --overlap -N1 -n1 -w NODE grit health --quick, killed after
+ *                --health-timeout seconds (default 15): a node that cannot run it
+ *                (dead or hung slurmd) is unhealthy; check_begin runs the checks of
+ *                all suspects at once, so diagnosis takes as long as the slowest
+ *   cordoned     scontrol update NodeName=NODE State=DRAIN Reason="grit: <why>"
+ *   job_stopped  scancel --signal=KILL for this job's steps named grit-step (ranks on a
+ *                node that did not hear srun's SIGTERM)
+ *   no_spare     policy requeue: scontrol requeue $SLURM_JOB_ID (Slurm allocates
+ *                healthy nodes; the batch script runs again and resumes)
+ *
+ * Every Slurm command is run directly (fork/exec, no shell), with a time limit, its
+ * output captured (never shown with the job's secret: the environment is not logged).
+ * $GRIT_SCONTROL, $GRIT_SRUN, $GRIT_SCANCEL, $GRIT_SQUEUE override the programs.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/progress.h"
+#include "supervise/backend.h"
+#include "supervise/cluster.h"
+
+static const char *prog(const char *env, const char *dflt)
+{
+    const char *p = getenv(env);
+    return p && *p ? p : dflt;
+}
+
+/* A child program with its output captured (up to 8 KiB kept). */
+typedef struct proc {
+    pid_t pid;
+    int fd, rc;
+    size_t len;
+    char out[8192];
+} proc;
+
+/* Starts argv in its own process group, stdin /dev/null, stdout+stderr into p->out.
+ * Returns 0, or -1 (p->rc = -1) when it cannot start. */
+static int proc_start(proc *p, char *const argv[])
+{
+    int fds[2];
+    memset(p, 0, sizeof *p);
+    p->rc = -1;
+    p->fd = -1;
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0)
+            dup2(nul, 0);
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    p->pid = pid;
+    p->fd = fds[0];
+    return 0;
+}
+
+static void proc_read(proc *p)
+{
+    char tmp[1024];
+    ssize_t r;
+    while (p->fd >= 0 && (r = read(p->fd, tmp, sizeof tmp)) != 0) {
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN)
+                return;
+            break;
+        }
+        size_t k = (size_t)r < sizeof p->out - 1 - p->len ? (size_t)r : sizeof p->out - 1 - p->len;
+        memcpy(p->out + p->len, tmp, k);
+        p->len += k;
+        p->out[p->len] = '\0';
+    }
+    close(p->fd);
+    p->fd = -1;
+}
+
+/* Waits for all n started programs; one still running after timeout seconds is
+ * SIGKILLed (with its process group) and gets rc -1. Else rc is the exit status, or
+ * 128+signal. */
+static void proc_wait_all(proc *ps, int n, double timeout)
+{
+    double t0 = now_seconds();
+    for (;;) {
+        int running = 0;
+        struct pollfd pf[64];
+        int np = 0;
+        for (int i = 0; i < n; i++) {
+            proc *p = &ps[i];
+            if (p->pid <= 0)
+                continue;
+            proc_read(p);
+            int status;
+            if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+                proc_read(p);
+                p->rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+                p->pid = 0;
+                continue;
+            }
+            running++;
+            if (p->fd >= 0 && np < 64)
+                pf[np++] = (struct pollfd){.fd = p->fd, .events = POLLIN};
+        }
+        if (!running)
+            break;
+        if (now_seconds() - t0 > timeout) {
+            for (int i = 0; i < n; i++)
+                if (ps[i].pid > 0) {
+                    kill(-ps[i].pid, SIGKILL);
+                    kill(ps[i].pid, SIGKILL);
+                    waitpid(ps[i].pid, NULL, 0);
+                    ps[i].pid = 0;
+                    ps[i].rc = -1;
+                }
+            break;
+        }
+        if (np)
+            poll(pf, (nfds_t)np, 20);
+        else
+            usleep(20000);
+    }
+    for (int i = 0; i < n; i++)
+        if (ps[i].fd >= 0) {
+            close(ps[i].fd);
+            ps[i].fd = -1;
+        }
+}
+
+/* Runs argv to the end (at most timeout seconds); its output into out when given.
+ * Returns the exit status, 128+signal, or -1 (could not start, or timed out). */
+static int run_capture(char *const argv[], double timeout, char *out, size_t cap)
+{
+    proc p;
+    if (proc_start(&p, argv) == 0)
+        proc_wait_all(&p, 1, timeout);
+    if (out && cap) {
+        size_t k = p.len < cap - 1 ? p.len : cap - 1;
+        memcpy(out, p.out, k);
+        out[k] = '\0';
+    }
+    return p.rc;
+}
+
+static grit_err slurm_hosts(const sup_opts *o, char names[][32], int cap, int *n)
+{
+    (void)o;
+    const char *list = getenv("SLURM_JOB_NODELIST");
+    if (!list || !*list)
+        list = getenv("SLURM_NODELIST");
+    if (!list || !*list)
+        return grit_errf(GRIT_EINVAL, "--backend slurm: SLURM_JOB_NODELIST is not set "
+                                      "(expected to run inside sbatch/salloc)");
+    char out[8192];
+    char *argv[] = {(char *)prog("GRIT_SCONTROL", "scontrol"), "show", "hostnames", (char *)list,
+                    NULL};
+    int rc = run_capture(argv, 30, out, sizeof out);
+    if (rc != 0)
+        return grit_errf(GRIT_EIO, "scontrol show hostnames %s failed (status %d): %.200s", list,
+                         rc, out);
+    *n = 0;
+    for (char *sv = NULL, *h = strtok_r(out, "\n", &sv); h; h = strtok_r(NULL, "\n", &sv)) {
+        if (!*h)
+            continue;
+        if (*n >= cap)
+            return grit_errf(GRIT_EINVAL, "allocation %s: more than %d hosts", list, cap);
+        if (strlen(h) >= 32)
+            return grit_errf(GRIT_EINVAL, "allocation %s: host name '%.40s...' longer than 31",
+                             list, h);
+        snprintf(names[(*n)++], 32, "%s", h);
+    }
+    if (*n == 0)
+        return grit_errf(GRIT_EINVAL, "allocation %s: no hosts", list);
+    return GRIT_OK;
+}
+
+static int slurm_job_argv(const sup_opts *o, const char *nodes, int count, int rpn, int attempt,
+                          char **argv, char *buf, size_t cap)
+{
+    int k = 0, n = 0, ne = 0;
+    while (o->cmd[n])
+        n++;
+    while (o->srun_args && o->srun_args[ne])
+        ne++;
+    if (n + ne + 16 > BACKEND_ARGV_MAX)
+        return -1;
+    /* buf: "-N<a>\0-n<r>\0--ntasks-per-node=<rpn>\0-w<host,host,...>\0--job-name=..." */
+    size_t off = 0;
+#define PUT(...)                                                                         \
+    do {                                                                                 \
+        int w_ = snprintf(buf + off, cap - off, __VA_ARGS__);                            \
+        if (w_ < 0 || (size_t)w_ >= cap - off)                                           \
+            return -1;                                                                   \
+        argv[k++] = buf + off;                                                           \
+        off += (size_t)w_ + 1;                                                           \
+    } while (0)
+    argv[k++] = (char *)prog("GRIT_SRUN", "srun");
+    argv[k++] = "--overlap";
+    argv[k++] = "--mpi=pmix";
+    argv[k++] = "--kill-on-bad-exit=1";
+    argv[k++] = "--distribution=arbitrary";
+    PUT("--nodes=%d", count);
+    PUT("--ntasks=%d", count * rpn);
+    PUT("--job-name=grit-step-%d", attempt);
+    /* -w: every host once per rank, in position order */
+    char w[4096] = "";
+    size_t wl = 0;
+    char names[1024];
+    snprintf(names, sizeof names, "%s", nodes);
+    for (char *sv = NULL, *h = strtok_r(names, ",", &sv); h; h = strtok_r(NULL, ",", &sv))
+        for (int r = 0; r < rpn; r++) {
+            int x = snprintf(w + wl, sizeof w - wl, "%s%s", wl ? "," : "", h);
+            if (x < 0 || (size_t)x >= sizeof w - wl)
+                return -1;
+            wl += (size_t)x;
+        }
+    PUT("--nodelist=%s", w);
+#undef PUT
+    for (int i = 0; i < ne; i++)
+        argv[k++] = o->srun_args[i];
+    for (int i = 0; i < n; i++)
+        argv[k++] = o->cmd[i];
+    argv[k] = NULL;
+    return 0;
+}
+
+/* Verdicts of the checks started together by check_begin, handed out by check_node. */
+static struct {
+    char node[64], why[200];
+    int bad, valid;
+} verdicts[CLUSTER_MAX];
+
+static void health_argv(const sup_opts *o, const char *node, const char *fault, char *w,
+                        size_t wcap, char *exp, size_t ecap, char **argv)
+{
+    snprintf(w, wcap, "--nodelist=%s", node);
+    /* an injected fault reaches the task through srun's environment export */
+    snprintf(exp, ecap, "--export=ALL%s%s", fault ? ",GRIT_HEALTH_FAULT=" : "",
+             fault ? fault : "");
+    char *a[] = {(char *)prog("GRIT_SRUN", "srun"), "--overlap", "--nodes=1", "--ntasks=1", w,
+                 "--job-name=grit-health", exp, (char *)o->grit, "health", "--quick", NULL};
+    memcpy(argv, a, sizeof a);
+}
+
+static double health_timeout(const sup_opts *o)
+{
+    return o->health_timeout > 0 ? o->health_timeout : 15;
+}
+
+/* The verdict on one finished check: 0 healthy, 1 unhealthy (why filled). */
+static int verdict(const proc *p, double secs, char *why, size_t cap)
+{
+    if (p->rc == 0) {
+        snprintf(why, cap, "healthy");
+        return 0;
+    }
+    /* grit health's verdict line names the first failing check; else srun's own
+     * error says why the node could not run it */
+    const char *first = strstr(p->out, "failed, first "), *err = strstr(p->out, "srun: error: ");
+    if (p->rc < 0)
+        snprintf(why, cap, "no answer from the node within %.0f s (hung or dead)", secs);
+    else if (first)
+        snprintf(why, cap, "grit health: %.*s failed", (int)strcspn(first + 14, " \n"),
+                 first + 14);
+    else if (err)
+        snprintf(why, cap, "unreachable: %.*s", (int)strcspn(err + 13, "\n"), err + 13);
+    else
+        snprintf(why, cap, "cannot run grit health on the node (srun status %d)", p->rc);
+    return 1;
+}
+
+static void slurm_check_begin(const sup_opts *o, char targets[][64], int n,
+                              const char *const *faults)
+{
+    static proc ps[CLUSTER_MAX];
+    char w[CLUSTER_MAX][96], exp[CLUSTER_MAX][128];
+    memset(verdicts, 0, sizeof verdicts);
+    if (n > CLUSTER_MAX)
+        n = CLUSTER_MAX;
+    double t0 = now_seconds();
+    for (int i = 0; i < n; i++) {
+        char *argv[11];
+        health_argv(o, targets[i], faults[i], w[i], sizeof w[i], exp[i], sizeof exp[i], argv);
+        proc_start(&ps[i], argv);
+    }
+    proc_wait_all(ps, n, health_timeout(o));
+    for (int i = 0; i < n; i++) {
+        snprintf(verdicts[i].node, sizeof verdicts[i].node, "%s", targets[i]);
+        verdicts[i].bad = verdict(&ps[i], now_seconds() - t0, verdicts[i].why,
+                                  sizeof verdicts[i].why);
+        verdicts[i].valid = 1;
+    }
+}
+
+static int slurm_check_node(const sup_opts *o, const char *node, const char *fault, char *why,
+                            size_t cap)
+{
+    for (int i = 0; i < CLUSTER_MAX; i++)
+        if (verdicts[i].valid && !strcmp(verdicts[i].node, node)) {
+            verdicts[i].valid = 0; /* each verdict is used once */
+            snprintf(why, cap, "%s", verdicts[i].why);
+            return verdicts[i].bad;
+        }
+    char w[96], exp[128], *argv[11];
+    health_argv(o, node, fault, w, sizeof w, exp, sizeof exp, argv);
+    proc p;
+    double t0 = now_seconds();
+    if (proc_start(&p, argv) == 0)
+        proc_wait_all(&p, 1, health_timeout(o));
+    return verdict(&p, now_seconds() - t0, why, cap);
+}
+
+static void slurm_cordoned(const sup_opts *o, const char *node, const char *reason)
+{
+    (void)o;
+    char n[64], r[220];
+    snprintf(n, sizeof n, "NodeName=%s", node);
+    snprintf(r, sizeof r, "Reason=grit: %.200s", reason);
+    char *argv[] = {(char *)prog("GRIT_SCONTROL", "scontrol"), "update", n, "State=DRAIN", r,
+                    NULL};
+    char out[1024];
+    int rc = run_capture(argv, 30, out, sizeof out);
+    if (rc != 0)
+        fprintf(stderr, "grit launch: scontrol update %s State=DRAIN failed (status %d): %s\n",
+                node, rc, out);
+}
+
+/* Kills what is left of this job's training steps: ranks on a node that srun could
+ * not reach when it was stopped would otherwise spin in their collectives. */
+static void slurm_job_stopped(const sup_opts *o)
+{
+    (void)o;
+    const char *job = getenv("SLURM_JOB_ID");
+    if (!job)
+        return;
+    char out[8192];
+    char *ls[] = {(char *)prog("GRIT_SQUEUE", "squeue"), "-h", "-s", "-j", (char *)job, "-o",
+                  "%i %j", NULL};
+    if (run_capture(ls, 15, out, sizeof out) != 0)
+        return;
+    for (char *sv = NULL, *l = strtok_r(out, "\n", &sv); l; l = strtok_r(NULL, "\n", &sv)) {
+        char id[64], name[128];
+        if (sscanf(l, "%63s %127s", id, name) != 2 || strncmp(name, "grit-step-", 10))
+            continue;
+        char *kill_argv[] = {(char *)prog("GRIT_SCANCEL", "scancel"), "--signal=KILL", id, NULL};
+        /* slurmctld acts on the request once sent; scancel may then wait for a dead
+         * node's answer, which nobody here needs */
+        run_capture(kill_argv, 1.0, NULL, 0);
+    }
+}
+
+static int slurm_no_spare(const sup_opts *o, const char *reason)
+{
+    if (!o->no_spare || strcmp(o->no_spare, "requeue"))
+        return 0;
+    const char *job = getenv("SLURM_JOB_ID");
+    if (!job) {
+        fprintf(stderr, "grit launch: cannot requeue: SLURM_JOB_ID is not set\n");
+        return 0;
+    }
+    fprintf(stderr, "grit launch: %s: requeueing job %s\n", reason, job);
+    char *argv[] = {(char *)prog("GRIT_SCONTROL", "scontrol"), "requeue", (char *)job, NULL};
+    char out[1024];
+    int rc = run_capture(argv, 30, out, sizeof out);
+    if (rc != 0) {
+        fprintf(stderr, "grit launch: scontrol requeue %s failed (status %d): %s\n", job, rc, out);
+        return 0;
+    }
+    return 1;
+}
+
+/* srun's report does not say which node failed: when a node dies, its tasks are not
+ * reported at all (their slurmstepd died too) and srun itself kills the others
+ * (--kill-on-bad-exit), which then read "Killed". So no rank is named and the
+ * supervisor checks every active node, all at once (check_begin). */
+static int slurm_failed_rank(const char *log)
+{
+    (void)log;
+    return -1;
+}
+
+const sup_backend sup_backend_slurm = {
+    .name = "slurm",
+    .remote_ranks = 1,
+    .hosts = slurm_hosts,
+    .job_argv = slurm_job_argv,
+    .check_node = slurm_check_node,
+    .check_begin = slurm_check_begin,
+    .cordoned = slurm_cordoned,
+    .job_stopped = slurm_job_stopped,
+    .no_spare = slurm_no_spare,
+    .failed_rank = slurm_failed_rank,
+};

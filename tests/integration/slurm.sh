@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# slurm.sh GRIT SPANK_SO SCENARIO - srun --auto-resume on a real 4-node Slurm cluster on
+# this machine (scripts/slurm-local-cluster.sh; its own cluster per run, stopped by the
+# trap even on failure).
+#
+#   options  srun/sbatch --help show --auto-resume; bad values are rejected with a message;
+#            srun without it is unchanged; sbatch --auto-resume=N exports GRIT_AUTO_RESUME.
+#   kill     sbatch -N 4 -k, srun --auto-resume=1 grit train on 3 nodes + 1 spare; node n2
+#            crashes (every process SIGKILLed) mid-run.
+#   freeze   the same, n2 frozen (SIGSTOP of all its processes); here the choice comes from
+#            `sbatch --auto-resume=1` (exported to the job) and the batch script's srun has
+#            no option.
+#   health   n2's grit health fails (GRIT_HEALTH_FAULT on that node only): caught before
+#            the first step.
+#   requeue  sbatch -N 3 with no spare and --no-spare requeue; n2 crashes: grit drains it
+#            and requeues the job, which runs again on n1,n3,n4 and resumes.
+# For kill/freeze/health/requeue: the job COMPLETES, n2 ends DRAINED with grit's reason,
+# the step ran again without n2, and the final weights are bitwise identical to a
+# fault-free run (mpirun, no Slurm).
+# Exit 77 (skipped, said loudly) where Slurm cannot run: not root, no Slurm, no PID
+# namespaces, no SPANK plugin built.
+set -euo pipefail
+grit=$1 spank=$2 scenario=$3
+here=$(cd "$(dirname "$0")" && pwd)
+lc=$here/../../scripts/slurm-local-cluster.sh
+skip() { echo "SKIP (slurm): $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root (slurmd, munged)"
+for b in slurmctld slurmd munged sbatch srun scontrol; do
+  command -v "$b" > /dev/null || [ -x "/usr/sbin/$b" ] || skip "$b not installed (scripts/install-deps.sh)"
+done
+unshare --pid --fork --mount-proc true 2> /dev/null || skip "cannot create PID namespaces"
+[ -f "$spank" ] || skip "spank_grit.so was not built (no slurm/spank.h)"
+
+tmp=$(mktemp -d /tmp/grit-slurm-test.XXXXXX)
+chmod 0755 "$tmp" # munged runs as user munge
+export GRIT_SLURM_DIR=$tmp/cluster GRIT_SLURM_NODES=4 GRIT_SLURM_PORT=${GRIT_SLURM_TEST_PORT:-17950}
+export GRIT_SLURM_PLUGIN=$spank GRIT_SLURM_PLUGIN_ARGS="grit=$grit"
+export SLURM_CONF=$GRIT_SLURM_DIR/etc/slurm.conf
+bg=""
+cleanup() {
+  [ -n "$bg" ] && kill -9 "$bg" 2> /dev/null
+  "$lc" thaw-node n2 > /dev/null 2>&1 || true
+  "$lc" stop > /dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { echo "ok   $*"; }
+"$lc" start
+
+node_field() { scontrol show node "$1" | grep -o "$2=[^ ]*" | head -1 | cut -d= -f2-; }
+node_reason() { scontrol show node "$1" | sed -n 's/^ *Reason=\(.*\) \[.*$/\1/p'; }
+job_field() { scontrol show job "$1" 2> /dev/null | grep -o "$2=[^ ]*" | head -1 | cut -d= -f2; }
+# wait_job ID SECONDS: until the job has ended (any final state)
+wait_job() {
+  local st
+  for _ in $(seq $((${2} * 2))); do
+    st=$(job_field "$1" JobState)
+    case $st in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) return 0 ;; esac
+    sleep 0.5
+  done
+  return 1
+}
+# wait_steps RUN N SECONDS: until the trainer has logged N steps
+wait_steps() {
+  local n
+  for _ in $(seq $((${3} * 5))); do
+    n=$(grep -c '"step"' "$1/metrics.jsonl" 2> /dev/null || true)
+    [ "${n:-0}" -ge "$2" ] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+if [ "$scenario" = options ]; then
+  srun --help 2>&1 | grep -q -- '--auto-resume' || fail "srun --help does not show --auto-resume"
+  sbatch --help 2>&1 | grep -q -- '--auto-resume' || fail "sbatch --help does not show --auto-resume"
+  for bad in abc -1 1001 2x; do
+    if out=$(srun -N1 --auto-resume="$bad" true 2>&1); then fail "srun --auto-resume=$bad accepted"; fi
+    grep -q "expected an integer 0..1000" <<< "$out" || fail "srun --auto-resume=$bad: no clear message: $out"
+    if out=$(sbatch --auto-resume="$bad" --wrap=true 2>&1); then fail "sbatch --auto-resume=$bad accepted"; fi
+    grep -q "expected an integer 0..1000" <<< "$out" || fail "sbatch --auto-resume=$bad: no clear message: $out"
+  done
+  # without the option srun is unchanged: output, exit status, environment
+  out=$(srun -N2 -l --ntasks-per-node=1 sh -c 'echo hi; env | grep -cE "^GRIT_(SPANK_SUPERVISED|AUTO_RESUME|SUP_)" || true' 2>&1 | sort)
+  [ "$out" = "$(printf '0: 0\n0: hi\n1: 0\n1: hi')" ] || fail "srun without --auto-resume: unexpected output: $out"
+  rc=0; srun -N1 sh -c 'exit 3' || rc=$?
+  [ "$rc" = 3 ] || fail "srun without --auto-resume: exit status $rc, expected 3"
+  rc=0; srun -N1 --auto-resume=0 sh -c 'exit 4' || rc=$?
+  [ "$rc" = 4 ] || fail "srun --auto-resume=0: exit status $rc, expected 4 (off)"
+  # sbatch exports the choice to the job
+  jid=$(sbatch --parsable -N1 --auto-resume=2 -o "$tmp/ar.out" --wrap='echo "AR=$GRIT_AUTO_RESUME"')
+  wait_job "$jid" 30 || fail "sbatch --auto-resume=2: job did not end"
+  grep -qx "AR=2" "$tmp/ar.out" || fail "sbatch --auto-resume=2: the job saw '$(cat "$tmp/ar.out")', expected AR=2"
+  [ "$fails" -eq 0 ] && ok "options: help, bad values, unchanged srun, sbatch export"
+  exit "$fails"
+fi
+
+# --- training scenarios -----------------------------------------------------------------
+cat > "$tmp/job.json" << CFG
+{"model": {"hidden_size": 128, "num_layers": 4, "num_heads": 4, "intermediate_size": 512,
+           "vocab_size": 500, "max_positions": 256},
+ "optim": {"micro_batch": 2, "global_batch": 6, "seq_len": 128, "lr": 3e-3, "min_lr": 3e-4,
+           "warmup_steps": 2, "total_steps": 60},
+ "data": {"synthetic_vocab": 500}, "seed": 42, "threads": 1,
+ "checkpoint": {"interval_steps": 5, "keep_last": 2}}
+CFG
+# the fault-free reference: the same 3 ranks under mpirun, no Slurm
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none -np 3 \
+  "$grit" train "$tmp/job.json" --run-dir "$tmp/ref" --quiet > "$tmp/ref.out" 2>&1 || {
+  cat "$tmp/ref.out"; fail "reference run failed"; exit 1; }
+
+run=$tmp/run
+nodes=4 spares=1 policy=give_up sbatch_opt="" srun_opt=--auto-resume=1
+if [ "$scenario" = requeue ]; then nodes=3 spares=0 policy=requeue; fi
+if [ "$scenario" = freeze ]; then sbatch_opt=--auto-resume=1 srun_opt=""; fi
+cat > "$tmp/batch.sh" << EOF
+#!/bin/bash
+export GRIT_LAUNCH_OPTS="--run $run --spares $spares --no-spare $policy --hang-timeout 5 --health-timeout 20 --backoff 0.1 --straggler-factor 0"
+srun $srun_opt "$grit" train "$tmp/job.json" --run-dir "$run" --quiet
+EOF
+[ "$scenario" = health ] && "$lc" fault-node n2 gemm_bitflip
+jid=$(sbatch --parsable $sbatch_opt -N "$nodes" --no-kill --requeue --open-mode=append -o "$tmp/job.out" "$tmp/batch.sh")
+case $scenario in
+  kill | requeue)
+    wait_steps "$run" 12 60 || fail "$scenario: training did not start"
+    "$lc" kill-node n2 ;;
+  freeze)
+    wait_steps "$run" 12 60 || fail "$scenario: training did not start"
+    "$lc" freeze-node n2 ;;
+  health) ;;
+  *) echo "unknown scenario $scenario"; exit 2 ;;
+esac
+wait_job "$jid" 150 || fail "$scenario: job $jid did not end in 150 s"
+st=$(job_field "$jid" JobState)
+[ "$st" = COMPLETED ] || fail "$scenario: job ended $st, expected COMPLETED"
+state=$(node_field n2 State) reason=$(node_reason n2)
+[[ $state == *DRAIN* ]] || fail "$scenario: n2 is $state, expected DRAINED"
+[[ $reason == grit:* ]] || fail "$scenario: n2's reason is '$reason', expected 'grit: ...'"
+for n in n1 n3 n4; do
+  [[ $(node_field $n State) == *DRAIN* ]] && fail "$scenario: healthy node $n was drained"
+done
+cmp -s "$tmp/ref/model.safetensors" "$run/model.safetensors" || fail "$scenario: final weights differ from the fault-free run"
+if [ "$scenario" = requeue ]; then
+  [ "$(job_field "$jid" Restarts)" = 1 ] || fail "requeue: Restarts=$(job_field "$jid" Restarts), expected 1"
+  grep -q '"event":"requeued"' "$run/events.jsonl" || fail "requeue: no requeued event"
+  grep -q '"event":"launch".*"nodes":"n1,n3,n4"' "$run/events.jsonl" || fail "requeue: the job did not run again on n1,n3,n4"
+else
+  grep -q '"event":"cordon","node":"n2".*"replacement":"n4"' "$run/events.jsonl" || fail "$scenario: n2 was not replaced by the spare n4"
+  grep -q '"event":"launch".*"nodes":"n1,n4,n3"' "$run/events.jsonl" || fail "$scenario: no step on n1,n4,n3"
+fi
+grep -q '"event":"done"' "$run/events.jsonl" || fail "$scenario: the supervisor did not finish (no done event)"
+if [ "$fails" -ne 0 ]; then
+  echo "--- job output"; cat "$tmp/job.out" || true
+  echo "--- events"; grep -v '"step"' "$run/events.jsonl" | cut -c1-300 || true
+  sinfo -N -o '%N %T %E' || true
+fi
+[ "$fails" -eq 0 ] && ok "$scenario: n2 drained ($reason), job completed, weights bitwise equal"
+exit "$fails"

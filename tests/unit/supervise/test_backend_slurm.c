@@ -1,0 +1,180 @@
+/* test_backend_slurm.c - the Slurm launcher backend against fake scontrol/srun programs
+ * (shell scripts that record their arguments), and cluster slots named after hosts. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../check.h"
+#include "supervise/backend.h"
+#include "supervise/cluster.h"
+
+static char dir[256];
+
+static void write_script(const char *name, const char *body)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "#!/bin/sh\n%s\n", body);
+    fclose(f);
+    chmod(path, 0755);
+}
+
+static char *slurp(const char *name)
+{
+    static char buf[4096];
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (f) {
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+    }
+    return buf;
+}
+
+static void test_job_argv(void)
+{
+    char *cmd[] = {"grit", "train", "job.json", NULL};
+    char *extra[] = {"--time=5", NULL};
+    sup_opts o = {.cmd = cmd, .srun_args = extra};
+    char *argv[BACKEND_ARGV_MAX + 1], buf[2048], joined[4096] = "";
+    CHECK_INT(sup_backend_slurm.job_argv(&o, "n1,n4,n3", 3, 2, 7, argv, buf, sizeof buf), 0);
+    for (int i = 0; argv[i]; i++) {
+        strcat(joined, argv[i]);
+        strcat(joined, " ");
+    }
+    CHECK_STR_HAS(joined, "--mpi=pmix");
+    CHECK_STR_HAS(joined, "--overlap");
+    CHECK_STR_HAS(joined, "--distribution=arbitrary");
+    CHECK_STR_HAS(joined, "--nodes=3 --ntasks=6 --job-name=grit-step-7");
+    /* rank r on the r/R-th listed host: position order, each host R times */
+    CHECK_STR_HAS(joined, "--nodelist=n1,n1,n4,n4,n3,n3 --time=5 grit train job.json ");
+    /* a buffer too small is an error, not a truncated list */
+    CHECK_INT(sup_backend_slurm.job_argv(&o, "n1,n4,n3", 3, 2, 7, argv, buf, 40), -1);
+}
+
+static void test_failed_rank(void)
+{
+    /* a "Killed" task may be one srun killed after its peer's node died: never blamed */
+    CHECK_INT(sup_backend_slurm.failed_rank("srun: error: n3: task 2: Killed\n"), -1);
+    CHECK_INT(sup_backend_slurm.failed_rank(""), -1);
+    CHECK_INT(sup_backend_local.failed_rank("mpirun noticed that process rank 2 with PID 9"), 2);
+}
+
+static void test_hosts(void)
+{
+    char names[8][32], path[512];
+    int n = 0;
+    sup_opts o = {0};
+    write_script("scontrol", "echo \"$@\" >> \"$(dirname \"$0\")/scontrol.args\"\n"
+                             "[ \"$1 $2\" = 'show hostnames' ] && printf 'n1\\nn2\\nn3\\n'\n"
+                             "exit 0");
+    snprintf(path, sizeof path, "%s/scontrol", dir);
+    setenv("GRIT_SCONTROL", path, 1);
+    unsetenv("SLURM_JOB_NODELIST");
+    unsetenv("SLURM_NODELIST");
+    CHECK(sup_backend_slurm.hosts(&o, names, 8, &n) != GRIT_OK);
+    CHECK_STR_HAS(grit_errmsg(), "SLURM_JOB_NODELIST");
+    setenv("SLURM_JOB_NODELIST", "n[1-3]", 1);
+    CHECK_INT(sup_backend_slurm.hosts(&o, names, 8, &n), GRIT_OK);
+    CHECK_INT(n, 3);
+    CHECK(!strcmp(names[0], "n1") && !strcmp(names[2], "n3"));
+    CHECK(sup_backend_slurm.hosts(&o, names, 2, &n) != GRIT_OK); /* more hosts than slots */
+    CHECK_STR_HAS(slurp("scontrol.args"), "show hostnames n[1-3]");
+
+    /* slots named after hosts; a restarted supervisor in the same allocation keeps them */
+    cluster c;
+    snprintf(path, sizeof path, "%s/cluster.json", dir);
+    CHECK_INT(cluster_open_hosts(&c, path, names, 3, 1), GRIT_OK);
+    CHECK_INT(cluster_active(&c), 2);
+    CHECK_INT(cluster_spares(&c), 1);
+    CHECK(!strcmp(cluster_replace(&c, "n2", "dead"), "n3"));
+    cluster_save(&c);
+    CHECK_INT(cluster_open_hosts(&c, path, names, 3, 1), GRIT_OK);
+    CHECK_INT(cluster_find(&c, "n2")->state, NODE_CORDONED);
+    /* a new allocation (a requeued job on other hosts) starts afresh */
+    snprintf(names[1], 32, "n4");
+    CHECK_INT(cluster_open_hosts(&c, path, names, 3, 1), GRIT_OK);
+    CHECK(cluster_find(&c, "n2") == NULL);
+    CHECK_INT(cluster_find(&c, "n4")->state, NODE_ACTIVE);
+    CHECK(cluster_open_hosts(&c, path, names, 3, 3) != GRIT_OK); /* all spares */
+}
+
+static void test_drain_and_requeue(void)
+{
+    sup_opts o = {.no_spare = "requeue"};
+    char args[512];
+    snprintf(args, sizeof args, "%s/scontrol.args", dir);
+    unlink(args);
+    sup_backend_slurm.cordoned(&o, "n2", "unreachable: connection refused");
+    CHECK_STR_HAS(slurp("scontrol.args"),
+                  "update NodeName=n2 State=DRAIN Reason=grit: unreachable: connection refused");
+    setenv("SLURM_JOB_ID", "42", 1);
+    CHECK_INT(sup_backend_slurm.no_spare(&o, "n2 failed"), 1);
+    CHECK_STR_HAS(slurp("scontrol.args"), "requeue 42");
+    o.no_spare = "give_up";
+    CHECK_INT(sup_backend_slurm.no_spare(&o, "n2 failed"), 0);
+}
+
+static void test_check_node(void)
+{
+    char path[512], why[200];
+    sup_opts o = {.grit = "/bin/grit"};
+    snprintf(path, sizeof path, "%s/srun", dir);
+    setenv("GRIT_SRUN", path, 1);
+    o.health_timeout = 1;
+    write_script("srun", "echo \"$@\" > \"$(dirname \"$0\")/srun.args\"; exit 0");
+    CHECK_INT(sup_backend_slurm.check_node(&o, "n3", NULL, why, sizeof why), 0);
+    CHECK_STR_HAS(slurp("srun.args"), "--nodelist=n3");
+    CHECK_STR_HAS(slurp("srun.args"), "/bin/grit health --quick");
+    CHECK_INT(sup_backend_slurm.check_node(&o, "n3", "gemm_bitflip", why, sizeof why), 0);
+    CHECK_STR_HAS(slurp("srun.args"), "--export=ALL,GRIT_HEALTH_FAULT=gemm_bitflip");
+    write_script("srun", "echo 'UNHEALTHY in 1 s: 2 check(s) failed, first compute.gemm_kat'; exit 1");
+    CHECK_INT(sup_backend_slurm.check_node(&o, "n3", NULL, why, sizeof why), 1);
+    CHECK_STR_HAS(why, "grit health: compute.gemm_kat failed");
+    write_script("srun", "echo 'srun: error: Task launch failed on node n3' >&2; exit 1");
+    CHECK_INT(sup_backend_slurm.check_node(&o, "n3", NULL, why, sizeof why), 1);
+    CHECK_STR_HAS(why, "unreachable: Task launch failed on node n3");
+    /* all suspects at once; each verdict handed out once, then checked anew */
+    write_script("srun", "case \"$*\" in *nodelist=n2[!0-9]*) echo 'x failed, first compute.digest'; exit 1;; esac\n"
+                         "echo \"$@\" >> \"$(dirname \"$0\")/srun.many\"; exit 0");
+    char targets[3][64] = {"n1", "n2", "n3"};
+    const char *faults[3] = {NULL, NULL, "gemm_bitflip"};
+    sup_backend_slurm.check_begin(&o, targets, 3, faults);
+    CHECK_INT(sup_backend_slurm.check_node(&o, "n1", NULL, why, sizeof why), 0);
+    CHECK_INT(sup_backend_slurm.check_node(&o, "n2", NULL, why, sizeof why), 1);
+    CHECK_STR_HAS(why, "grit health: compute.digest failed");
+    CHECK_INT(sup_backend_slurm.check_node(&o, "n3", NULL, why, sizeof why), 0);
+    CHECK_STR_HAS(slurp("srun.many"), "--nodelist=n3 --job-name=grit-health --export=ALL,GRIT_HEALTH_FAULT=gemm_bitflip");
+    write_script("srun", "exit 1");
+    CHECK_INT(sup_backend_slurm.check_node(&o, "n1", NULL, why, sizeof why), 1);
+    write_script("srun", "exec sleep 30");
+    CHECK_INT(sup_backend_slurm.check_node(&o, "n3", NULL, why, sizeof why), 1);
+    CHECK_STR_HAS(why, "no answer from the node");
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/grit-test-bslurm.XXXXXX");
+    if (!mkdtemp(dir))
+        return 1;
+    CHECK(sup_backend_find("slurm") == &sup_backend_slurm);
+    CHECK(sup_backend_find(NULL) == &sup_backend_local);
+    CHECK(sup_backend_find("pbs") == NULL);
+    test_job_argv();
+    test_failed_rank();
+    test_hosts();
+    test_drain_and_requeue();
+    test_check_node();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    CHECK_DONE();
+}
