@@ -44,12 +44,16 @@ function restartsPlugin() {
   }]}};
 }
 
+const STEP_INCRS = [];
+for (let m = 1; m <= 1e9; m *= 10) STEP_INCRS.push(m, 2 * m, 5 * m);
+
 function makeChart(id, label, color, log) {
   const el = $(id);
   const opts = {
     width: Math.max(300, el.clientWidth), height: 220,
     scales: {x: {time: false}, y: log ? {distr: 3} : {}},
-    axes: [{label: "step"}, {size: 75}],
+    // steps are whole numbers: tick only at integer increments
+    axes: [{label: "step", incrs: STEP_INCRS}, {size: 75}],
     series: [{label: "step"}, {label, stroke: color, width: 1.5, spanGaps: true}],
     plugins: [restartsPlugin()],
     legend: {live: true},
