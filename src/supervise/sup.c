@@ -565,7 +565,9 @@ static int poll_running(sup *s)
                 ri->ncompute++;
             }
             ri->step = m.step;
-            if (m.step > s->max_step) {
+            /* step 0 is "alive, no step finished yet" (a resumed worker beats it while it
+             * loads the checkpoint): not progress, and not a recovery */
+            if (m.step > s->max_step && m.step > 0) {
                 if (s->max_step < 0 && s->ninc > 0 && s->inc[s->ninc - 1].recovered_ts == 0) {
                     incident *in = &s->inc[s->ninc - 1];
                     in->recovered_ts = now_seconds();
