@@ -146,6 +146,35 @@ static int is_stop_word(const char *p, size_t n)
     return 0;
 }
 
+/* One unit of text: a line (sep 1) or a blank-line separated paragraph (sep 2).
+ * [start, end) is the unit as written, [a, b) the same trimmed of white space. */
+typedef struct {
+    size_t start, end, a, b;
+} text_unit;
+
+/* The unit at *i (returns 0 at the end of the text); *i moves past it. */
+static int next_unit(const char *t, size_t len, int sep, size_t *i, text_unit *u)
+{
+    if (*i >= len)
+        return 0;
+    size_t j = *i;
+    if (sep == 1) {
+        while (j < len && t[j] != '\n')
+            j++;
+    } else {
+        while (j < len && !(t[j] == '\n' && j + 1 < len && t[j + 1] == '\n'))
+            j++;
+    }
+    size_t a = *i, b = j;
+    while (a < b && is_ws((unsigned char)t[a]))
+        a++;
+    while (b > a && is_ws((unsigned char)t[b - 1]))
+        b--;
+    *u = (text_unit){*i, j, a, b};
+    *i = j + (size_t)sep;
+    return 1;
+}
+
 /* Fraction of units (lines or paragraphs) that repeat an earlier one, and of
  * their characters. sep: 1 = lines, 2 = paragraphs (blank-line separated). */
 static int dup_units(const char *t, size_t len, int sep, filter_scratch *s, double *frac,
@@ -158,20 +187,9 @@ static int dup_units(const char *t, size_t len, int sep, filter_scratch *s, doub
     if (!mask)
         return -1;
     size_t n = 0, dup = 0, chars = 0, dchars = 0, i = 0;
-    while (i < len) {
-        size_t j = i;
-        if (sep == 1) {
-            while (j < len && t[j] != '\n')
-                j++;
-        } else {
-            while (j < len && !(t[j] == '\n' && j + 1 < len && t[j + 1] == '\n'))
-                j++;
-        }
-        size_t a = i, b = j;
-        while (a < b && is_ws((unsigned char)t[a]))
-            a++;
-        while (b > a && is_ws((unsigned char)t[b - 1]))
-            b--;
+    text_unit u;
+    while (next_unit(t, len, sep, &i, &u)) {
+        size_t a = u.a, b = u.b;
         if (b > a) {
             n++;
             chars += b - a;
@@ -180,7 +198,6 @@ static int dup_units(const char *t, size_t len, int sep, filter_scratch *s, doub
                 dchars += b - a;
             }
         }
-        i = j + (size_t)sep;
     }
     *frac = n ? (double)dup / (double)n : 0;
     *cfrac = chars ? (double)dchars / (double)chars : 0;
@@ -265,20 +282,11 @@ static size_t count_words(const char *p, size_t n)
 static int line_corrections(const filter_cfg *c, char *t, size_t *len, size_t words)
 {
     size_t removed = 0, i = 0, o = 0, L = *len;
+    text_unit u;
     /* first pass: count */
-    while (i < L) {
-        size_t j = i;
-        while (j < L && t[j] != '\n')
-            j++;
-        size_t a = i, b = j;
-        while (a < b && is_ws((unsigned char)t[a]))
-            a++;
-        while (b > a && is_ws((unsigned char)t[b - 1]))
-            b--;
-        if (b > a && bad_line(t + a, b - a))
-            removed += count_words(t + a, b - a);
-        i = j + 1;
-    }
+    while (next_unit(t, L, 1, &i, &u))
+        if (u.b > u.a && bad_line(t + u.a, u.b - u.a))
+            removed += count_words(t + u.a, u.b - u.a);
     if (removed == 0)
         return 0;
     if ((double)removed > c->max_line_corrections * (double)words)
@@ -286,28 +294,19 @@ static int line_corrections(const filter_cfg *c, char *t, size_t *len, size_t wo
     /* second pass: rewrite, at most two consecutive newlines */
     i = 0;
     int nl = 0;
-    while (i < L) {
-        size_t j = i;
-        while (j < L && t[j] != '\n')
-            j++;
-        size_t a = i, b = j;
-        while (a < b && is_ws((unsigned char)t[a]))
-            a++;
-        while (b > a && is_ws((unsigned char)t[b - 1]))
-            b--;
-        if (b == a) {
+    while (next_unit(t, L, 1, &i, &u)) {
+        if (u.b == u.a) {
             nl++;
-        } else if (!bad_line(t + a, b - a)) {
+        } else if (!bad_line(t + u.a, u.b - u.a)) {
             if (o > 0) {
                 int k = nl + 1 > 2 ? 2 : nl + 1;
                 while (k--)
                     t[o++] = '\n';
             }
-            memmove(t + o, t + i, j - i);
-            o += j - i;
+            memmove(t + o, t + u.start, u.end - u.start);
+            o += u.end - u.start;
             nl = 0;
         }
-        i = j + 1;
     }
     t[o] = 0;
     *len = o;
@@ -429,15 +428,9 @@ int filter_doc(const filter_cfg *c, const char *lang, char *text, size_t *len,
     if (ON(FILT_BULLET_LINES) || ON(FILT_ELLIPSIS_LINES)) {
         size_t lines = 0, bullets = 0, ell = 0;
         i = 0;
-        while (i < L) {
-            size_t j = i;
-            while (j < L && text[j] != '\n')
-                j++;
-            size_t a = i, b = j;
-            while (a < b && is_ws((unsigned char)text[a]))
-                a++;
-            while (b > a && is_ws((unsigned char)text[b - 1]))
-                b--;
+        text_unit u;
+        while (next_unit(text, L, 1, &i, &u)) {
+            size_t a = u.a, b = u.b;
             if (b > a) {
                 lines++;
                 const unsigned char *q = (const unsigned char *)text + a;
@@ -449,7 +442,6 @@ int filter_doc(const filter_cfg *c, const char *lang, char *text, size_t *len,
                 ell += (ln >= 3 && !memcmp(q + ln - 3, "...", 3)) ||
                        (ln >= 3 && !memcmp(q + ln - 3, "\xE2\x80\xA6", 3));
             }
-            i = j + 1;
         }
         if (lines > 0 && ON(FILT_BULLET_LINES) &&
             (double)bullets / (double)lines > c->max_bullet_lines)
