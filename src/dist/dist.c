@@ -221,6 +221,24 @@ grit_err dist_iallreduce_sum(dist *d, float *buf, size_t n)
     return GRIT_OK;
 }
 
+grit_err dist_ireduce_scatter_v(dist *d, const float *buf, float *out, const int *counts)
+{
+    if (!d->mpi) {
+        memmove(out, buf, (size_t)counts[0] * sizeof(float));
+        return GRIT_OK;
+    }
+    if (d->nreqs == DIST_MAX_REQS)
+        return grit_errf(GRIT_EINVAL, "too many outstanding reductions (%d)", DIST_MAX_REQS);
+    if (d->nreqs == 0)
+        d->t_first = now_seconds();
+    int rc = MPI_Ireduce_scatter(buf, out, counts, MPI_FLOAT, MPI_SUM, COMM(d),
+                                 &REQS(d)[d->nreqs]);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(d, rc, "reduce-scatter");
+    d->nreqs++;
+    return GRIT_OK;
+}
+
 void dist_progress(dist *d)
 {
     if (!d->mpi || !d->nreqs)
@@ -234,7 +252,7 @@ grit_err dist_wait_all(dist *d)
     if (!d->mpi)
         return GRIT_OK;
     for (int i = 0; i < d->nreqs; i++) {
-        grit_err rc = wait_req(d, &REQS(d)[i], "gradient all-reduce");
+        grit_err rc = wait_req(d, &REQS(d)[i], "gradient reduction");
         if (rc != GRIT_OK)
             return rc;
     }
@@ -299,6 +317,12 @@ grit_err dist_gather_v(dist *d, const float *in, int n, float *out, const int *c
     return GRIT_OK;
 }
 grit_err dist_iallreduce_sum(dist *d, float *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
+grit_err dist_ireduce_scatter_v(dist *d, const float *b, float *out, const int *counts)
+{
+    (void)d;
+    memmove(out, b, (size_t)counts[0] * sizeof(float));
+    return GRIT_OK;
+}
 void dist_progress(dist *d) { (void)d; }
 grit_err dist_wait_all(dist *d) { (void)d; return GRIT_OK; }
 

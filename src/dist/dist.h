@@ -74,6 +74,9 @@ grit_err dist_gather_v(dist *d, const float *in, int n, float *out, const int *c
 
 /* Starts an in-place sum all-reduce; completes in dist_wait_all. */
 grit_err dist_iallreduce_sum(dist *d, float *buf, size_t n);
+/* Starts a reduce-scatter (dist_reduce_scatter_v's contract); counts must stay
+ * valid until dist_wait_all. Completes in dist_wait_all, in start order. */
+grit_err dist_ireduce_scatter_v(dist *d, const float *buf, float *out, const int *counts);
 /* Advances outstanding nonblocking operations without blocking. */
 void dist_progress(dist *d);
 /* Waits (with the deadline) for every outstanding nonblocking operation. */

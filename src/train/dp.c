@@ -11,10 +11,31 @@
 static void on_grad_ready(void *ctx, size_t off, size_t n)
 {
     dp_sync *p = ctx;
-    /* errors surface in dist_wait_all (the request is simply not started on failure) */
-    if (dist_iallreduce_sum(p->d, p->m->grads + off, n) != GRIT_OK)
-        return;
-    dist_progress(p->d);
+    dist *d = p->d;
+    grit_err rc;
+    if (!p->zero1) {
+        rc = dist_iallreduce_sum(d, p->m->grads + off, n);
+    } else if (d->nreqs >= DIST_MAX_REQS) {
+        rc = GRIT_EINVAL;
+    } else {
+        /* ZeRO-1: the bucket [off, off + n) is reduce-scattered on its own; rank r gets
+         * the part of it inside its shard, which lands at its place in g_shard */
+        int *c = p->bucket_counts + (size_t)d->nreqs * (size_t)d->size;
+        for (int r = 0; r < d->size; r++) {
+            size_t a = (size_t)p->displs[r], b = a + (size_t)p->counts[r];
+            a = a > off ? a : off;
+            b = b < off + n ? b : off + n;
+            c[r] = b > a ? (int)(b - a) : 0;
+        }
+        size_t at = off > p->lo ? off - p->lo : 0;
+        if (at > p->hi - p->lo)
+            at = p->hi - p->lo;
+        rc = dist_ireduce_scatter_v(d, p->m->grads + off, p->g_shard + at, c);
+    }
+    /* a failed start is caught in dp_finish_grads: fewer requests than buckets */
+    if (rc == GRIT_OK)
+        p->started++;
+    dist_progress(d);
 }
 
 grit_err dp_init(dp_sync *p, dist *d, gx_model *m, bool zero1)
@@ -45,7 +66,8 @@ grit_err dp_init(dp_sync *p, dist *d, gx_model *m, bool zero1)
         p->m_shard = calloc(n ? n : 1, sizeof(float));
         p->v_shard = calloc(n ? n : 1, sizeof(float));
         p->g_shard = calloc(n ? n : 1, sizeof(float));
-        if (!p->m_shard || !p->v_shard || !p->g_shard)
+        p->bucket_counts = calloc((size_t)DIST_MAX_REQS * (size_t)W, sizeof(int));
+        if (!p->m_shard || !p->v_shard || !p->g_shard || !p->bucket_counts)
             return grit_errf(GRIT_ENOMEM, "out of memory for the optimiser shard");
         gx_drop_optim_state(m);
     }
@@ -53,7 +75,8 @@ grit_err dp_init(dp_sync *p, dist *d, gx_model *m, bool zero1)
         double best = 1e30;
         for (int k = 0; k < 3; k++) {
             double t0 = now_seconds();
-            grit_err rc = dist_allreduce_sum(d, m->grads, np);
+            grit_err rc = p->zero1 ? dist_reduce_scatter_v(d, m->grads, p->g_shard, p->counts)
+                                   : dist_allreduce_sum(d, m->grads, np);
             if (rc != GRIT_OK)
                 return rc;
             best = fmin(best, now_seconds() - t0);
@@ -75,12 +98,14 @@ void dp_free(dp_sync *p)
     free(p->m_shard);
     free(p->v_shard);
     free(p->g_shard);
+    free(p->bucket_counts);
     memset(p, 0, sizeof *p);
 }
 
 void dp_arm(dp_sync *p)
 {
-    if (p->d->size > 1 && !p->zero1) {
+    p->started = 0;
+    if (p->d->size > 1) {
         p->m->grad_ready = on_grad_ready;
         p->m->grad_ctx = p;
     }
@@ -96,17 +121,18 @@ grit_err dp_finish_grads(dp_sync *p, double *norm)
         return GRIT_OK;
     }
     double t0 = now_seconds();
-    grit_err rc;
-    if (!p->zero1) {
-        rc = dist_wait_all(p->d);
-        p->wait_s = now_seconds() - t0;
-        if (rc == GRIT_OK)
-            *norm = optim_grad_norm(m);
-        return rc;
-    }
-    if ((rc = dist_reduce_scatter_v(p->d, m->grads, p->g_shard, p->counts)) != GRIT_OK)
-        return rc;
+    int expect = p->started;
+    grit_err rc = dist_wait_all(p->d);
     p->wait_s = now_seconds() - t0;
+    if (rc != GRIT_OK)
+        return rc;
+    if (expect != m->cfg.layers + 2) /* every bucket: head, each layer, embedding */
+        return grit_errf(GRIT_EIO, "rank %d: %d of %d gradient reductions could not be started",
+                         p->d->rank, expect, m->cfg.layers + 2);
+    if (!p->zero1) {
+        *norm = optim_grad_norm(m);
+        return GRIT_OK;
+    }
     size_t n = p->hi - p->lo;
     memcpy(m->grads + p->lo, p->g_shard, n * sizeof(float));
     double local = 0, parts[1024];

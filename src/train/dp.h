@@ -7,7 +7,8 @@
  * reports it final (gx_model.grad_ready), and are progressed between layers;
  * every rank then holds the full averaged gradient and applies the same
  * AdamW. With ZeRO-1 on, the flat parameter block is split into one
- * contiguous shard per rank: gradients are reduce-scattered, each rank keeps
+ * contiguous shard per rank: gradients are reduce-scattered bucket by bucket as
+ * backward produces them (same hook, fixed order), each rank keeps
  * AdamW moments for its shard only (memory / world size), updates its shard
  * and the shards are all-gathered back into every rank's parameters.
  *
@@ -31,6 +32,8 @@ typedef struct dp_sync {
     size_t lo, hi;         /* this rank's shard of the flat block (ZeRO-1) */
     int *counts, *displs;  /* [world] shard sizes and starts, in floats */
     float *m_shard, *v_shard, *g_shard; /* ZeRO-1 state */
+    int *bucket_counts;    /* ZeRO-1: [DIST_MAX_REQS][world] per-bucket reduce-scatter counts */
+    int started;           /* reductions started this step (one per gradient bucket) */
     double ar_blocking_s;  /* measured cost of one blocking all-reduce of all gradients */
     double wait_s;         /* time blocked on gradient reductions, this step */
 } dp_sync;
