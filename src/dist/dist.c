@@ -140,6 +140,14 @@ grit_err dist_allreduce_sum_f64(dist *d, double *buf, size_t n)
     CALL("all-reduce", MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, COMM(d), &r_));
 }
 
+grit_err dist_allreduce_or_u8(dist *d, unsigned char *buf, size_t n)
+{
+    if (!d->mpi)
+        return GRIT_OK;
+    CALL("all-reduce", MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_UNSIGNED_CHAR, MPI_BOR,
+                                      COMM(d), &r_));
+}
+
 grit_err dist_allgather_f64(dist *d, const double *in, double *out, size_t n)
 {
     if (!d->mpi) {
@@ -284,6 +292,7 @@ grit_err dist_barrier(dist *d) { (void)d; return GRIT_OK; }
 grit_err dist_bcast(dist *d, void *b, size_t n, int root) { (void)d, (void)b, (void)n, (void)root; return GRIT_OK; }
 grit_err dist_allreduce_sum(dist *d, float *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
 grit_err dist_allreduce_sum_f64(dist *d, double *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
+grit_err dist_allreduce_or_u8(dist *d, unsigned char *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
 grit_err dist_allgather_f64(dist *d, const double *in, double *out, size_t n)
 {
     (void)d;

@@ -8,12 +8,47 @@
 #include "ckpt/async.h"
 #include "core/progress.h"
 
+/* Packs the embedding rows some rank used this step (p->row_idx) into p->pack. */
+static void pack_rows(dp_sync *p)
+{
+    size_t C = (size_t)p->m->cfg.hidden;
+    for (int i = 0; i < p->nrows; i++)
+        memcpy(p->pack + (size_t)i * C, p->m->grads + (size_t)p->row_idx[i] * C, C * sizeof(float));
+}
+
+/* After the packed all-reduce: the summed rows back into the full gradient (ZeRO-1:
+ * into this rank's shard, whose other embedding rows are exactly zero). */
+static void unpack_rows(dp_sync *p)
+{
+    size_t C = (size_t)p->m->cfg.hidden;
+    if (!p->zero1) {
+        for (int i = 0; i < p->nrows; i++)
+            memcpy(p->m->grads + (size_t)p->row_idx[i] * C, p->pack + (size_t)i * C,
+                   C * sizeof(float));
+        return;
+    }
+    size_t lo = p->lo, hi = p->hi, end = p->embed_n < hi ? p->embed_n : hi;
+    if (lo >= end)
+        return; /* no embedding row in this shard */
+    memset(p->g_shard, 0, (end - lo) * sizeof(float));
+    for (int i = 0; i < p->nrows; i++) {
+        size_t a = (size_t)p->row_idx[i] * C, b = a + C;
+        size_t x = a > lo ? a : lo, y = b < end ? b : end;
+        if (x < y)
+            memcpy(p->g_shard + (x - lo), p->pack + (size_t)i * C + (x - a), (y - x) * sizeof(float));
+    }
+}
+
 static void on_grad_ready(void *ctx, size_t off, size_t n)
 {
     dp_sync *p = ctx;
     dist *d = p->d;
     grit_err rc;
-    if (!p->zero1) {
+    if (p->nrows > 0 && off == 0 && n == p->embed_n) {
+        /* the input embedding: only rows of tokens some rank saw are non-zero */
+        pack_rows(p);
+        rc = dist_iallreduce_sum(d, p->pack, (size_t)p->nrows * (size_t)p->m->cfg.hidden);
+    } else if (!p->zero1) {
         rc = dist_iallreduce_sum(d, p->m->grads + off, n);
     } else if (d->nreqs >= DIST_MAX_REQS) {
         rc = GRIT_EINVAL;
@@ -71,7 +106,17 @@ grit_err dp_init(dp_sync *p, dist *d, gx_model *m, bool zero1)
             return grit_errf(GRIT_ENOMEM, "out of memory for the optimiser shard");
         gx_drop_optim_state(m);
     }
-    if (W > 1) { /* the cost an un-overlapped all-reduce would add to every step */
+    const char *sp = getenv("GRIT_DP_SPARSE_EMBED"); /* "0": dense, for comparisons */
+    if (W > 1 && m->num_tensors > 1 && !(sp && !strcmp(sp, "0"))) {
+        /* sparse reduction of the input embedding */
+        p->embed_n = m->tensors[1].offset;
+        p->rows = calloc((size_t)m->cfg.vocab, 1);
+        p->row_idx = calloc((size_t)m->cfg.vocab, sizeof(int));
+        p->pack = malloc(sizeof(float) * (p->embed_n ? p->embed_n : 1));
+        if (!p->rows || !p->row_idx || !p->pack)
+            return grit_errf(GRIT_ENOMEM, "out of memory");
+    }
+    if (W > 1) { /* the cost an un-overlapped reduction of every gradient would add to a step */
         double best = 1e30;
         for (int k = 0; k < 3; k++) {
             double t0 = now_seconds();
@@ -99,7 +144,39 @@ void dp_free(dp_sync *p)
     free(p->v_shard);
     free(p->g_shard);
     free(p->bucket_counts);
+    free(p->rows);
+    free(p->row_idx);
+    free(p->pack);
     memset(p, 0, sizeof *p);
+}
+
+grit_err dp_set_tokens(dp_sync *p, const int32_t *tok, size_t n)
+{
+    p->nrows = 0;
+    p->pre_wait_s = 0;
+    if (!p->rows)
+        return GRIT_OK;
+    int V = p->m->cfg.vocab;
+    memset(p->rows, 0, (size_t)V);
+    unsigned char bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (tok[i] >= 0 && tok[i] < V)
+            p->rows[tok[i]] = 1;
+        else
+            bad = 1;
+    }
+    double t0 = now_seconds();
+    /* the union of every rank's rows; one out-of-range token anywhere: the dense path */
+    if (bad)
+        p->rows[0] |= 2;
+    grit_err rc = dist_allreduce_or_u8(p->d, p->rows, (size_t)V);
+    p->pre_wait_s = now_seconds() - t0;
+    if (rc != GRIT_OK || (p->rows[0] & 2))
+        return rc;
+    for (int v = 0; v < V; v++)
+        if (p->rows[v])
+            p->row_idx[p->nrows++] = v;
+    return GRIT_OK;
 }
 
 void dp_arm(dp_sync *p)
@@ -123,7 +200,9 @@ grit_err dp_finish_grads(dp_sync *p, double *norm)
     double t0 = now_seconds();
     int expect = p->started;
     grit_err rc = dist_wait_all(p->d);
-    p->wait_s = now_seconds() - t0;
+    if (rc == GRIT_OK && p->nrows > 0)
+        unpack_rows(p);
+    p->wait_s = now_seconds() - t0 + p->pre_wait_s; /* the row union is sync time too */
     if (rc != GRIT_OK)
         return rc;
     if (expect != m->cfg.layers + 2) /* every bucket: head, each layer, embedding */

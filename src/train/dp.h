@@ -20,6 +20,7 @@
 #define GRIT_TRAIN_DP_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "dist/dist.h"
 #include "model/gptneox.h"
@@ -34,12 +35,25 @@ typedef struct dp_sync {
     float *m_shard, *v_shard, *g_shard; /* ZeRO-1 state */
     int *bucket_counts;    /* ZeRO-1: [DIST_MAX_REQS][world] per-bucket reduce-scatter counts */
     int started;           /* reductions started this step (one per gradient bucket) */
+    /* Sparse input embedding: its gradient is non-zero only in the rows of tokens
+     * seen this step, so that bucket is reduced as the packed union of every rank's
+     * rows (the last bucket of backward, the one nothing can hide). */
+    size_t embed_n;        /* elements of the input embedding (flat block [0, embed_n)) */
+    unsigned char *rows;   /* [vocab] rows used this step, any rank */
+    int *row_idx, nrows;   /* those rows, ascending; 0: reduce the bucket densely */
+    float *pack;           /* [nrows * hidden] */
+    double pre_wait_s;     /* time in the row union exchange, this step */
     double ar_blocking_s;  /* measured cost of one blocking all-reduce of all gradients */
     double wait_s;         /* time blocked on gradient reductions, this step */
 } dp_sync;
 
 grit_err dp_init(dp_sync *p, dist *d, gx_model *m, bool zero1);
 void dp_free(dp_sync *p);
+
+/* Every step, before forward (all ranks): the step's tokens on this rank (n
+ * int32, any superset of the embedding inputs); agrees on the rows of the input
+ * embedding whose gradient is reduced. */
+grit_err dp_set_tokens(dp_sync *p, const int32_t *tok, size_t n);
 
 /* Call before the last micro-batch's forward/backward of a step: arms the
  * overlapped all-reduces (world > 1, ZeRO-1 off). */

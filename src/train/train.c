@@ -495,7 +495,8 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
     for (step = start; step < o->total_steps; step++) {
         double t0 = now_seconds();
         long sample0 = step * G + (long)d->rank * A * B; /* this rank's slice */
-        if ((rc = train_data_fill(&data, sample0, A * B, T + 1, tokens)) != GRIT_OK)
+        if ((rc = train_data_fill(&data, sample0, A * B, T + 1, tokens)) != GRIT_OK ||
+            (rc = dp_set_tokens(&dp, tokens, (size_t)A * B * (T + 1))) != GRIT_OK)
             goto out;
         gx_zero_grad(&m);
         double loss = 0.0;
@@ -613,10 +614,11 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
         summary(log, &r, &m, ran, first, last, minl, secs, run_tokens);
         if (W > 1)
             fprintf(log, "  %-26s %d ranks%s; AdamW state %.1f MiB per rank; gradient "
-                         "all-reduce %.3f s blocking, %.3f s waited per step (%.0f%% hidden)\n\n",
+                         "%s %.3f s blocking, %.3f s waited per step (%.0f%% hidden)\n\n",
                     "data parallel", W, dp.zero1 ? ", ZeRO-1" : "", dp_optim_bytes(&dp) / 1048576.0,
-                    dp.ar_blocking_s, wait_total / (double)ran,
-                    dp.zero1 ? 0.0 : fmax(0.0, 100.0 * (1.0 - wait_total / (double)ran / dp.ar_blocking_s)));
+                    dp.zero1 ? "reduce-scatter" : "all-reduce", dp.ar_blocking_s,
+                    wait_total / (double)ran,
+                    fmax(0.0, 100.0 * (1.0 - wait_total / (double)ran / dp.ar_blocking_s)));
     }
     if (log && data.mg)
         fprintf(log, "data: %.4f epochs consumed\n", train_data_epochs(&data, step * G));
