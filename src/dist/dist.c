@@ -10,9 +10,66 @@
 
 #ifdef GRIT_HAVE_MPI
 #include <mpi.h>
+#include <pthread.h>
 
 #define COMM(d) (*(MPI_Comm *)(d)->world)
 #define REQS(d) ((MPI_Request *)(d)->reqs)
+
+/* Every MPI call is made under this lock (MPI_THREAD_SERIALIZED): the training
+ * thread's and the progress thread's. */
+static pthread_mutex_t mpi_mu = PTHREAD_MUTEX_INITIALIZER;
+static int unlock_rc(int rc)
+{
+    pthread_mutex_unlock(&mpi_mu);
+    return rc;
+}
+#define LOCKED(expr) unlock_rc((pthread_mutex_lock(&mpi_mu), (expr)))
+
+/* The progress thread: while nonblocking gradient reductions are outstanding it
+ * calls MPI_Testall every progress_us, so their rounds advance while backward
+ * computes (Open MPI has no progress thread of its own; without this they move
+ * only when the training thread enters MPI between layers). */
+static struct {
+    pthread_t th;
+    pthread_cond_t cv;
+    int on, quit, active; /* active: requests started, not yet seen complete */
+    long us;
+    dist *d;
+} prog;
+
+static void *progress_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&mpi_mu);
+    while (!prog.quit) {
+        if (!prog.active) {
+            pthread_cond_wait(&prog.cv, &mpi_mu);
+            continue;
+        }
+        int flag = 0;
+        MPI_Testall(prog.d->nreqs, REQS(prog.d), &flag, MPI_STATUSES_IGNORE);
+        if (flag)
+            prog.active = 0;
+        pthread_mutex_unlock(&mpi_mu);
+        usleep((useconds_t)prog.us);
+        pthread_mutex_lock(&mpi_mu);
+    }
+    pthread_mutex_unlock(&mpi_mu);
+    return NULL;
+}
+
+static void progress_stop(void)
+{
+    if (!prog.on)
+        return;
+    pthread_mutex_lock(&mpi_mu);
+    prog.quit = 1;
+    pthread_cond_signal(&prog.cv);
+    pthread_mutex_unlock(&mpi_mu);
+    pthread_join(prog.th, NULL);
+    pthread_cond_destroy(&prog.cv);
+    prog.on = 0;
+}
 
 static grit_err mpi_fail(dist *d, int code, const char *what)
 {
@@ -28,7 +85,7 @@ static grit_err wait_req(dist *d, MPI_Request *r, const char *what)
     double t0 = now_seconds();
     int done = 0, spins = 0;
     while (!done) {
-        int rc = MPI_Test(r, &done, MPI_STATUS_IGNORE);
+        int rc = LOCKED(MPI_Test(r, &done, MPI_STATUS_IGNORE));
         if (rc != MPI_SUCCESS)
             return mpi_fail(d, rc, what);
         if (done)
@@ -48,7 +105,7 @@ static grit_err wait_req(dist *d, MPI_Request *r, const char *what)
 #define CALL(what, expr)                                                                 \
     do {                                                                                 \
         MPI_Request r_;                                                                  \
-        int rc_ = (expr);                                                                \
+        int rc_ = LOCKED(expr);                                                          \
         if (rc_ != MPI_SUCCESS)                                                          \
             return mpi_fail(d, rc_, what);                                               \
         return wait_req(d, &r_, what);                                                   \
@@ -89,12 +146,21 @@ grit_err dist_init(dist *d, int *argc, char ***argv)
     const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     d->local_rank = lr ? atoi(lr) : d->rank;
     d->mpi = 1;
+    /* GRIT_DIST_PROGRESS_US: the progress thread's polling period (0: no thread) */
+    const char *pu = getenv("GRIT_DIST_PROGRESS_US");
+    prog.us = pu && *pu ? atol(pu) : 100;
+    if (d->size > 1 && prog.us > 0 && provided >= MPI_THREAD_SERIALIZED) {
+        prog.d = d;
+        pthread_cond_init(&prog.cv, NULL);
+        prog.on = pthread_create(&prog.th, NULL, progress_main, NULL) == 0;
+    }
     return GRIT_OK;
 }
 
 void dist_finalize(dist *d)
 {
     if (d->mpi) {
+        progress_stop();
         MPI_Comm_free((MPI_Comm *)d->world);
         MPI_Finalize();
     }
@@ -107,8 +173,10 @@ void dist_abort(dist *d, int code)
 {
     fflush(stdout);
     fflush(stderr);
-    if (d->mpi)
+    if (d->mpi) {
+        pthread_mutex_lock(&mpi_mu); /* the progress thread is between calls (Testall never blocks) */
         MPI_Abort(MPI_COMM_WORLD, code);
+    }
     _exit(code);
 }
 
@@ -221,12 +289,16 @@ grit_err dist_iallreduce_sum(dist *d, float *buf, size_t n)
         return grit_errf(GRIT_EINVAL, "too many outstanding reductions (%d)", DIST_MAX_REQS);
     if (d->nreqs == 0)
         d->t_first = now_seconds();
+    pthread_mutex_lock(&mpi_mu);
     int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, COMM(d),
                             &REQS(d)[d->nreqs]);
-    if (rc != MPI_SUCCESS)
-        return mpi_fail(d, rc, "all-reduce");
-    d->nreqs++;
-    return GRIT_OK;
+    if (rc == MPI_SUCCESS) {
+        d->nreqs++;
+        prog.active = 1;
+        pthread_cond_signal(&prog.cv);
+    }
+    pthread_mutex_unlock(&mpi_mu);
+    return rc == MPI_SUCCESS ? GRIT_OK : mpi_fail(d, rc, "all-reduce");
 }
 
 grit_err dist_ireduce_scatter_v(dist *d, const float *buf, float *out, const int *counts)
@@ -239,12 +311,16 @@ grit_err dist_ireduce_scatter_v(dist *d, const float *buf, float *out, const int
         return grit_errf(GRIT_EINVAL, "too many outstanding reductions (%d)", DIST_MAX_REQS);
     if (d->nreqs == 0)
         d->t_first = now_seconds();
+    pthread_mutex_lock(&mpi_mu);
     int rc = MPI_Ireduce_scatter(buf, out, counts, MPI_FLOAT, MPI_SUM, COMM(d),
                                  &REQS(d)[d->nreqs]);
-    if (rc != MPI_SUCCESS)
-        return mpi_fail(d, rc, "reduce-scatter");
-    d->nreqs++;
-    return GRIT_OK;
+    if (rc == MPI_SUCCESS) {
+        d->nreqs++;
+        prog.active = 1;
+        pthread_cond_signal(&prog.cv);
+    }
+    pthread_mutex_unlock(&mpi_mu);
+    return rc == MPI_SUCCESS ? GRIT_OK : mpi_fail(d, rc, "reduce-scatter");
 }
 
 void dist_progress(dist *d)
@@ -252,7 +328,7 @@ void dist_progress(dist *d)
     if (!d->mpi || !d->nreqs)
         return;
     int flag;
-    MPI_Testall(d->nreqs, REQS(d), &flag, MPI_STATUSES_IGNORE);
+    LOCKED(MPI_Testall(d->nreqs, REQS(d), &flag, MPI_STATUSES_IGNORE));
 }
 
 grit_err dist_wait_all(dist *d)
@@ -266,7 +342,10 @@ grit_err dist_wait_all(dist *d)
     }
     if (d->nreqs)
         d->comm_s += now_seconds() - d->t_first;
+    pthread_mutex_lock(&mpi_mu);
     d->nreqs = 0;
+    prog.active = 0;
+    pthread_mutex_unlock(&mpi_mu);
     return GRIT_OK;
 }
 
