@@ -9,6 +9,7 @@
 #  - the DP=4 save is 4 optimiser shards tiling the moments; ZeRO at DP=2 reslices them;
 #  - rank 1 SIGKILLed inside its shard write: that checkpoint is never trusted, the resume
 #    uses the previous one and matches the uninterrupted run;
+#  - rank 1 out of space in its shard write: the save fails cleanly, training goes on;
 #  - one rank SIGKILLed mid-run: the job ends within a bounded time with a clear message.
 set -euo pipefail
 grit=$1 py=$2
@@ -105,6 +106,20 @@ grep -q '"event":"resume","dir":"step_00000005"' "$d/events.jsonl" ||
 cmpm metrics "$d" "$tmp/zero4" 0 --from 5
 "$grit" ckpt verify "$d" >/dev/null || { echo "FAIL: shard kill: checkpoints do not verify"; fail=1; }
 echo "rank 1 killed in its shard write: it left $left; resumed from step 5: ok"
+
+# rank 1's shard write fails (disk full) in a synchronous save, on_error "continue": the save
+# is reported failed naming rank 1, nothing of it remains, training and later saves go on
+sed 's/"keep_last": 3/"keep_last": 3, "async": false, "on_error": "continue"/' "$tmp/zero5.json" > "$tmp/sync.json"
+d="$tmp/enospc"
+GRIT_CKPT_FAULT_RANK=1 GRIT_CKPT_FAULT=enospc:2 mpirun -np 2 "$grit" train "$tmp/sync.json" \
+  --run-dir "$d" --quiet >"$d.out" 2>&1 || { echo "FAIL: enospc: run failed: $(cat "$d.out")"; fail=1; }
+if grep -q '"event":"ckpt_failed","step":10,"error":"rank 1: .*No space left' "$d/events.jsonl" &&
+   [ "$(ls "$d/ckpt" | tr '\n' ' ')" = "LATEST step_00000005 step_00000015 step_00000020 " ] &&
+   "$grit" ckpt verify "$d" >/dev/null; then
+  echo "rank 1 out of space at step 10: save reported failed, no trace left, later saves fine: ok"
+else
+  echo "FAIL: enospc: $(grep ckpt_ "$d/events.jsonl") / $(ls "$d/ckpt")"; fail=1
+fi
 
 # kill one rank mid-run: the job must end, quickly and loudly
 sed 's/"total_steps": 20/"total_steps": 100000/; s/"interval_steps": 10/"interval_steps": 0/' "$tmp/dp.json" > "$tmp/long.json"
