@@ -6,7 +6,8 @@
 # densely (GRIT_DP_SPARSE_EMBED=0). Per np=2 run: the
 # fraction of the gradient reduction hidden behind backward, 1 - (median waited per step)
 # / (one blocking reduction of all gradients), and the AdamW state per rank.
-# Step 1 (warm-up) is left out. Override STEPS (timed, default 5).
+# Step 1 (warm-up) is left out. Override STEPS (timed, default 5); ONLY="np2t1 np2d ..."
+# runs a subset (names as in the table's code below).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 grit=${GRIT:-$root/build/grit}
@@ -24,19 +25,21 @@ CFG
 }
 mk np1t1 1 false; mk np2t1 1 false; mk np1t2 2 false; mk np2z 1 true; mk np2d 1 false; mk np2zd 1 true
 mk np2p 1 false
-np2() { # NAME [ENV...]
-  local n=$1; shift
+want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
+np2() { # NAME LABEL [ENV...]
+  local n=$1; want "$n" || return 0
+  echo "bench: $2"; shift 2
   env "$@" mpirun --bind-to none -np 2 "$grit" train "$tmp/$n.json" 2> "$tmp/$n.log" >/dev/null ||
     { echo "bench: $n FAILED:"; tail -n 5 "$tmp/$n.log"; }
 }
 echo "bench: load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
-echo "bench: np=1, 1 thread";  "$grit" train "$tmp/np1t1.json" --quiet
-echo "bench: np=2, 1 thread each"; np2 np2t1
-echo "bench: np=2, no progress thread"; np2 np2p GRIT_DIST_PROGRESS_US=0
-echo "bench: np=2, before (dense embedding, no progress thread)"; np2 np2d GRIT_DP_SPARSE_EMBED=0 GRIT_DIST_PROGRESS_US=0
-echo "bench: np=1, 2 threads"; "$grit" train "$tmp/np1t2.json" --quiet
-echo "bench: np=2, ZeRO-1";    np2 np2z
-echo "bench: np=2, ZeRO-1, before"; np2 np2zd GRIT_DP_SPARSE_EMBED=0 GRIT_DIST_PROGRESS_US=0
+! want np1t1 || { echo "bench: np=1, 1 thread"; "$grit" train "$tmp/np1t1.json" --quiet; }
+np2 np2t1 "np=2, 1 thread each"
+np2 np2p "np=2, no progress thread" GRIT_DIST_PROGRESS_US=0
+np2 np2d "np=2, before (dense embedding, no progress thread)" GRIT_DP_SPARSE_EMBED=0 GRIT_DIST_PROGRESS_US=0
+! want np1t2 || { echo "bench: np=1, 2 threads"; "$grit" train "$tmp/np1t2.json" --quiet; }
+np2 np2z "np=2, ZeRO-1"
+np2 np2zd "np=2, ZeRO-1, before" GRIT_DP_SPARSE_EMBED=0 GRIT_DIST_PROGRESS_US=0
 echo "bench: load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 python3 - "$tmp" <<'PY'
 import json, re, statistics, sys
@@ -53,10 +56,10 @@ for run, label in [("np1t1", "np=1, 1 thread"), ("np2t1", "np=2 (MPI), 1 thread 
     try:
         rs = rows(run)
     except (OSError, ValueError):
-        print(f"{label:<44} (failed)")
+        print(f"{label:<44} (not run or failed)")
         continue
     t = sum(r["tokens_per_s"] * r["step_time_s"] for r in rs) / sum(r["step_time_s"] for r in rs)
-    base = base or t
+    base = base or (t if run == "np1t1" else None)
     extra = ""
     if "comm_wait_s" in rs[0]:
         text = open(f"{tmp}/{run}.log").read()
@@ -65,5 +68,6 @@ for run, label in [("np1t1", "np=1, 1 thread"), ("np2t1", "np=2 (MPI), 1 thread 
         if m:
             blk = float(m.group(2))
             extra = f" {wait:>9.3f}s {blk:>8.3f}s {100 * max(0.0, 1 - wait / blk):>6.0f}%  {m.group(1)} MiB"
-    print(f"{label:<44} {t:>7.0f} {t / base:>10.2f}x{extra}")
+    rel = f"{t / base:>10.2f}x" if base else f"{'-':>11}"
+    print(f"{label:<44} {t:>7.0f} {rel}{extra}")
 PY

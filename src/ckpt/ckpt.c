@@ -310,7 +310,6 @@ static grit_err shard_table(json_t *files, long **lo, long **hi, int *world, cha
 {
     *lo = *hi = NULL;
     *world = 0;
-    int n = 0;
     for (size_t i = 0; i < json_array_size(files); i++) {
         json_t *f = json_array_get(files, i), *nm = json_object_get(f, "name");
         int r, w;
@@ -336,7 +335,6 @@ static grit_err shard_table(json_t *files, long **lo, long **hi, int *world, cha
         }
         (*lo)[r] = (long)json_integer_value(jl);
         (*hi)[r] = (long)json_integer_value(jh);
-        n++;
     }
     for (int r = 0; r < *world; r++)
         if ((*lo)[r] != (r ? (*hi)[r - 1] : 0)) {
@@ -344,7 +342,6 @@ static grit_err shard_table(json_t *files, long **lo, long **hi, int *world, cha
                      r, (*lo)[r] < 0 ? "is missing" : "does not start where the previous ends");
             return GRIT_EFORMAT;
         }
-    (void)n;
     return GRIT_OK;
 }
 
