@@ -44,6 +44,7 @@ static void on_grad_ready(void *ctx, size_t off, size_t n)
     dp_sync *p = ctx;
     dist *d = p->d;
     grit_err rc;
+    double t0 = now_seconds();
     if (p->nrows > 0 && off == 0 && n == p->embed_n) {
         /* the input embedding: only rows of tokens some rank saw are non-zero */
         pack_rows(p);
@@ -71,6 +72,8 @@ static void on_grad_ready(void *ctx, size_t off, size_t n)
     if (rc == GRIT_OK)
         p->started++;
     dist_progress(d);
+    /* starting and progressing can run whole rounds of the reduction on this thread */
+    p->hook_s += now_seconds() - t0;
 }
 
 grit_err dp_init(dp_sync *p, dist *d, gx_model *m, bool zero1)
@@ -182,6 +185,7 @@ grit_err dp_set_tokens(dp_sync *p, const int32_t *tok, size_t n)
 void dp_arm(dp_sync *p)
 {
     p->started = 0;
+    p->hook_s = 0;
     if (p->d->size > 1) {
         p->m->grad_ready = on_grad_ready;
         p->m->grad_ctx = p;
@@ -202,7 +206,9 @@ grit_err dp_finish_grads(dp_sync *p, double *norm)
     grit_err rc = dist_wait_all(p->d);
     if (rc == GRIT_OK && p->nrows > 0)
         unpack_rows(p);
-    p->wait_s = now_seconds() - t0 + p->pre_wait_s; /* the row union is sync time too */
+    /* the training thread's whole time in communication: the row union, starting and
+     * progressing reductions during backward, and this wait */
+    p->wait_s = now_seconds() - t0 + p->pre_wait_s + p->hook_s;
     if (rc != GRIT_OK)
         return rc;
     if (expect != m->cfg.layers + 2) /* every bucket: head, each layer, embedding */

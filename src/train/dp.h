@@ -44,7 +44,9 @@ typedef struct dp_sync {
     float *pack;           /* [nrows * hidden] */
     double pre_wait_s;     /* time in the row union exchange, this step */
     double ar_blocking_s;  /* measured cost of one blocking all-reduce of all gradients */
-    double wait_s;         /* time blocked on gradient reductions, this step */
+    double wait_s;         /* time the training thread spent in gradient communication,
+                              this step (in the hooks, the row union and the final wait) */
+    double hook_s;         /* of which in the grad_ready hook */
 } dp_sync;
 
 grit_err dp_init(dp_sync *p, dist *d, gx_model *m, bool zero1);
