@@ -25,10 +25,10 @@ static int unlock_rc(int rc)
 }
 #define LOCKED(expr) unlock_rc((pthread_mutex_lock(&mpi_mu), (expr)))
 
-/* The progress thread: while nonblocking gradient reductions are outstanding it
- * calls MPI_Testall every progress_us, so their rounds advance while backward
- * computes (Open MPI has no progress thread of its own; without this they move
- * only when the training thread enters MPI between layers). */
+/* The optional progress thread: while nonblocking gradient reductions are
+ * outstanding it calls MPI_Testall every progress_us, so their rounds can advance
+ * while backward computes (Open MPI has no progress thread of its own; without
+ * this they move only when the training thread enters MPI between layers). */
 static struct {
     pthread_t th;
     pthread_cond_t cv;
@@ -146,9 +146,12 @@ grit_err dist_init(dist *d, int *argc, char ***argv)
     const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     d->local_rank = lr ? atoi(lr) : d->rank;
     d->mpi = 1;
-    /* GRIT_DIST_PROGRESS_US: the progress thread's polling period (0: no thread) */
+    /* GRIT_DIST_PROGRESS_US: the progress thread's polling period; 0 (the default): no
+     * thread. On the 2-core machine it was measured on it did not pay (bench/dp_scaling.sh):
+     * a round of a reduction runs under the MPI lock, so the training thread's next start
+     * waits for it, and the thread takes CPU from the other rank. */
     const char *pu = getenv("GRIT_DIST_PROGRESS_US");
-    prog.us = pu && *pu ? atol(pu) : 100;
+    prog.us = pu && *pu ? atol(pu) : 0;
     if (d->size > 1 && prog.us > 0 && provided >= MPI_THREAD_SERIALIZED) {
         prog.d = d;
         pthread_cond_init(&prog.cv, NULL);
