@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # dp_scaling.sh - data-parallel throughput for the pythia-70m shape (seq 512, global batch
 # 8 sequences), in one run: np=1 with 1 thread, np=2 with 1 thread each (MPI), np=1 with
-# 2 threads, np=2 with ZeRO-1; for comparison, np=2 without the progress thread
-# (GRIT_DIST_PROGRESS_US=0) and, as before both changes, also with the input embedding reduced
-# densely (GRIT_DP_SPARSE_EMBED=0). Per np=2 run: the
+# 2 threads, np=2 with ZeRO-1; for comparison, np=2 with the progress thread
+# (GRIT_DIST_PROGRESS_US=100) and, as before, with the input embedding reduced densely
+# (GRIT_DP_SPARSE_EMBED=0) and no progress thread. Per np=2 run: the
 # fraction of the gradient reduction hidden behind backward, 1 - (median waited per step)
 # / (one blocking reduction of all gradients), and the AdamW state per rank.
 # Step 1 (warm-up) is left out. Override STEPS (timed, default 5); ONLY="np2t1 np2d ..."
@@ -35,8 +35,8 @@ np2() { # NAME LABEL [ENV...]
 echo "bench: load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 ! want np1t1 || { echo "bench: np=1, 1 thread"; "$grit" train "$tmp/np1t1.json" --quiet; }
 np2 np2t1 "np=2, 1 thread each"
-np2 np2p "np=2, no progress thread" GRIT_DIST_PROGRESS_US=0
-np2 np2d "np=2, before (dense embedding, no progress thread)" GRIT_DP_SPARSE_EMBED=0 GRIT_DIST_PROGRESS_US=0
+np2 np2p "np=2, progress thread every 100 us" GRIT_DIST_PROGRESS_US=100
+np2 np2d "np=2, before (dense embedding)" GRIT_DP_SPARSE_EMBED=0 GRIT_DIST_PROGRESS_US=0
 ! want np1t2 || { echo "bench: np=1, 2 threads"; "$grit" train "$tmp/np1t2.json" --quiet; }
 np2 np2z "np=2, ZeRO-1"
 np2 np2zd "np=2, ZeRO-1, before" GRIT_DP_SPARSE_EMBED=0 GRIT_DIST_PROGRESS_US=0
@@ -50,8 +50,8 @@ print(f"\n{'configuration':<44} {'tok/s':>7} {'vs np=1 t=1':>11} {'wait/step':>1
 base = None
 for run, label in [("np1t1", "np=1, 1 thread"), ("np2t1", "np=2 (MPI), 1 thread each"),
                    ("np1t2", "np=1, 2 threads"), ("np2z", "np=2, 1 thread each, ZeRO-1"),
-                   ("np2p", "np=2, no progress thread"),
-                   ("np2d", "np=2, before: dense embedding, no thread"),
+                   ("np2p", "np=2, progress thread (100 us)"),
+                   ("np2d", "np=2, before: dense embedding"),
                    ("np2zd", "np=2, ZeRO-1, before")]:
     try:
         rs = rows(run)
