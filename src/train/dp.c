@@ -261,14 +261,6 @@ grit_err dp_gather_moments(dp_sync *p, float *mm, float *vv, int root)
     return rc;
 }
 
-void dp_set_moments(dp_sync *p, const float *mm, const float *vv)
-{
-    if (!p->zero1)
-        return; /* the full arrays are the model's own */
-    memcpy(p->m_shard, mm + p->lo, (p->hi - p->lo) * sizeof(float));
-    memcpy(p->v_shard, vv + p->lo, (p->hi - p->lo) * sizeof(float));
-}
-
 double dp_optim_bytes(const dp_sync *p)
 {
     size_t n = p->zero1 ? p->hi - p->lo : p->m->num_params;

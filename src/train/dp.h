@@ -67,12 +67,10 @@ grit_err dp_finish_grads(dp_sync *p, double *norm);
 /* The AdamW update (and, for ZeRO-1, the all-gather of parameters). */
 grit_err dp_step(dp_sync *p, const optim_cfg *o, long t, double lr, float clip);
 
-/* Full AdamW moments on root for a checkpoint (ZeRO-1: gathered from the shards;
- * otherwise copied): mm/vv are num_params floats, written on root only. */
+/* Full AdamW moments on root (ZeRO-1: gathered from the shards; otherwise copied):
+ * mm/vv are num_params floats, written on root only. Checkpoints of world > 1 do
+ * not use it: every rank writes its own shard (train.c, ckpt.h). */
 grit_err dp_gather_moments(dp_sync *p, float *mm, float *vv, int root);
-
-/* Takes this rank's moments from full arrays (after a checkpoint load). */
-void dp_set_moments(dp_sync *p, const float *mm, const float *vv);
 
 /* Bytes of AdamW state this rank holds. */
 double dp_optim_bytes(const dp_sync *p);
