@@ -9,6 +9,15 @@
  * trainer can report it. With async off the whole save runs in the caller.
  *
  * Completed saves are reported exactly once through ckpt_async_poll().
+ *
+ * Data-parallel runs (world > 1) use one instance per rank and the sharded
+ * protocol of ckpt.h: the snapshot holds this rank's moments [lo, hi) (and, on
+ * rank 0, the parameters); ckpt_async_start writes this rank's part (its
+ * shard; rank 0 also model, config and state) without committing;
+ * ckpt_async_part gives the part's files once ckpt_async_busy is 0; the caller
+ * gathers them to rank 0, which commits with ckpt_async_commit (or reports a
+ * failed part with ckpt_async_fail). The result comes through ckpt_async_poll
+ * on rank 0.
  */
 #ifndef GRIT_CKPT_ASYNC_H
 #define GRIT_CKPT_ASYNC_H
@@ -33,7 +42,17 @@ typedef struct ckpt_async {
     bool async;
     int keep_last;
     long keep_every;
-    float *snap;           /* [3 * num_params]: params, m, v */
+    int rank, world;
+    size_t lo, hi;         /* world > 1: this rank's element range of the moments */
+    float *snap;           /* world 1: params, m, v (3 x num_params); else [params on
+                              rank 0], m[lo, hi), v[lo, hi) */
+    double t_part;         /* when the current sharded save started */
+    ckpt_file part[4];     /* this rank's files of that save: shard, then rank 0's 3 */
+    int npart;
+    grit_err part_rc;
+    char part_err[400];
+    ckpt_file *files;      /* rank 0: what the commit lists */
+    int nfiles;
     ckpt_state st;
     pthread_t th;
     pthread_mutex_t mu;
@@ -45,6 +64,10 @@ typedef struct ckpt_async {
 
 grit_err ckpt_async_init(ckpt_async *a, store *s, const gx_model *m, bool async, int keep_last,
                          long keep_every);
+/* The same for rank `rank` of `world` (> 1) holding moments [lo, hi). */
+grit_err ckpt_async_init_rank(ckpt_async *a, store *s, const gx_model *m, bool async,
+                              int keep_last, long keep_every, int rank, int world, size_t lo,
+                              size_t hi);
 /* Snapshots m's state as checkpoint st->step and starts writing it (after
  * waiting for a save still running: callers that must see its result first
  * call ckpt_async_wait and ckpt_async_poll before). *stall is the time the
@@ -56,6 +79,19 @@ grit_err ckpt_async_save(ckpt_async *a, const gx_model *m, const ckpt_state *st,
  * writes it as checkpoint st->step. */
 float *ckpt_async_begin(ckpt_async *a);
 grit_err ckpt_async_start(ckpt_async *a, const ckpt_state *st);
+
+/* Where the snapshot keeps parameters (world 1 and rank 0) and moments. */
+float *ckpt_async_params(ckpt_async *a);
+void ckpt_async_moments(ckpt_async *a, float **mm, float **vv);
+/* 1 while a save (or a part of one) is being written. */
+int ckpt_async_busy(ckpt_async *a);
+/* World > 1, not busy: this rank's part of the last save (*files: npart entries). */
+grit_err ckpt_async_part(ckpt_async *a, const ckpt_file **files, int *n, const char **err);
+/* Rank 0: commits checkpoint `step` listing files[n] (copied), then retention. */
+grit_err ckpt_async_commit(ckpt_async *a, long step, const ckpt_file *files, int n);
+/* Rank 0: the save of `step` failed on some rank (why): removes its temp directory
+ * and reports the failure through ckpt_async_poll. */
+void ckpt_async_fail(ckpt_async *a, long step, const char *why);
 
 /* memcpy of n floats spread over the OpenMP threads (snapshot copies). */
 void ckpt_copy_parallel(float *dst, const float *src, size_t n);

@@ -17,16 +17,13 @@
 #include "ckpt/safetensors.h"
 
 #define NFILES 5
-static const char *const required[] = {"model.safetensors", "optimizer.safetensors",
-                                       "config.json", "trainer_state.json", NULL};
+/* optimizer.safetensors, or a complete set of optim-rank*-of-N shards (checked apart) */
+static const char *const required[] = {"model.safetensors", "config.json", "trainer_state.json",
+                                       NULL};
 
 void ckpt_dirname(char *buf, size_t cap, long step) { snprintf(buf, cap, "step_%08ld", step); }
 
-typedef struct mf_entry {
-    char name[32];
-    size_t size;
-    uint64_t hash;
-} mf_entry;
+typedef ckpt_file mf_entry;
 
 static void hash_bytes(void *ctx, const void *p, size_t n) { XXH3_64bits_update(ctx, p, n); }
 
@@ -40,6 +37,7 @@ static grit_err put_hashed(store *s, const char *dir, const char *name, const vo
     XXH3_64bits_reset(&st);
     store_sink sink = {hash_bytes, &st};
     snprintf(e->name, sizeof e->name, "%s", name);
+    e->lo = e->hi = -1;
     e->size = 0;
     for (int i = 0; i < n; i++)
         e->size += lens[i];
@@ -133,8 +131,13 @@ static char *manifest_json(long step, const mf_entry *e, int n)
     for (int i = 0; i < n; i++) {
         char hex[17];
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)e[i].hash);
-        json_array_append_new(files, json_pack("{s:s,s:I,s:s}", "name", e[i].name, "size",
-                                               (json_int_t)e[i].size, "xxh3", hex));
+        json_t *f = json_pack("{s:s,s:I,s:s}", "name", e[i].name, "size",
+                              (json_int_t)e[i].size, "xxh3", hex);
+        if (f && e[i].lo >= 0) { /* an optimiser shard: its element range of the flat block */
+            json_object_set_new(f, "lo", json_integer((json_int_t)e[i].lo));
+            json_object_set_new(f, "hi", json_integer((json_int_t)e[i].hi));
+        }
+        json_array_append_new(files, f);
     }
     json_t *j = json_pack("{s:s,s:i,s:I,s:o}", "format", "grit-checkpoint", "version",
                           CKPT_FORMAT_VERSION, "step", (json_int_t)step, "files", files);
@@ -149,29 +152,85 @@ static char *manifest_json(long step, const mf_entry *e, int n)
     return s;
 }
 
-grit_err ckpt_save(store *s, const gx_model *m, const float *params, const float *adam_m,
-                   const float *adam_v, const ckpt_state *st, double *bytes)
+/* Where a step's files are written before the commit. Without rename (S3) they go to
+ * their final names and the manifest, written last, is what commits; ckpt_begin then
+ * removes an older copy of the step first. */
+static void tmp_name(const store *s, char *buf, size_t cap, long step)
 {
-    char dir[64], tmp[80];
-    mf_entry e[NFILES];
-    ckpt_dirname(dir, sizeof dir, st->step);
-    /* without rename (S3) the files go to their final names and the manifest, written
-     * last, is what commits; an older copy of this step is removed first */
-    snprintf(tmp, sizeof tmp, s->no_rename ? "%s" : "%s.tmp", dir);
+    char dir[64];
+    ckpt_dirname(dir, sizeof dir, step);
+    snprintf(buf, cap, s->no_rename ? "%s" : "%s.tmp", dir);
+}
+
+grit_err ckpt_begin(store *s, long step)
+{
+    char tmp[80];
+    tmp_name(s, tmp, sizeof tmp, step);
     grit_err rc = s->ops->remove(s, tmp);
-    if (rc == GRIT_OK)
-        rc = s->ops->mkdir(s, tmp);
+    return rc == GRIT_OK ? s->ops->mkdir(s, tmp) : rc;
+}
+
+void ckpt_abandon(store *s, long step)
+{
+    char tmp[80];
+    tmp_name(s, tmp, sizeof tmp, step);
+    s->ops->remove(s, tmp);
+}
+
+grit_err ckpt_put_model(store *s, const gx_model *m, const float *params, const ckpt_state *st,
+                        ckpt_file out[3])
+{
+    char tmp[80];
+    tmp_name(s, tmp, sizeof tmp, st->step);
+    const float *pb[1] = {params};
+    const char *pp[1] = {""};
+    grit_err rc;
+    if ((rc = put_block(s, tmp, "model.safetensors", m, pb, pp, 1, &out[0])) != GRIT_OK ||
+        (rc = put_text(s, tmp, "config.json", hf_config_json(&m->cfg), &out[1])) != GRIT_OK ||
+        (rc = put_text(s, tmp, "trainer_state.json", state_json(st), &out[2])) != GRIT_OK)
+        return rc;
+    return GRIT_OK;
+}
+
+void ckpt_shard_name(char *buf, size_t cap, int rank, int world)
+{
+    snprintf(buf, cap, "optim-rank%d-of-%d.safetensors", rank, world);
+}
+
+grit_err ckpt_put_shard(store *s, long step, int rank, int world, size_t lo, size_t hi,
+                        const float *mm, const float *vv, ckpt_file *out)
+{
+    char tmp[80], name[64];
+    tmp_name(s, tmp, sizeof tmp, step);
+    ckpt_shard_name(name, sizeof name, rank, world);
+    long n = (long)(hi - lo);
+    st_entry ent[2] = {{.name = "exp_avg", .dtype = "F32", .ndim = 1, .shape = {n}, .data = mm},
+                       {.name = "exp_avg_sq", .dtype = "F32", .ndim = 1, .shape = {n}, .data = vv}};
+    char *head = NULL;
+    size_t lens[3];
+    grit_err rc = st_header(ent, 2, &head, &lens[0]);
     if (rc != GRIT_OK)
         return rc;
-    const float *pb[1] = {params}, *ob[2] = {adam_m, adam_v};
-    const char *pp[1] = {""}, *op[2] = {"exp_avg.", "exp_avg_sq."};
-    if ((rc = put_block(s, tmp, "model.safetensors", m, pb, pp, 1, &e[0])) != GRIT_OK ||
-        (rc = put_block(s, tmp, "optimizer.safetensors", m, ob, op, 2, &e[1])) != GRIT_OK ||
-        (rc = put_text(s, tmp, "config.json", hf_config_json(&m->cfg), &e[2])) != GRIT_OK ||
-        (rc = put_text(s, tmp, "trainer_state.json", state_json(st), &e[3])) != GRIT_OK)
-        goto fail;
+    const void *bufs[3] = {head, mm, vv};
+    lens[1] = lens[2] = (size_t)n * sizeof(float);
+    rc = put_hashed(s, tmp, name, bufs, lens, 3, out);
+    free(head);
+    out->lo = (long)lo;
+    out->hi = (long)hi;
+    if (rc == GRIT_OK)
+        store_phase(s, "shard");
+    return rc;
+}
+
+grit_err ckpt_commit(store *s, long step, const ckpt_file *files, int n, double *bytes)
+{
+    char dir[64], tmp[80];
+    ckpt_dirname(dir, sizeof dir, step);
+    tmp_name(s, tmp, sizeof tmp, step);
+    mf_entry me;
+    grit_err rc;
     store_phase(s, "files");
-    if ((rc = put_text(s, tmp, "manifest.json", manifest_json(st->step, e, 4), &e[4])) != GRIT_OK)
+    if ((rc = put_text(s, tmp, "manifest.json", manifest_json(step, files, n), &me)) != GRIT_OK)
         goto fail;
     store_phase(s, "manifest");
     /* a complete older copy of this step (a re-save after resume) is replaced */
@@ -186,14 +245,35 @@ grit_err ckpt_save(store *s, const gx_model *m, const float *params, const float
         return rc; /* step_N is complete and verifiable; only the hint failed */
     store_phase(s, "latest");
     if (bytes) {
-        *bytes = 0;
-        for (int i = 0; i < NFILES; i++)
-            *bytes += (double)e[i].size;
+        *bytes = (double)me.size;
+        for (int i = 0; i < n; i++)
+            *bytes += (double)files[i].size;
     }
     return GRIT_OK;
 fail:
     s->ops->remove(s, tmp);
     return rc;
+}
+
+grit_err ckpt_save(store *s, const gx_model *m, const float *params, const float *adam_m,
+                   const float *adam_v, const ckpt_state *st, double *bytes)
+{
+    char tmp[80];
+    mf_entry e[NFILES];
+    tmp_name(s, tmp, sizeof tmp, st->step);
+    grit_err rc = ckpt_begin(s, st->step);
+    if (rc != GRIT_OK)
+        return rc;
+    const float *pb[1] = {params}, *ob[2] = {adam_m, adam_v};
+    const char *pp[1] = {""}, *op[2] = {"exp_avg.", "exp_avg_sq."};
+    if ((rc = put_block(s, tmp, "model.safetensors", m, pb, pp, 1, &e[0])) != GRIT_OK ||
+        (rc = put_block(s, tmp, "optimizer.safetensors", m, ob, op, 2, &e[1])) != GRIT_OK ||
+        (rc = put_text(s, tmp, "config.json", hf_config_json(&m->cfg), &e[2])) != GRIT_OK ||
+        (rc = put_text(s, tmp, "trainer_state.json", state_json(st), &e[3])) != GRIT_OK) {
+        s->ops->remove(s, tmp);
+        return rc;
+    }
+    return ckpt_commit(s, st->step, e, 4, bytes);
 }
 
 /* --- verify --------------------------------------------------------------------- */
@@ -216,6 +296,76 @@ static grit_err hash_file(store *s, const char *path, size_t size, uint64_t *out
     free(buf);
     *out = XXH3_64bits_digest(&st);
     return rc;
+}
+
+/* Parses "optim-rankR-of-N.safetensors"; 0 if name is not a shard. */
+static int shard_of(const char *name, int *rank, int *world)
+{
+    int len = 0;
+    return sscanf(name, "optim-rank%d-of-%d.safetensors%n", rank, world, &len) == 2 &&
+           name[len] == '\0' && *world > 0 && *rank >= 0 && *rank < *world;
+}
+
+/* The shard entries of a manifest's files, by rank: lo/hi of each; *world 0 when
+ * there are none. Checks that ranks 0..N-1 appear once each and their element
+ * ranges tile [0, hi of the last) in rank order. */
+static grit_err shard_table(json_t *files, long **lo, long **hi, int *world, char *why,
+                            size_t cap)
+{
+    *lo = *hi = NULL;
+    *world = 0;
+    for (size_t i = 0; i < json_array_size(files); i++) {
+        json_t *f = json_array_get(files, i), *nm = json_object_get(f, "name");
+        int r, w;
+        if (!json_is_string(nm) || !shard_of(json_string_value(nm), &r, &w))
+            continue;
+        json_t *jl = json_object_get(f, "lo"), *jh = json_object_get(f, "hi");
+        if (!*lo) {
+            if (w > 1 << 20 || !(*lo = malloc(sizeof(long) * (size_t)w)) ||
+                !(*hi = malloc(sizeof(long) * (size_t)w))) {
+                snprintf(why, cap, "manifest.json: %s: cannot hold %d shards", json_string_value(nm), w);
+                return GRIT_EFORMAT;
+            }
+            for (int k = 0; k < w; k++)
+                (*lo)[k] = -1;
+            *world = w;
+        }
+        if (w != *world || !json_is_integer(jl) || !json_is_integer(jh) ||
+            json_integer_value(jl) < 0 || json_integer_value(jh) < json_integer_value(jl) ||
+            (*lo)[r] >= 0) {
+            snprintf(why, cap, "manifest.json: %s: expected one shard per rank of %d, each with "
+                               "an element range lo <= hi", json_string_value(nm), *world);
+            return GRIT_EFORMAT;
+        }
+        (*lo)[r] = (long)json_integer_value(jl);
+        (*hi)[r] = (long)json_integer_value(jh);
+    }
+    for (int r = 0; r < *world; r++)
+        if ((*lo)[r] != (r ? (*hi)[r - 1] : 0)) {
+            snprintf(why, cap, "manifest.json: optimiser shards of %d ranks: rank %d %s", *world,
+                     r, (*lo)[r] < 0 ? "is missing" : "does not start where the previous ends");
+            return GRIT_EFORMAT;
+        }
+    return GRIT_OK;
+}
+
+/* The optimiser state is listed: optimizer.safetensors or a complete shard set. */
+static grit_err check_optim(json_t *files, char *why, size_t cap)
+{
+    long *lo, *hi;
+    int world;
+    grit_err rc = shard_table(files, &lo, &hi, &world, why, cap);
+    free(lo);
+    free(hi);
+    if (rc != GRIT_OK || world > 0)
+        return rc;
+    for (size_t i = 0; i < json_array_size(files); i++) {
+        json_t *nm = json_object_get(json_array_get(files, i), "name");
+        if (json_is_string(nm) && !strcmp(json_string_value(nm), "optimizer.safetensors"))
+            return GRIT_OK;
+    }
+    snprintf(why, cap, "manifest.json: does not list optimizer.safetensors or optimiser shards");
+    return GRIT_EFORMAT;
 }
 
 grit_err ckpt_verify(store *s, const char *dir, char *why, size_t cap)
@@ -262,6 +412,8 @@ grit_err ckpt_verify(store *s, const char *dir, char *why, size_t cap)
             goto out;
         }
     }
+    if (check_optim(files, why, cap) != GRIT_OK)
+        goto out;
     for (size_t i = 0; i < json_array_size(files); i++) {
         json_t *f = json_array_get(files, i);
         json_t *nm = json_object_get(f, "name"), *sz = json_object_get(f, "size"),
@@ -624,6 +776,105 @@ grit_err ckpt_load_moments(store *s, const char *dir, const gx_model *m, float *
     return load_file(s, dir, "optimizer.safetensors", m, op, ob, 2);
 }
 
+/* Reads and parses the safetensors header of path. */
+static grit_err open_st(store *s, const char *path, const char *what, st_file *f)
+{
+    size_t fsize;
+    uint8_t len8[8];
+    grit_err rc = s->ops->size(s, path, &fsize);
+    if (rc != GRIT_OK)
+        return grit_errf(rc, "%s: missing", what);
+    if (fsize < 8 || s->ops->read(s, path, 0, 8, len8) != GRIT_OK)
+        return grit_errf(GRIT_EFORMAT, "%s: too short for a safetensors file", what);
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--)
+        hl = hl << 8 | len8[i];
+    if (hl > fsize - 8 || hl > (1u << 20))
+        return grit_errf(GRIT_EFORMAT, "%s: header length %llu exceeds the file", what,
+                         (unsigned long long)hl);
+    char *hdr = malloc(hl + 1);
+    if (!hdr)
+        return grit_errf(GRIT_ENOMEM, "out of memory");
+    if ((rc = s->ops->read(s, path, 8, hl, hdr)) == GRIT_OK)
+        rc = st_parse(what, hdr, hl, fsize, f);
+    free(hdr);
+    return rc;
+}
+
+/* Elements [a, b) of the flat moments from one shard holding [slo, shi). */
+static grit_err read_shard(store *s, const char *dir, const char *name, long slo, long shi,
+                           size_t a, size_t b, float *mm, float *vv)
+{
+    char path[256], what[1400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(what, sizeof what, "%s/%s", s->root, path);
+    st_file f = {0};
+    grit_err rc = open_st(s, path, what, &f);
+    const char *const nm[2] = {"exp_avg", "exp_avg_sq"};
+    float *dst[2] = {mm, vv};
+    for (int k = 0; rc == GRIT_OK && k < 2; k++) {
+        const st_tensor *x = st_find(&f, nm[k]);
+        if (!x || strcmp(x->dtype, "F32") || x->ndim != 1 || x->shape[0] != shi - slo) {
+            rc = grit_errf(GRIT_EFORMAT, "%s: expected tensor '%s', F32 [%ld] (the manifest's "
+                                         "element range %ld..%ld)", what, nm[k], shi - slo, slo, shi);
+            break;
+        }
+        rc = s->ops->read(s, path, f.data_off + x->begin + (a - (size_t)slo) * 4, (b - a) * 4,
+                          dst[k]);
+    }
+    st_file_free(&f);
+    return rc;
+}
+
+grit_err ckpt_load_moments_range(store *s, const char *dir, const gx_model *m, size_t lo,
+                                 size_t hi, float *mm, float *vv)
+{
+    char path[256], *text = NULL, why[512];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    grit_err rc = store_read_all(s, path, &text, NULL);
+    if (rc == GRIT_ENOTFOUND && lo == 0 && hi == m->num_params)
+        return ckpt_load_moments(s, dir, m, mm, vv); /* a folder without a manifest */
+    if (rc != GRIT_OK)
+        return rc;
+    json_t *j = json_loads(text, 0, NULL), *files = json_object_get(j, "files");
+    free(text);
+    long *slo = NULL, *shi = NULL;
+    int world = 0;
+    if (!json_is_array(files)) {
+        rc = grit_errf(GRIT_EFORMAT, "%s/%s: not a grit manifest", s->root, path);
+    } else if (shard_table(files, &slo, &shi, &world, why, sizeof why) != GRIT_OK) {
+        rc = grit_errf(GRIT_EFORMAT, "%s/%s: %s", s->root, dir, why);
+    } else if (world > 0 && shi[world - 1] != (long)m->num_params) {
+        rc = grit_errf(GRIT_EFORMAT, "%s/%s: optimiser shards hold %ld elements, the model has %zu",
+                       s->root, dir, shi[world - 1], m->num_params);
+    } else if (world > 0) { /* reslice: read only the byte ranges this range needs */
+        for (int r = 0; r < world && rc == GRIT_OK; r++) {
+            size_t a = (size_t)slo[r] > lo ? (size_t)slo[r] : lo;
+            size_t b = (size_t)shi[r] < hi ? (size_t)shi[r] : hi;
+            char name[64];
+            ckpt_shard_name(name, sizeof name, r, world);
+            if (a < b)
+                rc = read_shard(s, dir, name, slo[r], shi[r], a, b, mm + (a - lo), vv + (a - lo));
+        }
+    } else if (lo == 0 && hi == m->num_params) {
+        rc = ckpt_load_moments(s, dir, m, mm, vv);
+    } else { /* one optimizer.safetensors: read it whole, keep the range */
+        float *fm = malloc(sizeof(float) * m->num_params), *fv = malloc(sizeof(float) * m->num_params);
+        rc = !fm || !fv ? grit_errf(GRIT_ENOMEM, "out of memory")
+                        : ckpt_load_moments(s, dir, m, fm, fv);
+        if (rc == GRIT_OK) {
+            memcpy(mm, fm + lo, (hi - lo) * sizeof(float));
+            memcpy(vv, fv + lo, (hi - lo) * sizeof(float));
+        }
+        free(fm);
+        free(fv);
+    }
+    free(slo);
+    free(shi);
+    json_decref(j);
+    return rc;
+}
+
 grit_err ckpt_load(store *s, const char *dir, gx_model *m, ckpt_state *st, bool weights_only)
 {
     const char *pp[1] = {""};
@@ -633,5 +884,5 @@ grit_err ckpt_load(store *s, const char *dir, gx_model *m, ckpt_state *st, bool 
         return rc;
     if ((rc = ckpt_read_state(s, dir, st)) != GRIT_OK)
         return rc;
-    return ckpt_load_moments(s, dir, m, m->adam_m, m->adam_v);
+    return ckpt_load_moments_range(s, dir, m, 0, m->num_params, m->adam_m, m->adam_v);
 }

@@ -9,6 +9,13 @@
  *   step_00001200/manifest.json          every file above with its size and xxh3-64
  *   LATEST                               "step_00001200\n"
  *
+ * A run of N > 1 data-parallel ranks writes, instead of optimizer.safetensors,
+ * one shard per rank, in parallel: optim-rank<R>-of-<N>.safetensors holds the
+ * tensors exp_avg and exp_avg_sq, F32 [hi - lo], elements [lo, hi) of the flat
+ * moment block (the model's tensors back to back, as gx_model lays them out);
+ * the manifest records lo and hi of each shard. Loading at any world size reads
+ * only the byte ranges a rank needs (ckpt_load_moments_range).
+ *
  * Commit protocol (ckpt_save), with the phase names the fault store can crash at:
  *
  *   remove stale step_N.tmp/ ; mkdir step_N.tmp/
@@ -16,6 +23,16 @@
  *   put manifest.json (fsynced)                         -> phase "manifest"
  *   rename step_N.tmp -> step_N ; fsync the parent      -> phase "rename"
  *   write LATEST atomically (tmp, rename, fsync dir)    -> phase "latest"
+ *
+ * Sharded (train.c drives it; every rank has its own writer thread):
+ *   rank 0: ckpt_begin (mkdir step_N.tmp/)  ; barrier
+ *   every rank r: ckpt_put_shard (fsynced)              -> phase "shard"
+ *   rank 0 also: ckpt_put_model (model, config, state)
+ *   gather of each rank's (name, size, hash, range, error) to rank 0: it
+ *   completes only after every rank's shard is durable (it is the barrier)
+ *   rank 0: ckpt_commit (manifest, rename, LATEST) as above; or, when any
+ *   rank failed, ckpt_abandon. A rank that dies before the gather leaves
+ *   step_N.tmp/ without a manifest: never trusted.
  *
  * A crash anywhere leaves the previous checkpoints intact and at most a
  * step_N.tmp/ (ignored by readers, removed by the next save or prune) or a
@@ -38,6 +55,7 @@
 #define GRIT_CKPT_CKPT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "ckpt/store.h"
 #include "model/gptneox.h"
@@ -62,6 +80,30 @@ void ckpt_dirname(char *buf, size_t cap, long step);
 grit_err ckpt_save(store *s, const gx_model *m, const float *params, const float *adam_m,
                    const float *adam_v, const ckpt_state *st, double *bytes);
 
+/* One file of a checkpoint as the manifest lists it; lo/hi: an optimiser shard's
+ * element range, -1 for other files. */
+typedef struct ckpt_file {
+    char name[64];
+    size_t size;
+    uint64_t hash;
+    long lo, hi;
+} ckpt_file;
+
+/* The pieces of ckpt_save, for a save spread over ranks (see the protocol above).
+ * begin: fresh step_N.tmp/. put_model: model.safetensors, config.json and
+ * trainer_state.json into it (out[3]). put_shard: this rank's moments mm/vv
+ * (elements [lo, hi)) as optim-rank<rank>-of-<world>.safetensors. commit: the
+ * manifest listing files[n], rename, LATEST; *bytes: all bytes written.
+ * abandon: removes step_N.tmp/. */
+grit_err ckpt_begin(store *s, long step);
+grit_err ckpt_put_model(store *s, const gx_model *m, const float *params, const ckpt_state *st,
+                        ckpt_file out[3]);
+grit_err ckpt_put_shard(store *s, long step, int rank, int world, size_t lo, size_t hi,
+                        const float *mm, const float *vv, ckpt_file *out);
+grit_err ckpt_commit(store *s, long step, const ckpt_file *files, int n, double *bytes);
+void ckpt_abandon(store *s, long step);
+void ckpt_shard_name(char *buf, size_t cap, int rank, int world);
+
 /* Verifies dir's manifest: every listed file present with its size and hash,
  * and the four required files listed. On failure why says what (file, field). */
 grit_err ckpt_verify(store *s, const char *dir, char *why, size_t cap);
@@ -82,6 +124,11 @@ grit_err ckpt_load(store *s, const char *dir, gx_model *m, ckpt_state *st, bool 
 /* Loads only the AdamW moments of dir into mm and vv (num_params floats each,
  * laid out as m->tensors). */
 grit_err ckpt_load_moments(store *s, const char *dir, const gx_model *m, float *mm, float *vv);
+
+/* Elements [lo, hi) of the flat AdamW moments of dir into mm and vv (hi - lo floats
+ * each), from optimizer.safetensors or resliced from the shards of any world size. */
+grit_err ckpt_load_moments_range(store *s, const char *dir, const gx_model *m, size_t lo,
+                                 size_t hi, float *mm, float *vv);
 
 /* Reads only trainer_state.json of dir. */
 grit_err ckpt_read_state(store *s, const char *dir, ckpt_state *st);

@@ -68,20 +68,28 @@ static store *open_ckpt(const char *dir)
     return s;
 }
 
+typedef struct bytes_acc {
+    store *s;
+    const char *dir;
+    double total;
+} bytes_acc;
+
+static void add_size(void *ctx, const char *name)
+{
+    bytes_acc *a = ctx;
+    char p[512];
+    size_t n;
+    snprintf(p, sizeof p, "%s/%s", a->dir, name);
+    if (a->s->ops->size(a->s, p, &n) == GRIT_OK)
+        a->total += (double)n;
+}
+
+/* Every file of the folder (a data-parallel save has one optimiser shard per rank). */
 static double dir_bytes(store *s, const char *d)
 {
-    static const char *const files[] = {"model.safetensors", "optimizer.safetensors",
-                                        "config.json", "trainer_state.json", "manifest.json",
-                                        NULL};
-    double t = 0;
-    for (const char *const *f = files; *f; f++) {
-        char p[256];
-        size_t n;
-        snprintf(p, sizeof p, "%s/%s", d, *f);
-        if (s->ops->size(s, p, &n) == GRIT_OK)
-            t += (double)n;
-    }
-    return t;
+    bytes_acc a = {s, d, 0};
+    s->ops->list(s, d, add_size, &a);
+    return a.total;
 }
 
 static int cmd_ls_verify(int argc, char **argv, int verify_only)

@@ -28,6 +28,9 @@ static void usage(FILE *f)
             "every global batch (optim.global_batch keeps it fixed across world sizes);\n"
             "optim.zero1 shards the AdamW state. GRIT_DIST_TIMEOUT (seconds, default 300)\n"
             "bounds every collective, so a dead peer ends the job instead of hanging it.\n"
+            "GRIT_DIST_PROGRESS_US=N starts a thread that advances gradient reductions\n"
+            "every N us during backward (default off). Each rank writes its own\n"
+            "optimiser shard of a checkpoint; any world size can resume it.\n"
             "  --quiet           no progress line or summary\n"
             "  -h, --help        show this help\n");
 }

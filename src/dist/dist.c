@@ -11,9 +11,66 @@
 
 #ifdef GRIT_HAVE_MPI
 #include <mpi.h>
+#include <pthread.h>
 
 #define COMM(d) (*(MPI_Comm *)(d)->world)
 #define REQS(d) ((MPI_Request *)(d)->reqs)
+
+/* Every MPI call is made under this lock (MPI_THREAD_SERIALIZED): the training
+ * thread's and the progress thread's. */
+static pthread_mutex_t mpi_mu = PTHREAD_MUTEX_INITIALIZER;
+static int unlock_rc(int rc)
+{
+    pthread_mutex_unlock(&mpi_mu);
+    return rc;
+}
+#define LOCKED(expr) unlock_rc((pthread_mutex_lock(&mpi_mu), (expr)))
+
+/* The optional progress thread: while nonblocking gradient reductions are
+ * outstanding it calls MPI_Testall every progress_us, so their rounds can advance
+ * while backward computes (Open MPI has no progress thread of its own; without
+ * this they move only when the training thread enters MPI between layers). */
+static struct {
+    pthread_t th;
+    pthread_cond_t cv;
+    int on, quit, active; /* active: requests started, not yet seen complete */
+    long us;
+    dist *d;
+} prog;
+
+static void *progress_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&mpi_mu);
+    while (!prog.quit) {
+        if (!prog.active) {
+            pthread_cond_wait(&prog.cv, &mpi_mu);
+            continue;
+        }
+        int flag = 0;
+        MPI_Testall(prog.d->nreqs, REQS(prog.d), &flag, MPI_STATUSES_IGNORE);
+        if (flag)
+            prog.active = 0;
+        pthread_mutex_unlock(&mpi_mu);
+        usleep((useconds_t)prog.us);
+        pthread_mutex_lock(&mpi_mu);
+    }
+    pthread_mutex_unlock(&mpi_mu);
+    return NULL;
+}
+
+static void progress_stop(void)
+{
+    if (!prog.on)
+        return;
+    pthread_mutex_lock(&mpi_mu);
+    prog.quit = 1;
+    pthread_cond_signal(&prog.cv);
+    pthread_mutex_unlock(&mpi_mu);
+    pthread_join(prog.th, NULL);
+    pthread_cond_destroy(&prog.cv);
+    prog.on = 0;
+}
 
 static grit_err mpi_fail(dist *d, int code, const char *what)
 {
@@ -29,7 +86,7 @@ static grit_err wait_req(dist *d, MPI_Request *r, const char *what)
     double t0 = now_seconds();
     int done = 0, spins = 0;
     while (!done) {
-        int rc = MPI_Test(r, &done, MPI_STATUS_IGNORE);
+        int rc = LOCKED(MPI_Test(r, &done, MPI_STATUS_IGNORE));
         if (rc != MPI_SUCCESS)
             return mpi_fail(d, rc, what);
         if (done)
@@ -49,7 +106,7 @@ static grit_err wait_req(dist *d, MPI_Request *r, const char *what)
 #define CALL(what, expr)                                                                 \
     do {                                                                                 \
         MPI_Request r_;                                                                  \
-        int rc_ = (expr);                                                                \
+        int rc_ = LOCKED(expr);                                                          \
         if (rc_ != MPI_SUCCESS)                                                          \
             return mpi_fail(d, rc_, what);                                               \
         return wait_req(d, &r_, what);                                                   \
@@ -90,12 +147,24 @@ grit_err dist_init(dist *d, int *argc, char ***argv)
     const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     d->local_rank = lr ? atoi(lr) : d->rank;
     d->mpi = 1;
+    /* GRIT_DIST_PROGRESS_US: the progress thread's polling period; 0 (the default): no
+     * thread. On the 2-core machine it was measured on it did not pay (bench/dp_scaling.sh):
+     * a round of a reduction runs under the MPI lock, so the training thread's next start
+     * waits for it, and the thread takes CPU from the other rank. */
+    const char *pu = getenv("GRIT_DIST_PROGRESS_US");
+    prog.us = pu && *pu ? atol(pu) : 0;
+    if (d->size > 1 && prog.us > 0 && provided >= MPI_THREAD_SERIALIZED) {
+        prog.d = d;
+        pthread_cond_init(&prog.cv, NULL);
+        prog.on = pthread_create(&prog.th, NULL, progress_main, NULL) == 0;
+    }
     return GRIT_OK;
 }
 
 void dist_finalize(dist *d)
 {
     if (d->mpi) {
+        progress_stop();
         MPI_Comm_free((MPI_Comm *)d->world);
         MPI_Finalize();
     }
@@ -146,8 +215,10 @@ void dist_abort(dist *d, int code)
 {
     fflush(stdout);
     fflush(stderr);
-    if (d->mpi)
+    if (d->mpi) {
+        pthread_mutex_lock(&mpi_mu); /* the progress thread is between calls (Testall never blocks) */
         MPI_Abort(MPI_COMM_WORLD, code);
+    }
     _exit(code);
 }
 
@@ -177,6 +248,14 @@ grit_err dist_allreduce_sum_f64(dist *d, double *buf, size_t n)
     if (!d->mpi)
         return GRIT_OK;
     CALL("all-reduce", MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, COMM(d), &r_));
+}
+
+grit_err dist_allreduce_or_u8(dist *d, unsigned char *buf, size_t n)
+{
+    if (!d->mpi)
+        return GRIT_OK;
+    CALL("all-reduce", MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_UNSIGNED_CHAR, MPI_BOR,
+                                      COMM(d), &r_));
 }
 
 grit_err dist_allgather_f64(dist *d, const double *in, double *out, size_t n)
@@ -330,12 +409,38 @@ grit_err dist_iallreduce_sum(dist *d, float *buf, size_t n)
         return grit_errf(GRIT_EINVAL, "too many outstanding reductions (%d)", DIST_MAX_REQS);
     if (d->nreqs == 0)
         d->t_first = now_seconds();
+    pthread_mutex_lock(&mpi_mu);
     int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, COMM(d),
                             &REQS(d)[d->nreqs]);
-    if (rc != MPI_SUCCESS)
-        return mpi_fail(d, rc, "all-reduce");
-    d->nreqs++;
-    return GRIT_OK;
+    if (rc == MPI_SUCCESS) {
+        d->nreqs++;
+        prog.active = 1;
+        pthread_cond_signal(&prog.cv);
+    }
+    pthread_mutex_unlock(&mpi_mu);
+    return rc == MPI_SUCCESS ? GRIT_OK : mpi_fail(d, rc, "all-reduce");
+}
+
+grit_err dist_ireduce_scatter_v(dist *d, const float *buf, float *out, const int *counts)
+{
+    if (!d->mpi) {
+        memmove(out, buf, (size_t)counts[0] * sizeof(float));
+        return GRIT_OK;
+    }
+    if (d->nreqs == DIST_MAX_REQS)
+        return grit_errf(GRIT_EINVAL, "too many outstanding reductions (%d)", DIST_MAX_REQS);
+    if (d->nreqs == 0)
+        d->t_first = now_seconds();
+    pthread_mutex_lock(&mpi_mu);
+    int rc = MPI_Ireduce_scatter(buf, out, counts, MPI_FLOAT, MPI_SUM, COMM(d),
+                                 &REQS(d)[d->nreqs]);
+    if (rc == MPI_SUCCESS) {
+        d->nreqs++;
+        prog.active = 1;
+        pthread_cond_signal(&prog.cv);
+    }
+    pthread_mutex_unlock(&mpi_mu);
+    return rc == MPI_SUCCESS ? GRIT_OK : mpi_fail(d, rc, "reduce-scatter");
 }
 
 void dist_progress(dist *d)
@@ -343,7 +448,7 @@ void dist_progress(dist *d)
     if (!d->mpi || !d->nreqs)
         return;
     int flag;
-    MPI_Testall(d->nreqs, REQS(d), &flag, MPI_STATUSES_IGNORE);
+    LOCKED(MPI_Testall(d->nreqs, REQS(d), &flag, MPI_STATUSES_IGNORE));
 }
 
 grit_err dist_wait_all(dist *d)
@@ -351,13 +456,16 @@ grit_err dist_wait_all(dist *d)
     if (!d->mpi)
         return GRIT_OK;
     for (int i = 0; i < d->nreqs; i++) {
-        grit_err rc = wait_req(d, &REQS(d)[i], "gradient all-reduce");
+        grit_err rc = wait_req(d, &REQS(d)[i], "gradient reduction");
         if (rc != GRIT_OK)
             return rc;
     }
     if (d->nreqs)
         d->comm_s += now_seconds() - d->t_first;
+    pthread_mutex_lock(&mpi_mu);
     d->nreqs = 0;
+    prog.active = 0;
+    pthread_mutex_unlock(&mpi_mu);
     return GRIT_OK;
 }
 
@@ -389,6 +497,7 @@ grit_err dist_barrier(dist *d) { (void)d; return GRIT_OK; }
 grit_err dist_bcast(dist *d, void *b, size_t n, int root) { (void)d, (void)b, (void)n, (void)root; return GRIT_OK; }
 grit_err dist_allreduce_sum(dist *d, float *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
 grit_err dist_allreduce_sum_f64(dist *d, double *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
+grit_err dist_allreduce_or_u8(dist *d, unsigned char *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
 grit_err dist_allgather_f64(dist *d, const double *in, double *out, size_t n)
 {
     (void)d;
@@ -444,6 +553,12 @@ grit_err dist_recv(dist *d, void *b, size_t n, int src, int tag)
     return dist_sendrecv(d, NULL, 0, -1, b, n, src, tag);
 }
 grit_err dist_iallreduce_sum(dist *d, float *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
+grit_err dist_ireduce_scatter_v(dist *d, const float *b, float *out, const int *counts)
+{
+    (void)d;
+    memmove(out, b, (size_t)counts[0] * sizeof(float));
+    return GRIT_OK;
+}
 void dist_progress(dist *d) { (void)d; }
 grit_err dist_wait_all(dist *d) { (void)d; return GRIT_OK; }
 

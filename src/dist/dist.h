@@ -61,6 +61,8 @@ grit_err dist_bcast(dist *d, void *buf, size_t bytes, int root);
 /* In place; every rank gets the same sum. */
 grit_err dist_allreduce_sum(dist *d, float *buf, size_t n);
 grit_err dist_allreduce_sum_f64(dist *d, double *buf, size_t n);
+/* In place bitwise OR of n bytes over all ranks. */
+grit_err dist_allreduce_or_u8(dist *d, unsigned char *buf, size_t n);
 /* Gathers n doubles from every rank into out[size][n] on every rank. */
 grit_err dist_allgather_f64(dist *d, const double *in, double *out, size_t n);
 /* buf holds size blocks of n floats; block r is summed into rank r's out[n]. */
@@ -96,6 +98,9 @@ grit_err dist_recv(dist *d, void *buf, size_t bytes, int src, int tag);
 
 /* Starts an in-place sum all-reduce; completes in dist_wait_all. */
 grit_err dist_iallreduce_sum(dist *d, float *buf, size_t n);
+/* Starts a reduce-scatter (dist_reduce_scatter_v's contract); counts must stay
+ * valid until dist_wait_all. Completes in dist_wait_all, in start order. */
+grit_err dist_ireduce_scatter_v(dist *d, const float *buf, float *out, const int *counts);
 /* Advances outstanding nonblocking operations without blocking. */
 void dist_progress(dist *d);
 /* Waits (with the deadline) for every outstanding nonblocking operation. */

@@ -8,13 +8,72 @@
 #include "ckpt/async.h"
 #include "core/progress.h"
 
+/* Packs the embedding rows some rank used this step (p->row_idx) into p->pack. */
+static void pack_rows(dp_sync *p)
+{
+    size_t C = (size_t)p->m->cfg.hidden;
+    for (int i = 0; i < p->nrows; i++)
+        memcpy(p->pack + (size_t)i * C, p->m->grads + (size_t)p->row_idx[i] * C, C * sizeof(float));
+}
+
+/* After the packed all-reduce: the summed rows back into the full gradient (ZeRO-1:
+ * into this rank's shard, whose other embedding rows are exactly zero). */
+static void unpack_rows(dp_sync *p)
+{
+    size_t C = (size_t)p->m->cfg.hidden;
+    if (!p->zero1) {
+        for (int i = 0; i < p->nrows; i++)
+            memcpy(p->m->grads + (size_t)p->row_idx[i] * C, p->pack + (size_t)i * C,
+                   C * sizeof(float));
+        return;
+    }
+    size_t lo = p->lo, hi = p->hi, end = p->embed_n < hi ? p->embed_n : hi;
+    if (lo >= end)
+        return; /* no embedding row in this shard */
+    memset(p->g_shard, 0, (end - lo) * sizeof(float));
+    for (int i = 0; i < p->nrows; i++) {
+        size_t a = (size_t)p->row_idx[i] * C, b = a + C;
+        size_t x = a > lo ? a : lo, y = b < end ? b : end;
+        if (x < y)
+            memcpy(p->g_shard + (x - lo), p->pack + (size_t)i * C + (x - a), (y - x) * sizeof(float));
+    }
+}
+
 static void on_grad_ready(void *ctx, size_t off, size_t n)
 {
     dp_sync *p = ctx;
-    /* errors surface in dist_wait_all (the request is simply not started on failure) */
-    if (dist_iallreduce_sum(p->d, p->m->grads + off, n) != GRIT_OK)
-        return;
-    dist_progress(p->d);
+    dist *d = p->d;
+    grit_err rc;
+    double t0 = now_seconds();
+    if (p->nrows > 0 && off == 0 && n == p->embed_n) {
+        /* the input embedding: only rows of tokens some rank saw are non-zero */
+        pack_rows(p);
+        rc = dist_iallreduce_sum(d, p->pack, (size_t)p->nrows * (size_t)p->m->cfg.hidden);
+    } else if (!p->zero1) {
+        rc = dist_iallreduce_sum(d, p->m->grads + off, n);
+    } else if (d->nreqs >= DIST_MAX_REQS) {
+        rc = GRIT_EINVAL;
+    } else {
+        /* ZeRO-1: the bucket [off, off + n) is reduce-scattered on its own; rank r gets
+         * the part of it inside its shard, which lands at its place in g_shard */
+        int *c = p->bucket_counts + (size_t)d->nreqs * (size_t)d->size;
+        for (int r = 0; r < d->size; r++) {
+            size_t a = (size_t)p->displs[r], b = a + (size_t)p->counts[r];
+            a = a > off ? a : off;
+            b = b < off + n ? b : off + n;
+            c[r] = b > a ? (int)(b - a) : 0;
+        }
+        size_t at = off > p->lo ? off - p->lo : 0;
+        if (at > p->hi - p->lo)
+            at = p->hi - p->lo;
+        rc = dist_ireduce_scatter_v(d, p->m->grads + off, p->g_shard + at, c);
+    }
+    /* a failed start is caught in dp_finish_grads: fewer requests than buckets */
+    if (rc == GRIT_OK)
+        p->started++;
+    dist_progress(d);
+    /* starting and progressing can run whole rounds of the reduction on this thread */
+    p->hook_s += now_seconds() - t0;
 }
 
 grit_err dp_init(dp_sync *p, dist *d, gx_model *m, bool zero1)
@@ -45,15 +104,27 @@ grit_err dp_init(dp_sync *p, dist *d, gx_model *m, bool zero1)
         p->m_shard = calloc(n ? n : 1, sizeof(float));
         p->v_shard = calloc(n ? n : 1, sizeof(float));
         p->g_shard = calloc(n ? n : 1, sizeof(float));
-        if (!p->m_shard || !p->v_shard || !p->g_shard)
+        p->bucket_counts = calloc((size_t)DIST_MAX_REQS * (size_t)W, sizeof(int));
+        if (!p->m_shard || !p->v_shard || !p->g_shard || !p->bucket_counts)
             return grit_errf(GRIT_ENOMEM, "out of memory for the optimiser shard");
         gx_drop_optim_state(m);
     }
-    if (W > 1) { /* the cost an un-overlapped all-reduce would add to every step */
+    const char *sp = getenv("GRIT_DP_SPARSE_EMBED"); /* "0": dense, for comparisons */
+    if (W > 1 && m->num_tensors > 1 && !(sp && !strcmp(sp, "0"))) {
+        /* sparse reduction of the input embedding */
+        p->embed_n = m->tensors[1].offset;
+        p->rows = calloc((size_t)m->cfg.vocab, 1);
+        p->row_idx = calloc((size_t)m->cfg.vocab, sizeof(int));
+        p->pack = malloc(sizeof(float) * (p->embed_n ? p->embed_n : 1));
+        if (!p->rows || !p->row_idx || !p->pack)
+            return grit_errf(GRIT_ENOMEM, "out of memory");
+    }
+    if (W > 1) { /* the cost an un-overlapped reduction of every gradient would add to a step */
         double best = 1e30;
         for (int k = 0; k < 3; k++) {
             double t0 = now_seconds();
-            grit_err rc = dist_allreduce_sum(d, m->grads, np);
+            grit_err rc = p->zero1 ? dist_reduce_scatter_v(d, m->grads, p->g_shard, p->counts)
+                                   : dist_allreduce_sum(d, m->grads, np);
             if (rc != GRIT_OK)
                 return rc;
             best = fmin(best, now_seconds() - t0);
@@ -75,12 +146,47 @@ void dp_free(dp_sync *p)
     free(p->m_shard);
     free(p->v_shard);
     free(p->g_shard);
+    free(p->bucket_counts);
+    free(p->rows);
+    free(p->row_idx);
+    free(p->pack);
     memset(p, 0, sizeof *p);
+}
+
+grit_err dp_set_tokens(dp_sync *p, const int32_t *tok, size_t n)
+{
+    p->nrows = 0;
+    p->pre_wait_s = 0;
+    if (!p->rows)
+        return GRIT_OK;
+    int V = p->m->cfg.vocab;
+    memset(p->rows, 0, (size_t)V);
+    unsigned char bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (tok[i] >= 0 && tok[i] < V)
+            p->rows[tok[i]] = 1;
+        else
+            bad = 1;
+    }
+    double t0 = now_seconds();
+    /* the union of every rank's rows; one out-of-range token anywhere: the dense path */
+    if (bad)
+        p->rows[0] |= 2;
+    grit_err rc = dist_allreduce_or_u8(p->d, p->rows, (size_t)V);
+    p->pre_wait_s = now_seconds() - t0;
+    if (rc != GRIT_OK || (p->rows[0] & 2))
+        return rc;
+    for (int v = 0; v < V; v++)
+        if (p->rows[v])
+            p->row_idx[p->nrows++] = v;
+    return GRIT_OK;
 }
 
 void dp_arm(dp_sync *p)
 {
-    if (p->d->size > 1 && !p->zero1) {
+    p->started = 0;
+    p->hook_s = 0;
+    if (p->d->size > 1) {
         p->m->grad_ready = on_grad_ready;
         p->m->grad_ctx = p;
     }
@@ -96,17 +202,22 @@ grit_err dp_finish_grads(dp_sync *p, double *norm)
         return GRIT_OK;
     }
     double t0 = now_seconds();
-    grit_err rc;
+    int expect = p->started;
+    grit_err rc = dist_wait_all(p->d);
+    if (rc == GRIT_OK && p->nrows > 0)
+        unpack_rows(p);
+    /* the training thread's whole time in communication: the row union, starting and
+     * progressing reductions during backward, and this wait */
+    p->wait_s = now_seconds() - t0 + p->pre_wait_s + p->hook_s;
+    if (rc != GRIT_OK)
+        return rc;
+    if (expect != m->cfg.layers + 2) /* every bucket: head, each layer, embedding */
+        return grit_errf(GRIT_EIO, "rank %d: %d of %d gradient reductions could not be started",
+                         p->d->rank, expect, m->cfg.layers + 2);
     if (!p->zero1) {
-        rc = dist_wait_all(p->d);
-        p->wait_s = now_seconds() - t0;
-        if (rc == GRIT_OK)
-            *norm = optim_grad_norm(m);
-        return rc;
+        *norm = optim_grad_norm(m);
+        return GRIT_OK;
     }
-    if ((rc = dist_reduce_scatter_v(p->d, m->grads, p->g_shard, p->counts)) != GRIT_OK)
-        return rc;
-    p->wait_s = now_seconds() - t0;
     size_t n = p->hi - p->lo;
     memcpy(m->grads + p->lo, p->g_shard, n * sizeof(float));
     double local = 0, parts[1024];
@@ -148,14 +259,6 @@ grit_err dp_gather_moments(dp_sync *p, float *mm, float *vv, int root)
     if (rc == GRIT_OK)
         rc = dist_gather_v(p->d, p->v_shard, n, vv, p->counts, p->displs, root);
     return rc;
-}
-
-void dp_set_moments(dp_sync *p, const float *mm, const float *vv)
-{
-    if (!p->zero1)
-        return; /* the full arrays are the model's own */
-    memcpy(p->m_shard, mm + p->lo, (p->hi - p->lo) * sizeof(float));
-    memcpy(p->v_shard, vv + p->lo, (p->hi - p->lo) * sizeof(float));
 }
 
 double dp_optim_bytes(const dp_sync *p)

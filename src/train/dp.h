@@ -7,7 +7,8 @@
  * reports it final (gx_model.grad_ready), and are progressed between layers;
  * every rank then holds the full averaged gradient and applies the same
  * AdamW. With ZeRO-1 on, the flat parameter block is split into one
- * contiguous shard per rank: gradients are reduce-scattered, each rank keeps
+ * contiguous shard per rank: gradients are reduce-scattered bucket by bucket as
+ * backward produces them (same hook, fixed order), each rank keeps
  * AdamW moments for its shard only (memory / world size), updates its shard
  * and the shards are all-gathered back into every rank's parameters.
  *
@@ -19,6 +20,7 @@
 #define GRIT_TRAIN_DP_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "dist/dist.h"
 #include "model/gptneox.h"
@@ -31,12 +33,29 @@ typedef struct dp_sync {
     size_t lo, hi;         /* this rank's shard of the flat block (ZeRO-1) */
     int *counts, *displs;  /* [world] shard sizes and starts, in floats */
     float *m_shard, *v_shard, *g_shard; /* ZeRO-1 state */
+    int *bucket_counts;    /* ZeRO-1: [DIST_MAX_REQS][world] per-bucket reduce-scatter counts */
+    int started;           /* reductions started this step (one per gradient bucket) */
+    /* Sparse input embedding: its gradient is non-zero only in the rows of tokens
+     * seen this step, so that bucket is reduced as the packed union of every rank's
+     * rows (the last bucket of backward, the one nothing can hide). */
+    size_t embed_n;        /* elements of the input embedding (flat block [0, embed_n)) */
+    unsigned char *rows;   /* [vocab] rows used this step, any rank */
+    int *row_idx, nrows;   /* those rows, ascending; 0: reduce the bucket densely */
+    float *pack;           /* [nrows * hidden] */
+    double pre_wait_s;     /* time in the row union exchange, this step */
     double ar_blocking_s;  /* measured cost of one blocking all-reduce of all gradients */
-    double wait_s;         /* time blocked on gradient reductions, this step */
+    double wait_s;         /* time the training thread spent in gradient communication,
+                              this step (in the hooks, the row union and the final wait) */
+    double hook_s;         /* of which in the grad_ready hook */
 } dp_sync;
 
 grit_err dp_init(dp_sync *p, dist *d, gx_model *m, bool zero1);
 void dp_free(dp_sync *p);
+
+/* Every step, before forward (all ranks): the step's tokens on this rank (n
+ * int32, any superset of the embedding inputs); agrees on the rows of the input
+ * embedding whose gradient is reduced. */
+grit_err dp_set_tokens(dp_sync *p, const int32_t *tok, size_t n);
 
 /* Call before the last micro-batch's forward/backward of a step: arms the
  * overlapped all-reduces (world > 1, ZeRO-1 off). */
@@ -48,12 +67,10 @@ grit_err dp_finish_grads(dp_sync *p, double *norm);
 /* The AdamW update (and, for ZeRO-1, the all-gather of parameters). */
 grit_err dp_step(dp_sync *p, const optim_cfg *o, long t, double lr, float clip);
 
-/* Full AdamW moments on root for a checkpoint (ZeRO-1: gathered from the shards;
- * otherwise copied): mm/vv are num_params floats, written on root only. */
+/* Full AdamW moments on root (ZeRO-1: gathered from the shards; otherwise copied):
+ * mm/vv are num_params floats, written on root only. Checkpoints of world > 1 do
+ * not use it: every rank writes its own shard (train.c, ckpt.h). */
 grit_err dp_gather_moments(dp_sync *p, float *mm, float *vv, int root);
-
-/* Takes this rank's moments from full arrays (after a checkpoint load). */
-void dp_set_moments(dp_sync *p, const float *mm, const float *vv);
 
 /* Bytes of AdamW state this rank holds. */
 double dp_optim_bytes(const dp_sync *p);

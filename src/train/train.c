@@ -56,7 +56,8 @@ typedef struct run_ctx {
     events ev;
     store *ck;
     ckpt_async ca;
-    int ck_on, saves, save_failures;
+    int ck_on, ca_on, saves, save_failures;
+    long pending; /* world > 1: step of a save whose parts are being written, else -1 */
     double stall_total, last_stall; /* last_stall: of the save in flight */
 } run_ctx;
 
@@ -139,15 +140,9 @@ static grit_err load_checkpoint(run_ctx *r, gx_model *m, dp_sync *dp, const char
     if ((rc = ckpt_load(r->ck, dir, m, NULL, true)) != GRIT_OK)
         return rc;
     if (!dp->zero1)
-        return ckpt_load_moments(r->ck, dir, m, m->adam_m, m->adam_v);
-    /* ZeRO-1: read the full moments once, keep this rank's shard */
-    float *mm = malloc(sizeof(float) * m->num_params), *vv = malloc(sizeof(float) * m->num_params);
-    rc = !mm || !vv ? grit_errf(GRIT_ENOMEM, "out of memory") : ckpt_load_moments(r->ck, dir, m, mm, vv);
-    if (rc == GRIT_OK)
-        dp_set_moments(dp, mm, vv);
-    free(mm);
-    free(vv);
-    return rc;
+        return ckpt_load_moments_range(r->ck, dir, m, 0, m->num_params, m->adam_m, m->adam_v);
+    /* ZeRO-1: this rank's element range only, resliced from whatever shards were written */
+    return ckpt_load_moments_range(r->ck, dir, m, dp->lo, dp->hi, dp->m_shard, dp->v_shard);
 }
 
 /* Restores state from the newest good checkpoint (rank 0 chooses and verifies it, every
@@ -269,12 +264,69 @@ static void train_node_name(int rank, char *out, size_t cap)
         snprintf(out, cap, "local");
 }
 
+/* A sharded save whose parts are all written (every rank calls this at the same
+ * step): each rank's shard entry (or error) is gathered to rank 0 - the gather
+ * completes only when every rank's part is durable - and rank 0 commits, or
+ * abandons the save if any part failed. */
+static grit_err ckpt_finish_parts(run_ctx *r)
+{
+    typedef struct part_msg {
+        int rc;
+        char err[400];
+        ckpt_file f;
+    } part_msg;
+    if (r->pending < 0)
+        return GRIT_OK;
+    long step = r->pending;
+    r->pending = -1;
+    const ckpt_file *mine;
+    const char *err;
+    int n;
+    part_msg msg = {0};
+    msg.rc = ckpt_async_part(&r->ca, &mine, &n, &err);
+    if (msg.rc == GRIT_OK)
+        msg.f = mine[0];
+    else
+        snprintf(msg.err, sizeof msg.err, "%s", err);
+    int W = r->d->size, leader = r->d->rank == 0;
+    part_msg *all = leader ? calloc((size_t)W, sizeof *all) : NULL;
+    ckpt_file *files = leader ? calloc((size_t)W + 3, sizeof *files) : NULL;
+    if (leader && (!all || !files)) {
+        free(all);
+        free(files);
+        return grit_errf(GRIT_ENOMEM, "out of memory");
+    }
+    grit_err rc = dist_gather(r->d, &msg, all, sizeof msg, 0);
+    if (rc == GRIT_OK && leader) {
+        char why[512] = "";
+        for (int k = 0; k < W && !why[0]; k++)
+            if (all[k].rc != GRIT_OK)
+                snprintf(why, sizeof why, "rank %d: %s", k, all[k].err);
+        if (why[0]) {
+            ckpt_async_fail(&r->ca, step, why);
+        } else {
+            memcpy(files, mine + 1, 3 * sizeof *files); /* model, config, state */
+            for (int k = 0; k < W; k++)
+                files[3 + k] = all[k].f;
+            rc = ckpt_async_commit(&r->ca, step, files, W + 3);
+        }
+    }
+    free(all);
+    free(files);
+    ckpt_result done;
+    if (rc == GRIT_OK && leader && !r->cfg->ckpt_async && ckpt_async_poll(&r->ca, &done))
+        rc = report_save(r, &done);
+    return rc;
+}
+
 /* Rank 0 reports the previous save and decides whether the run may go on; every
  * rank learns the decision. */
 static grit_err ckpt_checkpoint_gate(run_ctx *r)
 {
     int stop = 0;
-    grit_err rc = GRIT_OK;
+    grit_err rc = ckpt_finish_parts(r);
+    if (rc != GRIT_OK)
+        return rc;
     if (r->d->rank == 0) {
         ckpt_result done;
         ckpt_async_wait(&r->ca);
@@ -290,10 +342,47 @@ static grit_err ckpt_checkpoint_gate(run_ctx *r)
     return stop ? grit_errf(GRIT_EIO, "rank 0 stopped the run: a checkpoint save failed") : GRIT_OK;
 }
 
+/* World > 1: rank 0 makes the temp directory; then every rank snapshots its moment
+ * range (rank 0: and the parameters) and its writer starts on its part. */
+static grit_err ckpt_save_sharded(run_ctx *r, gx_model *m, dp_sync *dp, const ckpt_state *st,
+                                  double *stall)
+{
+    double t0 = now_seconds();
+    float *snap = ckpt_async_begin(&r->ca), *mm, *vv;
+    char why[512] = "";
+    if (r->d->rank == 0 && ckpt_begin(r->ck, st->step) != GRIT_OK)
+        snprintf(why, sizeof why, "%s", grit_errmsg());
+    grit_err rc = dist_bcast(r->d, why, sizeof why, 0); /* also: the directory exists now */
+    if (rc != GRIT_OK)
+        return rc;
+    if (why[0]) { /* nothing was started: report as a failed save */
+        *stall = r->last_stall = now_seconds() - t0;
+        if (r->d->rank != 0)
+            return GRIT_OK;
+        ckpt_result res = {.step = st->step, .rc = GRIT_EIO};
+        snprintf(res.err, sizeof res.err, "%s", why);
+        return report_save(r, &res);
+    }
+    size_t lo = dp->lo, n = dp->hi - dp->lo;
+    if (r->d->rank == 0)
+        ckpt_copy_parallel(snap, m->params, m->num_params);
+    ckpt_async_moments(&r->ca, &mm, &vv);
+    ckpt_copy_parallel(mm, dp->zero1 ? dp->m_shard : m->adam_m + lo, n);
+    ckpt_copy_parallel(vv, dp->zero1 ? dp->v_shard : m->adam_v + lo, n);
+    rc = ckpt_async_start(&r->ca, st);
+    r->pending = st->step;
+    *stall = r->last_stall = now_seconds() - t0;
+    if (rc == GRIT_OK && !r->cfg->ckpt_async) /* written already: commit now */
+        rc = ckpt_finish_parts(r);
+    return rc;
+}
+
 /* Snapshot (params on rank 0, moments gathered from every rank) and start the save. */
 static grit_err ckpt_checkpoint_save(run_ctx *r, gx_model *m, dp_sync *dp, const ckpt_state *st,
                                      double *stall)
 {
+    if (r->d->size > 1)
+        return ckpt_save_sharded(r, m, dp, st, stall);
     double t0 = now_seconds();
     size_t np = m->num_params;
     float *snap = r->d->rank == 0 ? ckpt_async_begin(&r->ca) : NULL;
@@ -324,7 +413,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
     int32_t *tokens = NULL;
     grit_err rc;
     run_ctx r = {.cfg = cfg, .d = d, .log = leader ? log : NULL,
-                 .ck_on = train_cfg_ckpt_enabled(cfg)};
+                 .ck_on = train_cfg_ckpt_enabled(cfg), .pending = -1};
     train_data data = {0};
     faults fs;
     hb_client *hb = NULL;
@@ -365,6 +454,9 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
             snprintf(path, sizeof path, "%s", cfg->ckpt_dir);
         else
             path_join(path, sizeof path, cfg->run_dir, "ckpt");
+        const char *fault_rank = getenv("GRIT_CKPT_FAULT_RANK"); /* tests: faults on one rank */
+        if (fault_rank && *fault_rank && atoi(fault_rank) != d->rank)
+            unsetenv("GRIT_CKPT_FAULT");
         if ((rc = store_open_ex2(path, cfg->ckpt_cache, &cfg->ckpt_s3, &r.ck)) != GRIT_OK)
             goto out;
     }
@@ -375,9 +467,10 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
         goto out;
     if (!loaded)
         gx_init_weights(&m, cfg->seed);
-    if (leader && r.ck_on &&
-        (rc = ckpt_async_init(&r.ca, r.ck, &m, cfg->ckpt_async, cfg->ckpt_keep_last,
-                              cfg->ckpt_keep_every)) != GRIT_OK)
+    r.ca_on = r.ck_on && (leader || W > 1); /* world > 1: every rank writes its shard */
+    if (r.ca_on &&
+        (rc = ckpt_async_init_rank(&r.ca, r.ck, &m, cfg->ckpt_async, cfg->ckpt_keep_last,
+                                   cfg->ckpt_keep_every, d->rank, W, dp.lo, dp.hi)) != GRIT_OK)
         goto out;
     tokens = malloc(sizeof(int32_t) * (size_t)A * B * (T + 1));
     if (!tokens) {
@@ -415,7 +508,8 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
     for (step = start; step < o->total_steps; step++) {
         double t0 = now_seconds();
         long sample0 = step * G + (long)d->rank * A * B; /* this rank's slice */
-        if ((rc = train_data_fill(&data, sample0, A * B, T + 1, tokens)) != GRIT_OK)
+        if ((rc = train_data_fill(&data, sample0, A * B, T + 1, tokens)) != GRIT_OK ||
+            (rc = dp_set_tokens(&dp, tokens, (size_t)A * B * (T + 1))) != GRIT_OK)
             goto out;
         gx_zero_grad(&m);
         double loss = 0.0;
@@ -426,11 +520,16 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
         }
         loss /= A;
         faults_slow_compute(&fs, now_seconds() - t0);
-        double norm;
+        double norm, red[2] = {loss, 0.0};
+        /* the loss sum also counts the ranks whose checkpoint part is written */
+        if (r.pending >= 0 && !ckpt_async_busy(&r.ca))
+            red[1] = 1.0;
         if ((rc = dp_finish_grads(&dp, &norm)) != GRIT_OK ||
-            (rc = dist_allreduce_sum_f64(d, &loss, 1)) != GRIT_OK)
+            (rc = dist_allreduce_sum_f64(d, red, W > 1 ? 2 : 1)) != GRIT_OK)
             goto out;
-        loss /= W;
+        loss = red[0] / W;
+        if (r.pending >= 0 && red[1] == (double)W && (rc = ckpt_finish_parts(&r)) != GRIT_OK)
+            goto out;
         wait_total += dp.wait_s;
         if (faults_nan_at(&fs, step + 1))
             loss = NAN;
@@ -509,6 +608,8 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
     }
     if (log)
         progress_finish(&pr);
+    if (r.ca_on && (rc = ckpt_finish_parts(&r)) != GRIT_OK)
+        goto out;
     if (leader && r.ck_on) {
         ckpt_result done;
         ckpt_async_wait(&r.ca);
@@ -527,10 +628,11 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
         summary(log, &r, &m, ran, first, last, minl, secs, run_tokens);
         if (W > 1)
             fprintf(log, "  %-26s %d ranks%s; AdamW state %.1f MiB per rank; gradient "
-                         "all-reduce %.3f s blocking, %.3f s waited per step (%.0f%% hidden)\n\n",
+                         "%s %.3f s blocking, %.3f s waited per step (%.0f%% hidden)\n\n",
                     "data parallel", W, dp.zero1 ? ", ZeRO-1" : "", dp_optim_bytes(&dp) / 1048576.0,
-                    dp.ar_blocking_s, wait_total / (double)ran,
-                    dp.zero1 ? 0.0 : fmax(0.0, 100.0 * (1.0 - wait_total / (double)ran / dp.ar_blocking_s)));
+                    dp.zero1 ? "reduce-scatter" : "all-reduce", dp.ar_blocking_s,
+                    wait_total / (double)ran,
+                    fmax(0.0, 100.0 * (1.0 - wait_total / (double)ran / dp.ar_blocking_s)));
     }
     if (log && data.mg)
         fprintf(log, "data: %.4f epochs consumed\n", train_data_epochs(&data, step * G));
@@ -539,7 +641,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
     hb_client_event(hb, "done", step, "-");
 out:
     hb_client_stop(hb);
-    if (leader && r.ck_on)
+    if (r.ca_on)
         ckpt_async_free(&r.ca);
     store_close(r.ck);
     tb_close(tb);

@@ -2,10 +2,14 @@
 # dp.sh GRIT PYTHON - data-parallel training over real MPI ranks (mpirun --oversubscribe):
 #  - DP=2 and DP=4 with DP=1's global batch: losses and grad norms within 1e-5 for 20 steps,
 #    final weights within 1e-5;
-#  - DP=2 twice: bitwise identical;
+#  - DP=2 twice (once with the progress thread): bitwise identical;
 #  - ZeRO-1 on vs off at DP=4: losses within 1e-6;
 #  - saved at DP=4 (ZeRO-1 and not), resumed at DP=2 and DP=1: the loss continues within 1e-4
 #    of the uninterrupted DP=4 run;
+#  - the DP=4 save is 4 optimiser shards tiling the moments; ZeRO at DP=2 reslices them;
+#  - rank 1 SIGKILLed inside its shard write: that checkpoint is never trusted, the resume
+#    uses the previous one and matches the uninterrupted run;
+#  - rank 1 out of space in its shard write: the save fails cleanly, training goes on;
 #  - one rank SIGKILLed mid-run: the job ends within a bounded time with a clear message.
 set -euo pipefail
 grit=$1 py=$2
@@ -40,7 +44,8 @@ for np in 2 4; do
   cmpm weights "$tmp/np$np" "$tmp/np1" 1e-5
 done
 
-run 2 "$tmp/dp.json" "$tmp/np2b"
+# the second run advances its reductions from the progress thread: the sums must not change
+GRIT_DIST_PROGRESS_US=50 run 2 "$tmp/dp.json" "$tmp/np2b"
 if cmp -s "$tmp/np2/model.safetensors" "$tmp/np2b/model.safetensors" &&
    diff -q <(sed -E 's/,"tokens_per_s".*//' "$tmp/np2/metrics.jsonl") \
            <(sed -E 's/,"tokens_per_s".*//' "$tmp/np2b/metrics.jsonl") >/dev/null; then
@@ -60,12 +65,62 @@ for kind in dp zero; do
     GRIT_CKPT_FAULT=crash:latest@1 mpirun -np 4 "$grit" train "$tmp/$kind.json" --run-dir "$d" --quiet \
       >/dev/null 2>&1 || rc=$?
     [ $rc -ne 0 ] || { echo "FAIL: $kind: the injected crash did not stop the DP=4 run"; fail=1; }
-    run $np "$tmp/dp.json" "$d" 2>&1 | grep -v "^$" || true
+    if [ $np -eq 2 ]; then # the DP=4 save: one optimiser shard per rank, ranges tiling the block
+      "$py" - "$d/ckpt/step_00000010" <<'PY' || fail=1
+import json, os, sys
+d = sys.argv[1]
+files = json.load(open(f"{d}/manifest.json"))["files"]
+sh = sorted((f for f in files if f["name"].startswith("optim-rank")), key=lambda f: f["lo"])
+names = [f["name"] for f in sh]
+want = [f"optim-rank{r}-of-4.safetensors" for r in range(4)]
+ok = names == want and sh[0]["lo"] == 0 and all(a["hi"] == b["lo"] for a, b in zip(sh, sh[1:]))
+ok = ok and all(os.path.getsize(f"{d}/{f['name']}") == f["size"] for f in sh)
+ok = ok and not os.path.exists(f"{d}/optimizer.safetensors")
+print(("" if ok else "FAIL: ") + f"DP=4 checkpoint shards: {names}, ranges " +
+      ", ".join(f"{f['lo']}..{f['hi']}" for f in sh))
+sys.exit(0 if ok else 1)
+PY
+    fi
+    # resume with the same ZeRO setting (ZeRO at DP=2 reslices 4 shards into 2; DP=1 reads all)
+    run $np "$tmp/$kind.json" "$d" 2>&1 | grep -v "^$" || true
     grep -q "\"event\":\"resume\",\"dir\":\"step_00000010\",\"step\":10,\"from_world\":4,\"world\":$np" "$d/events.jsonl" ||
       { echo "FAIL: $kind: no resume from DP=4 step 10 at DP=$np"; fail=1; }
     cmpm metrics "$d" "$tmp/np4" 1e-4 --from 10
   done
 done
+
+# a non-zero rank killed while writing its shard of the 2nd save (step 10, async writer):
+# step 10 is never trusted and the resumed run continues from step 5, as if nothing happened
+sed 's/"interval_steps": 10/"interval_steps": 5/' "$tmp/zero.json" > "$tmp/zero5.json"
+shard=$(stat -c %s "$tmp/zero4/ckpt/step_00000020/optim-rank1-of-4.safetensors")
+d="$tmp/shardkill"; rc=0
+GRIT_CKPT_FAULT_RANK=1 GRIT_CKPT_FAULT=crash_byte:$((shard + shard / 2)) \
+  mpirun -np 4 "$grit" train "$tmp/zero5.json" --run-dir "$d" --quiet >"$d.out" 2>&1 || rc=$?
+[ $rc -ne 0 ] || { echo "FAIL: shard kill: rank 1 was not killed"; fail=1; }
+if [ -e "$d/ckpt/step_00000010" ] || [ ! -d "$d/ckpt/step_00000005" ]; then
+  echo "FAIL: shard kill: expected step_00000005 and no step_00000010: $(ls "$d/ckpt")"; fail=1
+fi
+left=$(ls "$d/ckpt" | tr '\n' ' ')
+run 4 "$tmp/zero5.json" "$d" >/dev/null 2>&1 || { echo "FAIL: shard kill: resume failed"; fail=1; }
+grep -q '"event":"resume","dir":"step_00000005"' "$d/events.jsonl" ||
+  { echo "FAIL: shard kill: did not resume from step 5"; fail=1; }
+cmpm metrics "$d" "$tmp/zero4" 0 --from 5
+"$grit" ckpt verify "$d" >/dev/null || { echo "FAIL: shard kill: checkpoints do not verify"; fail=1; }
+echo "rank 1 killed in its shard write: it left $left; resumed from step 5: ok"
+
+# rank 1's shard write fails (disk full) in a synchronous save, on_error "continue": the save
+# is reported failed naming rank 1, nothing of it remains, training and later saves go on
+sed 's/"keep_last": 3/"keep_last": 3, "async": false, "on_error": "continue"/' "$tmp/zero5.json" > "$tmp/sync.json"
+d="$tmp/enospc"
+GRIT_CKPT_FAULT_RANK=1 GRIT_CKPT_FAULT=enospc:2 mpirun -np 2 "$grit" train "$tmp/sync.json" \
+  --run-dir "$d" --quiet >"$d.out" 2>&1 || { echo "FAIL: enospc: run failed: $(cat "$d.out")"; fail=1; }
+if grep -q '"event":"ckpt_failed","step":10,"error":"rank 1: .*No space left' "$d/events.jsonl" &&
+   [ "$(ls "$d/ckpt" | tr '\n' ' ')" = "LATEST step_00000005 step_00000015 step_00000020 " ] &&
+   "$grit" ckpt verify "$d" >/dev/null; then
+  echo "rank 1 out of space at step 10: save reported failed, no trace left, later saves fine: ok"
+else
+  echo "FAIL: enospc: $(grep ckpt_ "$d/events.jsonl") / $(ls "$d/ckpt")"; fail=1
+fi
 
 # kill one rank mid-run: the job must end, quickly and loudly
 sed 's/"total_steps": 20/"total_steps": 100000/; s/"interval_steps": 10/"interval_steps": 0/' "$tmp/dp.json" > "$tmp/long.json"
