@@ -19,7 +19,7 @@ cat > "$tmp/job.json" <<CFG
  "optim": {"micro_batch": 2, "global_batch": 8, "seq_len": 64, "lr": 3e-3, "min_lr": 3e-4,
            "warmup_steps": 2, "total_steps": 24},
  "data": {"synthetic_vocab": 500}, "seed": 42, "threads": 1,
- "checkpoint": {"interval_steps": 4, "keep_last": 3}}
+ "checkpoint": {"interval_steps": 4, "keep_last": 3, "async": false}}
 CFG
 
 obs_run() { # DIR: the job on 2 nodes + 1 spare, node1 killed at step 6
