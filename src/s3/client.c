@@ -33,6 +33,7 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
+#include "s3/creds.h"
 #include "s3/sigv4.h"
 
 #define RESP_CAP (4u << 20) /* cap on a buffered (XML) response body */
@@ -40,7 +41,7 @@
 
 struct s3_client {
     s3_opts o;
-    char access[256], secret[256], token[4096];
+    s3_creds cred;     /* never printed */
     char base[300];    /* scheme://host[:port] */
     char host[256];    /* Host header value */
     bool aws_default;  /* no endpoint: virtual-host style on amazonaws.com */
@@ -112,106 +113,6 @@ static uint64_t rnd(s3_client *c)
     return c->rng;
 }
 
-/* --- credentials --------------------------------------------------------------- */
-
-static void trim(char *s)
-{
-    size_t n = strlen(s);
-    while (n && isspace((unsigned char)s[n - 1]))
-        s[--n] = '\0';
-    size_t i = 0;
-    while (isspace((unsigned char)s[i]))
-        i++;
-    memmove(s, s + i, n - i + 1);
-}
-
-/* Reads aws_access_key_id / aws_secret_access_key / aws_session_token of a profile
- * from an INI file. GRIT_ENOTFOUND when the file or profile is missing. */
-static grit_err read_cred_file(s3_client *c, const char *path, const char *profile)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return GRIT_ENOTFOUND;
-    char line[4096], want[300];
-    snprintf(want, sizeof want, "[%s]", profile);
-    int in = 0, found = 0;
-    while (fgets(line, sizeof line, f)) {
-        trim(line);
-        if (line[0] == '[') {
-            in = !strcmp(line, want);
-            found |= in;
-            continue;
-        }
-        char *eq = strchr(line, '=');
-        if (!in || !eq || line[0] == '#' || line[0] == ';')
-            continue;
-        *eq = '\0';
-        char *k = line, *v = eq + 1;
-        trim(k);
-        trim(v);
-        if (!strcmp(k, "aws_access_key_id"))
-            snprintf(c->access, sizeof c->access, "%s", v);
-        else if (!strcmp(k, "aws_secret_access_key"))
-            snprintf(c->secret, sizeof c->secret, "%s", v);
-        else if (!strcmp(k, "aws_session_token"))
-            snprintf(c->token, sizeof c->token, "%s", v);
-    }
-    fclose(f);
-    memset(line, 0, sizeof line);
-    return found ? GRIT_OK : GRIT_ENOTFOUND;
-}
-
-static grit_err load_credentials(s3_client *c)
-{
-    const char *id = getenv("AWS_ACCESS_KEY_ID"), *sk = getenv("AWS_SECRET_ACCESS_KEY");
-    if (id && *id && sk && *sk) {
-        const char *tok = getenv("AWS_SESSION_TOKEN");
-        if (strlen(id) >= sizeof c->access || strlen(sk) >= sizeof c->secret ||
-            (tok && strlen(tok) >= sizeof c->token))
-            return grit_errf(GRIT_EINVAL, "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or "
-                                          "AWS_SESSION_TOKEN: longer than this client takes");
-        snprintf(c->access, sizeof c->access, "%s", id);
-        snprintf(c->secret, sizeof c->secret, "%s", sk);
-        snprintf(c->token, sizeof c->token, "%s", tok ? tok : "");
-        return GRIT_OK;
-    }
-    char path[1024];
-    const char *file = getenv("AWS_SHARED_CREDENTIALS_FILE"), *home = getenv("HOME");
-    const char *profile = getenv("AWS_PROFILE");
-    if (!profile || !*profile)
-        profile = "default";
-    if (file && *file)
-        snprintf(path, sizeof path, "%s", file);
-    else
-        snprintf(path, sizeof path, "%s/.aws/credentials", home ? home : "");
-    grit_err rc = read_cred_file(c, path, profile);
-    if (rc == GRIT_OK && c->access[0] && c->secret[0])
-        return GRIT_OK;
-    return grit_errf(GRIT_EINVAL,
-                     "S3: no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
-                     "put aws_access_key_id and aws_secret_access_key under [%s] in %s%s",
-                     profile, path,
-                     rc == GRIT_ENOTFOUND ? " (file or profile not found)"
-                                          : " (profile lacks a key)");
-}
-
-static grit_err parse_endpoint(s3_client *c, const char *ep)
-{
-    const char *p = strstr(ep, "://");
-    if (!p || (strncmp(ep, "http://", 7) && strncmp(ep, "https://", 8)))
-        return grit_errf(GRIT_EINVAL, "S3 endpoint '%s': expected http://HOST[:PORT] or "
-                                      "https://HOST[:PORT]", ep);
-    p += 3;
-    size_t hl = strcspn(p, "/?#");
-    if (hl == 0 || hl >= sizeof c->host || p[hl + (p[hl] == '/')] != '\0')
-        return grit_errf(GRIT_EINVAL, "S3 endpoint '%s': expected scheme://HOST[:PORT] with "
-                                      "no path", ep);
-    memcpy(c->host, p, hl);
-    c->host[hl] = '\0';
-    snprintf(c->base, sizeof c->base, "%.*s", (int)(p - ep + (long)hl), ep);
-    return GRIT_OK;
-}
-
 grit_err s3_client_open(const s3_opts *o, s3_client **out)
 {
     *out = NULL;
@@ -241,14 +142,14 @@ grit_err s3_client_open(const s3_opts *o, s3_client **out)
     }
     grit_err rc = GRIT_OK;
     if (c->o.endpoint[0])
-        rc = parse_endpoint(c, c->o.endpoint);
+        rc = s3_parse_endpoint(c->o.endpoint, c->host, sizeof c->host, c->base, sizeof c->base);
     else {
         c->aws_default = true;
         snprintf(c->host, sizeof c->host, "s3.%s.amazonaws.com", c->o.region);
         snprintf(c->base, sizeof c->base, "https://%s", c->host);
     }
     if (rc == GRIT_OK)
-        rc = load_credentials(c);
+        rc = s3_creds_load(&c->cred);
     if (rc == GRIT_OK) {
         c->multi = curl_multi_init();
         c->easy = calloc((size_t)c->o.concurrency, sizeof *c->easy);
@@ -281,8 +182,7 @@ void s3_client_close(s3_client *c)
     free(c->easy);
     if (c->multi)
         curl_multi_cleanup(c->multi);
-    memset(c->secret, 0, sizeof c->secret);
-    memset(c->token, 0, sizeof c->token);
+    s3_creds_wipe(&c->cred);
     free(c);
 }
 
@@ -292,30 +192,6 @@ void s3_client_set_progress(s3_client *c, s3_progress_fn fn, void *ctx)
 {
     c->progress = fn;
     c->progress_ctx = ctx;
-}
-
-grit_err s3_parse_url(const char *url, char *bucket, size_t bcap, char *prefix, size_t pcap)
-{
-    if (strncmp(url, "s3://", 5) != 0)
-        return grit_errf(GRIT_EINVAL, "'%s': expected s3://BUCKET[/PREFIX]", url);
-    const char *b = url + 5;
-    size_t bl = strcspn(b, "/");
-    if (bl == 0 || bl >= bcap)
-        return grit_errf(GRIT_EINVAL, "'%s': expected s3://BUCKET[/PREFIX] with a bucket name "
-                                      "of 1 to %zu characters", url, bcap - 1);
-    memcpy(bucket, b, bl);
-    bucket[bl] = '\0';
-    const char *p = b + bl;
-    while (*p == '/')
-        p++;
-    size_t pl = strlen(p);
-    while (pl && p[pl - 1] == '/')
-        pl--;
-    if (pl >= pcap)
-        return grit_errf(GRIT_EINVAL, "'%s': prefix longer than %zu bytes", url, pcap - 1);
-    memcpy(prefix, p, pl);
-    prefix[pl] = '\0';
-    return GRIT_OK;
 }
 
 /* --- one request ------------------------------------------------------------------ */
@@ -492,11 +368,11 @@ static grit_err start(s3_client *c, s3_req *r, CURL *e)
         snprintf(range, sizeof range, "bytes=%lld-%lld", r->roff, r->roff + r->rlen - 1);
         h[nh++] = (s3_kv){"range", range};
     }
-    if (c->token[0])
-        h[nh++] = (s3_kv){"x-amz-security-token", c->token};
+    if (c->cred.token[0])
+        h[nh++] = (s3_kv){"x-amz-security-token", c->cred.token};
     s3_sigv4_req sr = {.method = r->method, .path = path, .query = query, .headers = h,
-                       .nheaders = nh, .payload_hash = r->hash, .access_key = c->access,
-                       .secret = c->secret, .region = c->o.region, .service = "s3",
+                       .nheaders = nh, .payload_hash = r->hash, .access_key = c->cred.access,
+                       .secret = c->cred.secret, .region = c->o.region, .service = "s3",
                        .amz_date = amz};
     if (s3_sigv4_sign(&sr, auth, sizeof auth, NULL))
         return grit_errf(GRIT_EINVAL, "S3: cannot sign the request for %s", r->key);
@@ -516,7 +392,7 @@ static grit_err start(s3_client *c, s3_req *r, CURL *e)
               put_hdr(&r->hdrs, "x-amz-date: %s", amz) ||
               put_hdr(&r->hdrs, "x-amz-content-sha256: %s", r->hash) ||
               (r->rlen >= 0 && put_hdr(&r->hdrs, "Range: %s", range)) ||
-              (c->token[0] && put_hdr(&r->hdrs, "x-amz-security-token: %s", c->token)) ||
+              (c->cred.token[0] && put_hdr(&r->hdrs, "x-amz-security-token: %s", c->cred.token)) ||
               (r->ctype && put_hdr(&r->hdrs, "Content-Type: %s", r->ctype));
     memset(auth, 0, sizeof auth);
     if (bad)
