@@ -539,15 +539,18 @@ grit_err ckpt_find(store *s, char *dir, size_t cap, ckpt_reject_fn reject, void 
         }
         int ok = ckpt_verify(s, d, why, sizeof why) == GRIT_OK;
         /* a two-tier store: the local copy failed, try the remote one */
-        while (!ok && s->ops->fallback && s->ops->fallback(s, d) == GRIT_OK)
+        while (!ok && s->ops->fallback && s->ops->fallback(s, d) == GRIT_OK) {
+            if (reject)
+                reject(ctx, d, why, 1);
             ok = ckpt_verify(s, d, why, sizeof why) == GRIT_OK;
+        }
         if (ok) {
             snprintf(dir, cap, "%s", d);
             free(a.v);
             return GRIT_OK;
         }
         if (reject)
-            reject(ctx, d, why);
+            reject(ctx, d, why, 0);
     }
     int n = a.n - unfinished;
     free(a.v);

@@ -108,10 +108,13 @@ void ckpt_shard_name(char *buf, size_t cap, int rank, int world);
  * and the four required files listed. On failure why says what (file, field). */
 grit_err ckpt_verify(store *s, const char *dir, char *why, size_t cap);
 
-typedef void (*ckpt_reject_fn)(void *ctx, const char *dir, const char *why);
+/* remote_next: the local copy of a two-tier store failed and its remote copy is tried
+ * next (not a rejection of the step); otherwise the step is rejected. */
+typedef void (*ckpt_reject_fn)(void *ctx, const char *dir, const char *why, int remote_next);
 
 /* The newest step directory that verifies, into dir (cap bytes); each rejected
- * newer one is reported through reject (may be NULL). GRIT_ENOTFOUND when there
+ * newer one, and each local copy given up for its remote copy, is reported through
+ * reject (may be NULL). GRIT_ENOTFOUND when there
  * is no checkpoint at all; GRIT_EFORMAT when some exist but none verifies. */
 grit_err ckpt_find(store *s, char *dir, size_t cap, ckpt_reject_fn reject, void *ctx);
 

@@ -61,9 +61,15 @@ typedef struct run_ctx {
     double stall_total, last_stall; /* last_stall: of the save in flight */
 } run_ctx;
 
-static void on_reject(void *ctx, const char *dir, const char *why)
+static void on_reject(void *ctx, const char *dir, const char *why, int remote_next)
 {
     run_ctx *r = ctx;
+    if (remote_next) {
+        fprintf(stderr, "grit train: WARNING: the local copy of checkpoint %s is unusable: %s; "
+                        "trying the remote copy\n", dir, why);
+        events_emit(&r->ev, "ckpt_local_rejected", json_pack("{s:s,s:s}", "dir", dir, "reason", why));
+        return;
+    }
     fprintf(stderr, "grit train: WARNING: checkpoint %s/%s is unusable: %s; falling back to an "
                     "older one\n", r->ck->root, dir, why);
     events_emit(&r->ev, "ckpt_rejected", json_pack("{s:s,s:s}", "dir", dir, "reason", why));

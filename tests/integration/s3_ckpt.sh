@@ -92,6 +92,8 @@ flip() { "$PY" -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); 
 PY=/usr/bin/python3 flip "$tmp/cache/step_00000012/model.safetensors"
 "$grit" train "$tc" --run-dir "$tmp/tier" --quiet || fail "tier: resume with a corrupt local copy failed"
 grep '"event":"resume"' "$tmp/tier/events.jsonl" | tail -1 | grep -q step_00000012 || fail "tier: corrupt local: did not resume from S3's step 12"
+grep -q '"event":"ckpt_local_rejected","dir":"step_00000012"' "$tmp/tier/events.jsonl" ||
+  fail "tier: corrupt local: the switch to the S3 copy was not recorded"
 same_as_reference "$tmp/tier" tier-corrupt-local
 # no local cache at all: resume from S3
 rm -rf "$tmp/cache"
