@@ -47,69 +47,12 @@
 #include "supervise/backend.h"
 #include "supervise/cluster.h"
 #include "supervise/hb.h"
-
-#define MAX_RANKS 256
-#define MAX_INCIDENTS 64
-
-typedef enum sup_state {
-    S_PREFLIGHT, S_LAUNCHING, S_RUNNING, S_DETECTED, S_DIAGNOSING, S_REPAIRING, S_DONE, S_GAVE_UP
-} sup_state;
+#include "supervise/sup_internal.h"
 
 static const char *const state_names[] = {"PREFLIGHT",  "LAUNCHING", "RUNNING", "DETECTED",
                                           "DIAGNOSING", "REPAIRING", "DONE",    "GAVE_UP"};
 
-typedef struct rank_info {
-    long step, pid;
-    int done; /* said it finished (EV1 kind=done): its exit is not a failure */
-    double last_beat;
-    char node[64];
-    double compute[32]; /* recent step_time - comm_time */
-    int ncompute;
-} rank_info;
-
-typedef struct incident {
-    char kind[16], node[64], detail[200];
-    int rank;
-    long step_seen, resumed_at;
-    double fault_ts, detect_ts, recovered_ts;
-} incident;
-
-typedef struct sup {
-    const sup_opts *o;
-    const sup_backend *be;
-    sup_state state;
-    cluster cl;
-    hb_server hb;
-    events ev;
-    char logdir[1100], statepath[1100];
-    int attempt, restarts;
-    pid_t job;
-    double launch_ts, progress_ts, first_launch_ts;
-    long max_step, log_size;
-    rank_info rk[MAX_RANKS];
-    int nranks;
-    incident inc[MAX_INCIDENTS];
-    int ninc;
-    char dead[8][64];
-    int ndead;
-    long nan_steps[16];
-    int nnan;
-    char skip_steps[256];
-    /* the current failure */
-    char f_kind[16], f_detail[200];
-    char implicated[8][64];
-    int nimplicated;
-    int f_rank;
-    long f_nan_step;
-    double losses[32]; /* recent losses, for the spike detector */
-    int nloss;
-    pid_t health_pid;  /* periodic health check in flight */
-    int periodic_failed; /* the injected periodic failure fired */
-    double health_ts;
-} sup;
-
-static void say(sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(sup *s, const char *fmt, ...)
+void sup_say(sup *s, const char *fmt, ...)
 {
     if (s->o->quiet)
         return;
@@ -121,7 +64,7 @@ static void say(sup *s, const char *fmt, ...)
     va_end(ap);
 }
 
-static void event(sup *s, const char *kind, json_t *fields)
+void sup_event(sup *s, const char *kind, json_t *fields)
 {
     if (!fields)
         fields = json_object();
@@ -130,10 +73,10 @@ static void event(sup *s, const char *kind, json_t *fields)
     events_emit(&s->ev, kind, fields);
 }
 
-static void set_state(sup *s, sup_state st)
+void sup_set_state(sup *s, sup_state st)
 {
     if (s->state != st)
-        event(s, "state", json_pack("{s:s,s:s}", "from", state_names[s->state], "to",
+        sup_event(s, "state", json_pack("{s:s,s:s}", "from", state_names[s->state], "to",
                                     state_names[st]));
     s->state = st;
 }
@@ -162,7 +105,7 @@ static void load_state(sup *s)
 /* Splits --inject for this attempt into trainer faults, a checkpoint fault, and
  * health failures (the latter apply on every attempt; periodic_health_fail is read by
  * poll_health). */
-static void faults_for_attempt(sup *s, char *trainer, size_t tcap, char *ckpt, size_t ccap,
+void sup_faults_for_attempt(sup *s, char *trainer, size_t tcap, char *ckpt, size_t ccap,
                                char health[][32], int *nhealth)
 {
     trainer[0] = ckpt[0] = '\0';
@@ -208,7 +151,7 @@ static void faults_for_attempt(sup *s, char *trainer, size_t tcap, char *ckpt, s
     }
 }
 
-static int is_dead(sup *s, const char *node)
+int sup_is_dead(sup *s, const char *node)
 {
     for (int i = 0; i < s->ndead; i++)
         if (!strcmp(s->dead[i], node))
@@ -222,7 +165,7 @@ static void on_reject(void *ctx, const char *why);
 
 static grit_err launch(sup *s)
 {
-    set_state(s, S_LAUNCHING);
+    sup_set_state(s, S_LAUNCHING);
     int act = cluster_active(&s->cl), R = s->o->ranks_per_node;
     s->nranks = act * R;
     if (s->nranks > MAX_RANKS)
@@ -230,7 +173,7 @@ static grit_err launch(sup *s)
     char names[1024], trainer[1024], ckpt[128], health[8][32], logpath[1200], rpn[16];
     int nh;
     cluster_names(&s->cl, names, sizeof names);
-    faults_for_attempt(s, trainer, sizeof trainer, ckpt, sizeof ckpt, health, &nh);
+    sup_faults_for_attempt(s, trainer, sizeof trainer, ckpt, sizeof ckpt, health, &nh);
     snprintf(logpath, sizeof logpath, "%s/attempt_%02d.log", s->logdir, s->attempt);
     snprintf(rpn, sizeof rpn, "%d", R);
     memset(s->rk, 0, sizeof s->rk);
@@ -288,12 +231,12 @@ static grit_err launch(sup *s)
     s->launch_ts = s->progress_ts = now_seconds();
     if (s->first_launch_ts == 0)
         s->first_launch_ts = wall_seconds();
-    event(s, "launch", json_pack("{s:i,s:i,s:s,s:i,s:s,s:s}", "attempt", s->attempt, "ranks",
+    sup_event(s, "launch", json_pack("{s:i,s:i,s:s,s:i,s:s,s:s}", "attempt", s->attempt, "ranks",
                                  s->nranks, "nodes", names, "pid", (int)pid, "log", logpath,
                                  "faults", trainer[0] ? trainer : "-"));
-    say(s, "attempt %d: %d ranks on %s (log %s)", s->attempt, s->nranks, names, logpath);
+    sup_say(s, "attempt %d: %d ranks on %s (log %s)", s->attempt, s->nranks, names, logpath);
     save_state(s);
-    set_state(s, S_RUNNING);
+    sup_set_state(s, S_RUNNING);
     return GRIT_OK;
 }
 
@@ -376,7 +319,7 @@ static void capture_stacks(sup *s)
     }
     if (f)
         fclose(f);
-    event(s, "stacks_captured", json_pack("{s:s}", "path", path));
+    sup_event(s, "stacks_captured", json_pack("{s:s}", "path", path));
 }
 
 /* --- detection ------------------------------------------------------------------------- */
@@ -427,7 +370,7 @@ static void note_fault(sup *s, const hb_msg *m)
         /* node=X kills are dead hardware: remember, so diagnosis fails the node */
         char pat[96];
         snprintf(pat, sizeof pat, "kill:node=%s", m->node);
-        if (strstr(s->o->inject, pat) && !is_dead(s, m->node) && s->ndead < 8)
+        if (strstr(s->o->inject, pat) && !sup_is_dead(s, m->node) && s->ndead < 8)
             memcpy(s->dead[s->ndead++], m->node, 64);
     }
 }
@@ -435,8 +378,8 @@ static void note_fault(sup *s, const hb_msg *m)
 static void on_reject(void *ctx, const char *why)
 {
     sup *s = ctx;
-    say(s, "%s", why);
-    event(s, "heartbeat_rejected", json_pack("{s:s}", "reason", why));
+    sup_say(s, "%s", why);
+    sup_event(s, "heartbeat_rejected", json_pack("{s:s}", "reason", why));
 }
 
 /* Straggler: node compute time above factor x the others' median for a window. */
@@ -469,7 +412,7 @@ static int check_straggler(sup *s)
 
 /* Starts `grit health --quick` (output discarded), with GRIT_HEALTH_FAULT=fault when
  * given (an injected failing node); returns its pid, or -1. */
-static pid_t spawn_health(sup *s, const char *fault)
+pid_t sup_spawn_health(sup *s, const char *fault)
 {
     pid_t pid = fork();
     if (pid == 0) {
@@ -516,7 +459,7 @@ static int poll_health(sup *s)
             return 0;
         s->health_pid = 0;
         int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        event(s, "periodic_health", json_pack("{s:s}", "verdict", ok ? "healthy" : "unhealthy"));
+        sup_event(s, "periodic_health", json_pack("{s:s}", "verdict", ok ? "healthy" : "unhealthy"));
         return !ok;
     }
     if (now_seconds() - s->health_ts < s->o->health_every)
@@ -526,7 +469,7 @@ static int poll_health(sup *s)
      * while training); the diagnosis that follows runs the real checks */
     int inject = s->o->inject && strstr(s->o->inject, "periodic_health_fail") && !s->periodic_failed;
     s->periodic_failed |= inject;
-    pid_t pid = spawn_health(s, inject ? "gemm_bitflip" : NULL);
+    pid_t pid = sup_spawn_health(s, inject ? "gemm_bitflip" : NULL);
     s->health_pid = pid > 0 ? pid : 0;
     return 0;
 }
@@ -543,7 +486,7 @@ static int poll_running(sup *s)
         if (m.pid > 0 && !s->be->remote_ranks) /* a remote PID is not ours to signal */
             ri->pid = m.pid;
         if (m.event) {
-            event(s, "worker_event", json_pack("{s:s,s:i,s:s,s:I}", "kind", m.kind, "rank", m.rank,
+            sup_event(s, "worker_event", json_pack("{s:s,s:i,s:s,s:I}", "kind", m.kind, "rank", m.rank,
                                                "node", m.node, "step", (json_int_t)m.step));
             if (!strncmp(m.kind, "fault_", 6))
                 note_fault(s, &m);
@@ -573,12 +516,12 @@ static int poll_running(sup *s)
                     in->recovered_ts = now_seconds();
                     in->resumed_at = m.step - 1;
                     double from = in->fault_ts > 0 ? in->fault_ts : in->detect_ts;
-                    event(s, "recovered", json_pack("{s:s,s:I,s:f,s:I}", "kind", in->kind,
+                    sup_event(s, "recovered", json_pack("{s:s,s:I,s:f,s:I}", "kind", in->kind,
                                                     "resumed_at_step", (json_int_t)(m.step - 1),
                                                     "recovery_s", in->recovered_ts - from,
                                                     "steps_lost",
                                                     (json_int_t)(in->step_seen - (m.step - 1))));
-                    say(s, "recovered: training again at step %ld, %.2f s after the failure",
+                    sup_say(s, "recovered: training again at step %ld, %.2f s after the failure",
                         m.step, in->recovered_ts - from);
                 }
                 s->max_step = m.step;
@@ -619,7 +562,7 @@ static int poll_running(sup *s)
     if (w == s->job) {
         s->job = 0;
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-            set_state(s, S_DONE);
+            sup_set_state(s, S_DONE);
             return 1;
         }
         /* which rank: the launcher's report in the log (backend.h failed_rank) */
@@ -668,186 +611,6 @@ static int poll_running(sup *s)
     return 0;
 }
 
-/* --- diagnosis and repair ----------------------------------------------------------------- */
-
-/* 0 healthy, else failed (reason in why). */
-static int check_node(sup *s, const char *node, char health[][32], int nh, int *machine_ok,
-                      char *why, size_t cap)
-{
-    if (is_dead(s, node)) {
-        snprintf(why, cap, "node unreachable (its ranks died with it)");
-        return 1;
-    }
-    int injected = 0;
-    for (int i = 0; i < nh; i++)
-        injected |= !strcmp(health[i], node);
-    if (s->be->check_node) /* the node's own check, run on it */
-        return s->be->check_node(s->o, node, injected ? "gemm_bitflip" : NULL, why, cap);
-    if (!injected && *machine_ok >= 0) { /* one real check covers the slots of this machine */
-        snprintf(why, cap, "%s", *machine_ok ? "healthy" : "grit health failed");
-        return !*machine_ok;
-    }
-    pid_t pid = spawn_health(s, injected ? "gemm_bitflip" : NULL);
-    int status = 0;
-    if (pid > 0)
-        waitpid(pid, &status, 0);
-    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (!injected)
-        *machine_ok = ok;
-    snprintf(why, cap, "%s", ok ? "healthy" : injected ? "grit health: compute check failed (SDC)"
-                                                       : "grit health failed");
-    return !ok;
-}
-
-static int diagnose_and_repair(sup *s)
-{
-    set_state(s, S_DIAGNOSING);
-    char trainer[1024], ckpt[128], health[8][32];
-    int nh, machine_ok = -1;
-    faults_for_attempt(s, trainer, sizeof trainer, ckpt, sizeof ckpt, health, &nh);
-    char targets[CLUSTER_MAX][64];
-    int nt = 0;
-    if (!strcmp(s->f_kind, "nan") || !strcmp(s->f_kind, "spike")) {
-        nt = 0; /* numeric: no hardware implicated; roll back */
-    } else if (s->nimplicated) {
-        for (int i = 0; i < s->nimplicated; i++)
-            snprintf(targets[nt++], 64, "%s", s->implicated[i]);
-    } else
-        for (int p = 0; p < cluster_active(&s->cl); p++)
-            snprintf(targets[nt++], 64, "%s", cluster_at(&s->cl, p)->name);
-    set_state(s, S_REPAIRING);
-    if (s->be->check_begin && strcmp(s->f_kind, "straggler")) { /* all suspects at once */
-        const char *faults[CLUSTER_MAX];
-        for (int i = 0; i < nt; i++) {
-            faults[i] = NULL;
-            for (int k = 0; k < nh; k++)
-                if (!strcmp(health[k], targets[i]))
-                    faults[i] = "gemm_bitflip";
-        }
-        s->be->check_begin(s->o, targets, nt, faults);
-    }
-    int shrink_ok = s->o->no_spare && !strcmp(s->o->no_spare, "shrink");
-    for (int i = 0; i < nt; i++) {
-        char why[200];
-        int bad = !strcmp(s->f_kind, "straggler") ? 1 : check_node(s, targets[i], health, nh,
-                                                                    &machine_ok, why, sizeof why);
-        if (!strcmp(s->f_kind, "straggler"))
-            snprintf(why, sizeof why, "straggler: %.180s", s->f_detail);
-        event(s, "diagnosis", json_pack("{s:s,s:s,s:s}", "node", targets[i], "verdict",
-                                        bad ? "unhealthy" : "healthy", "detail", why));
-        node_slot *ns = cluster_find(&s->cl, targets[i]);
-        if (!bad || !ns || ns->state != NODE_ACTIVE)
-            continue;
-        if (!cluster_spares(&s->cl) && !shrink_ok && s->o->no_spare &&
-            !strcmp(s->o->no_spare, "wait")) {
-            /* an operator (or a repair script) returns a node by editing cluster.json:
-             * "state": "spare" */
-            say(s, "node %s is unhealthy and no spare is left: waiting up to %.0f s for one "
-                   "(set a node's state to \"spare\" in %s)", targets[i], s->o->spare_wait,
-                s->cl.path);
-            event(s, "waiting_for_spare", json_pack("{s:s,s:f}", "node", targets[i], "max_s",
-                                                    s->o->spare_wait));
-            double t0 = now_seconds();
-            while (!cluster_spares(&s->cl) && now_seconds() - t0 < s->o->spare_wait) {
-                usleep(500000);
-                cluster fresh;
-                if (cluster_open(&fresh, s->cl.path, 0, 0) == GRIT_OK)
-                    for (int k = 0; k < fresh.count; k++) {
-                        node_slot *mine = cluster_find(&s->cl, fresh.n[k].name);
-                        if (mine && mine->state == NODE_CORDONED && fresh.n[k].state == NODE_SPARE) {
-                            mine->state = NODE_SPARE;
-                            mine->reason[0] = '\0';
-                            event(s, "spare_returned", json_pack("{s:s}", "node", mine->name));
-                        }
-                    }
-            }
-        }
-        if (!cluster_spares(&s->cl) && !shrink_ok) {
-            char reason[300];
-            snprintf(reason, sizeof reason, "node %.60s failed (%.180s) and no spare is left", targets[i],
-                     why);
-            if (s->be->cordoned) /* the bad node stays out of the next allocation too */
-                s->be->cordoned(s->o, targets[i], why);
-            if (s->be->no_spare && s->be->no_spare(s->o, reason)) {
-                event(s, "requeued", json_pack("{s:s}", "reason", reason));
-                say(s, "%s: job requeued", reason);
-                return -1;
-            }
-            event(s, "gave_up", json_pack("{s:s}", "reason", reason));
-            say(s, "giving up: %s", reason);
-            return -1;
-        }
-        const char *spare = cluster_replace(&s->cl, targets[i], why);
-        cluster_save(&s->cl);
-        if (s->be->cordoned)
-            s->be->cordoned(s->o, targets[i], why);
-        event(s, "cordon", json_pack("{s:s,s:s,s:s}", "node", targets[i], "reason", why,
-                                     "replacement", spare ? spare : "none (shrinking)"));
-        say(s, "cordoned %s (%s); %s takes its place", targets[i], why,
-            spare ? spare : "nobody: the job shrinks");
-    }
-    return 0;
-}
-
-/* --- summary -------------------------------------------------------------------------------- */
-
-static double productive_seconds(const char *run_dir)
-{
-    char path[1200], *text = NULL;
-    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
-    if (fs_read_all(path, &text, NULL) != GRIT_OK)
-        return -1;
-    double sum = 0;
-    for (char *p = text; (p = strstr(p, "\"step_time_s\":")); p++)
-        sum += atof(p + 14);
-    free(text);
-    return sum;
-}
-
-static void summary(sup *s, int ok)
-{
-    double wall = wall_seconds() - s->first_launch_ts;
-    double prod = productive_seconds(s->o->run_dir);
-    FILE *f = stderr;
-    fprintf(f, "\n  %-10s %-8s %-6s %-12s %-12s %-10s %s\n", "incident", "node", "step",
-            "detect (s)", "recover (s)", "steps lost", "detail");
-    for (int i = 0; i < s->ninc; i++) {
-        incident *in = &s->inc[i];
-        char det[16] = "-", rec[16] = "-", lost[16] = "-";
-        if (in->fault_ts > 0)
-            snprintf(det, sizeof det, "%.2f", in->detect_ts - in->fault_ts);
-        if (in->recovered_ts > 0) {
-            snprintf(rec, sizeof rec, "%.2f",
-                     in->recovered_ts - (in->fault_ts > 0 ? in->fault_ts : in->detect_ts));
-            snprintf(lost, sizeof lost, "%ld", in->step_seen - in->resumed_at);
-        }
-        fprintf(f, "  %-10s %-8s %-6ld %-12s %-12s %-10s %s\n", in->kind, in->node[0] ? in->node : "-",
-                in->step_seen, det, rec, lost, in->detail);
-    }
-    if (!s->ninc)
-        fprintf(f, "  (no incidents)\n");
-    char cordoned[512] = "";
-    for (int i = 0; i < s->cl.count; i++)
-        if (s->cl.n[i].state == NODE_CORDONED) {
-            size_t l = strlen(cordoned);
-            snprintf(cordoned + l, sizeof cordoned - l, "%s%s (%s)", l ? ", " : "",
-                     s->cl.n[i].name, s->cl.n[i].reason);
-        }
-    fprintf(f, "\n  %-20s %s\n", "result", ok ? "DONE" : "GAVE_UP");
-    fprintf(f, "  %-20s %d\n", "restarts", s->restarts);
-    fprintf(f, "  %-20s %s\n", "cordoned", cordoned[0] ? cordoned : "none");
-    fprintf(f, "  %-20s %.1f s\n", "wall time", wall);
-    if (prod >= 0)
-        fprintf(f, "  %-20s %.1f s of training kept, goodput %.1f%%\n", "productive", prod,
-                100.0 * prod / wall);
-    fprintf(f, "  %-20s %s/events.jsonl, %s/cluster.json\n\n", "record", s->o->run_dir,
-            s->o->run_dir);
-    event(s, ok ? "done" : "gave_up_summary",
-          json_pack("{s:i,s:f,s:f,s:f,s:i}", "restarts", s->restarts, "wall_s", wall,
-                    "productive_s", prod, "goodput", prod > 0 ? prod / wall : 0.0, "incidents",
-                    s->ninc));
-}
-
 /* --- the loop ----------------------------------------------------------------------------- */
 
 int sup_run(const sup_opts *o)
@@ -885,7 +648,7 @@ int sup_run(const sup_opts *o)
     }
     load_state(s);
     s->state = S_PREFLIGHT;
-    event(s, "supervisor_start", json_pack("{s:i,s:i,s:i,s:s,s:i}", "nodes", o->nodes, "spares",
+    sup_event(s, "supervisor_start", json_pack("{s:i,s:i,s:i,s:s,s:i}", "nodes", o->nodes, "spares",
                                            o->spares, "ranks_per_node", o->ranks_per_node,
                                            "heartbeat", s->hb.addr, "attempt", s->attempt));
     /* PREFLIGHT: every active node's health before the first launch */
@@ -893,8 +656,8 @@ int sup_run(const sup_opts *o)
     for (int p = 0; p < cluster_active(&s->cl) && s->nimplicated < 8; p++)
         snprintf(s->implicated[s->nimplicated++], 64, "%s", cluster_at(&s->cl, p)->name);
     snprintf(s->f_kind, sizeof s->f_kind, "preflight");
-    if (diagnose_and_repair(s) != 0) {
-        set_state(s, S_GAVE_UP);
+    if (sup_diagnose_and_repair(s) != 0) {
+        sup_set_state(s, S_GAVE_UP);
         rc = 1;
         goto out;
     }
@@ -902,7 +665,7 @@ int sup_run(const sup_opts *o)
     for (;;) {
         if (launch(s) != GRIT_OK) {
             fprintf(stderr, "grit launch: %s\n", grit_errmsg());
-            set_state(s, S_GAVE_UP);
+            sup_set_state(s, S_GAVE_UP);
             rc = 1;
             break;
         }
@@ -910,11 +673,11 @@ int sup_run(const sup_opts *o)
             usleep(50000);
         if (s->state == S_DONE) {
             /* a recovery whose first new step came in the last beats */
-            summary(s, 1);
+            sup_summary(s, 1);
             rc = 0;
             break;
         }
-        set_state(s, S_DETECTED);
+        sup_set_state(s, S_DETECTED);
         incident *in = s->ninc < MAX_INCIDENTS ? &s->inc[s->ninc] : &s->inc[MAX_INCIDENTS - 1];
         snprintf(in->kind, sizeof in->kind, "%s", s->f_kind);
         snprintf(in->detail, sizeof in->detail, "%s", s->f_detail);
@@ -926,15 +689,15 @@ int sup_run(const sup_opts *o)
             capture_stacks(s);
         if (s->nimplicated)
             snprintf(in->node, sizeof in->node, "%s", s->implicated[0]);
-        event(s, "detected", json_pack("{s:s,s:s,s:s,s:I,s:f}", "kind", in->kind, "node",
+        sup_event(s, "detected", json_pack("{s:s,s:s,s:s,s:I,s:f}", "kind", in->kind, "node",
                                        in->node[0] ? in->node : "-", "detail", in->detail, "step",
                                        (json_int_t)in->step_seen,
                                        "latency_s", in->fault_ts > 0 ? in->detect_ts - in->fault_ts : -1.0));
-        say(s, "detected %s%s%s: %s", in->kind, in->node[0] ? " on " : "", in->node, in->detail);
+        sup_say(s, "detected %s%s%s: %s", in->kind, in->node[0] ? " on " : "", in->node, in->detail);
         if (s->ninc < MAX_INCIDENTS)
             s->ninc++;
         int st = stop_job(s);
-        event(s, "job_stopped", json_pack("{s:i}", "status", st));
+        sup_event(s, "job_stopped", json_pack("{s:i}", "status", st));
         if (nan_step > 0) { /* the same step failing twice: skip its batch from now on */
             int seen = 0;
             for (int i = 0; i < s->nnan; i++)
@@ -942,14 +705,14 @@ int sup_run(const sup_opts *o)
             if (seen) {
                 size_t l = strlen(s->skip_steps);
                 snprintf(s->skip_steps + l, sizeof s->skip_steps - l, "%s%ld", l ? "," : "", nan_step);
-                event(s, "skip_batches", json_pack("{s:s}", "steps", s->skip_steps));
-                say(s, "%s at step %ld again: skipping that step's batch", s->f_kind, nan_step);
+                sup_event(s, "skip_batches", json_pack("{s:s}", "steps", s->skip_steps));
+                sup_say(s, "%s at step %ld again: skipping that step's batch", s->f_kind, nan_step);
             } else if (s->nnan < 16)
                 s->nan_steps[s->nnan++] = nan_step;
         }
-        if (diagnose_and_repair(s) != 0) {
-            set_state(s, S_GAVE_UP);
-            summary(s, 0);
+        if (sup_diagnose_and_repair(s) != 0) {
+            sup_set_state(s, S_GAVE_UP);
+            sup_summary(s, 0);
             rc = 1;
             break;
         }
@@ -960,15 +723,15 @@ int sup_run(const sup_opts *o)
             char reason[128];
             snprintf(reason, sizeof reason, "%d restarts exceed --max-restarts %d", s->restarts,
                      o->max_restarts);
-            event(s, "gave_up", json_pack("{s:s}", "reason", reason));
-            say(s, "giving up: %s", reason);
-            set_state(s, S_GAVE_UP);
-            summary(s, 0);
+            sup_event(s, "gave_up", json_pack("{s:s}", "reason", reason));
+            sup_say(s, "giving up: %s", reason);
+            sup_set_state(s, S_GAVE_UP);
+            sup_summary(s, 0);
             rc = 1;
             break;
         }
         double wait = fmin(30.0, o->backoff * pow(2.0, s->restarts - 1));
-        event(s, "backoff", json_pack("{s:f,s:i}", "seconds", wait, "restart", s->restarts));
+        sup_event(s, "backoff", json_pack("{s:f,s:i}", "seconds", wait, "restart", s->restarts));
         usleep((useconds_t)(wait * 1e6));
         s->attempt++;
     }

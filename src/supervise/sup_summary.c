@@ -1,0 +1,72 @@
+/*
+ * sup_summary.c - the end of a supervised job: the incident table (detection and
+ * recovery times, steps lost), restarts, cordoned nodes, wall time and goodput.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/fsutil.h"
+#include "core/progress.h"
+#include "supervise/sup_internal.h"
+
+static double productive_seconds(const char *run_dir)
+{
+    char path[1200], *text = NULL;
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+    if (fs_read_all(path, &text, NULL) != GRIT_OK)
+        return -1;
+    double sum = 0;
+    for (char *p = text; (p = strstr(p, "\"step_time_s\":")); p++)
+        sum += atof(p + 14);
+    free(text);
+    return sum;
+}
+
+void sup_summary(sup *s, int ok)
+{
+    double wall = wall_seconds() - s->first_launch_ts;
+    double prod = productive_seconds(s->o->run_dir);
+    FILE *f = stderr;
+    fprintf(f, "\n  %-10s %-8s %-6s %-12s %-12s %-10s %s\n", "incident", "node", "step",
+            "detect (s)", "recover (s)", "steps lost", "detail");
+    for (int i = 0; i < s->ninc; i++) {
+        incident *in = &s->inc[i];
+        char det[16] = "-", rec[16] = "-", lost[16] = "-";
+        if (in->fault_ts > 0)
+            snprintf(det, sizeof det, "%.2f", in->detect_ts - in->fault_ts);
+        if (in->recovered_ts > 0) {
+            snprintf(rec, sizeof rec, "%.2f",
+                     in->recovered_ts - (in->fault_ts > 0 ? in->fault_ts : in->detect_ts));
+            snprintf(lost, sizeof lost, "%ld", in->step_seen - in->resumed_at);
+        }
+        fprintf(f, "  %-10s %-8s %-6ld %-12s %-12s %-10s %s\n", in->kind, in->node[0] ? in->node : "-",
+                in->step_seen, det, rec, lost, in->detail);
+    }
+    if (!s->ninc)
+        fprintf(f, "  (no incidents)\n");
+    char cordoned[512] = "";
+    for (int i = 0; i < s->cl.count; i++)
+        if (s->cl.n[i].state == NODE_CORDONED) {
+            size_t l = strlen(cordoned);
+            snprintf(cordoned + l, sizeof cordoned - l, "%s%s (%s)", l ? ", " : "",
+                     s->cl.n[i].name, s->cl.n[i].reason);
+        }
+    fprintf(f, "\n  %-20s %s\n", "result", ok ? "DONE" : "GAVE_UP");
+    fprintf(f, "  %-20s %d\n", "restarts", s->restarts);
+    fprintf(f, "  %-20s %s\n", "cordoned", cordoned[0] ? cordoned : "none");
+    fprintf(f, "  %-20s %.1f s\n", "wall time", wall);
+    if (prod >= 0)
+        fprintf(f, "  %-20s %.1f s of training kept, goodput %.1f%%\n", "productive", prod,
+                100.0 * prod / wall);
+    fprintf(f, "  %-20s %s/events.jsonl, %s/cluster.json\n\n", "record", s->o->run_dir,
+            s->o->run_dir);
+    sup_event(s, ok ? "done" : "gave_up_summary",
+          json_pack("{s:i,s:f,s:f,s:f,s:i}", "restarts", s->restarts, "wall_s", wall,
+                    "productive_s", prod, "goodput", prod > 0 ? prod / wall : 0.0, "incidents",
+                    s->ninc));
+}
+
