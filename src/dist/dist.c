@@ -401,24 +401,40 @@ grit_err dist_recv(dist *d, void *buf, size_t bytes, int src, int tag)
     return dist_sendrecv(d, NULL, 0, -1, buf, bytes, src, tag);
 }
 
-grit_err dist_iallreduce_sum(dist *d, float *buf, size_t n)
+/* Room for one more outstanding reduction; takes the MPI lock on success. */
+static grit_err reduction_begin(dist *d)
 {
-    if (!d->mpi)
-        return GRIT_OK;
     if (d->nreqs == DIST_MAX_REQS)
         return grit_errf(GRIT_EINVAL, "too many outstanding reductions (%d)", DIST_MAX_REQS);
     if (d->nreqs == 0)
         d->t_first = now_seconds();
     pthread_mutex_lock(&mpi_mu);
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, COMM(d),
-                            &REQS(d)[d->nreqs]);
+    return GRIT_OK;
+}
+
+/* Counts the reduction just started (rc: the MPI call's result) in REQS(d)[nreqs],
+ * wakes the progress thread, and releases the MPI lock. */
+static grit_err reduction_end(dist *d, int rc, const char *what)
+{
     if (rc == MPI_SUCCESS) {
         d->nreqs++;
         prog.active = 1;
         pthread_cond_signal(&prog.cv);
     }
     pthread_mutex_unlock(&mpi_mu);
-    return rc == MPI_SUCCESS ? GRIT_OK : mpi_fail(d, rc, "all-reduce");
+    return rc == MPI_SUCCESS ? GRIT_OK : mpi_fail(d, rc, what);
+}
+
+grit_err dist_iallreduce_sum(dist *d, float *buf, size_t n)
+{
+    if (!d->mpi)
+        return GRIT_OK;
+    grit_err e = reduction_begin(d);
+    if (e != GRIT_OK)
+        return e;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, COMM(d),
+                            &REQS(d)[d->nreqs]);
+    return reduction_end(d, rc, "all-reduce");
 }
 
 grit_err dist_ireduce_scatter_v(dist *d, const float *buf, float *out, const int *counts)
@@ -427,20 +443,12 @@ grit_err dist_ireduce_scatter_v(dist *d, const float *buf, float *out, const int
         memmove(out, buf, (size_t)counts[0] * sizeof(float));
         return GRIT_OK;
     }
-    if (d->nreqs == DIST_MAX_REQS)
-        return grit_errf(GRIT_EINVAL, "too many outstanding reductions (%d)", DIST_MAX_REQS);
-    if (d->nreqs == 0)
-        d->t_first = now_seconds();
-    pthread_mutex_lock(&mpi_mu);
+    grit_err e = reduction_begin(d);
+    if (e != GRIT_OK)
+        return e;
     int rc = MPI_Ireduce_scatter(buf, out, counts, MPI_FLOAT, MPI_SUM, COMM(d),
                                  &REQS(d)[d->nreqs]);
-    if (rc == MPI_SUCCESS) {
-        d->nreqs++;
-        prog.active = 1;
-        pthread_cond_signal(&prog.cv);
-    }
-    pthread_mutex_unlock(&mpi_mu);
-    return rc == MPI_SUCCESS ? GRIT_OK : mpi_fail(d, rc, "reduce-scatter");
+    return reduction_end(d, rc, "reduce-scatter");
 }
 
 void dist_progress(dist *d)
