@@ -35,14 +35,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cat > "$tmp/job.json" << CFG
-{"model": {"hidden_size": 128, "num_layers": 4, "num_heads": 4, "intermediate_size": 512,
-           "vocab_size": 500, "max_positions": 256},
- "optim": {"micro_batch": 2, "global_batch": 6, "seq_len": 128, "lr": 3e-3, "min_lr": 3e-4,
-           "warmup_steps": 2, "total_steps": 60},
- "data": {"synthetic_vocab": 500}, "seed": 42, "threads": 1,
- "checkpoint": {"interval_steps": 5, "keep_last": 2}}
-CFG
+# 3 data-parallel ranks, 60 steps, a checkpoint every 5 (shared by the Slurm test and bench)
+cp "$here/../tests/configs/slurm_job.json" "$tmp/job.json"
 ev_ts() { { grep "\"event\":\"$2\"" "$1/events.jsonl" || true; } | head -1 | sed 's/^{"ts":\([0-9.]*\),.*/\1/'; }
 sub() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a == "" || b == "") print "-"; else printf "%.2f", b - a }'; }
 

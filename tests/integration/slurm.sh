@@ -98,14 +98,8 @@ if [ "$scenario" = options ]; then
 fi
 
 # --- training scenarios -----------------------------------------------------------------
-cat > "$tmp/job.json" << CFG
-{"model": {"hidden_size": 128, "num_layers": 4, "num_heads": 4, "intermediate_size": 512,
-           "vocab_size": 500, "max_positions": 256},
- "optim": {"micro_batch": 2, "global_batch": 6, "seq_len": 128, "lr": 3e-3, "min_lr": 3e-4,
-           "warmup_steps": 2, "total_steps": 60},
- "data": {"synthetic_vocab": 500}, "seed": 42, "threads": 1,
- "checkpoint": {"interval_steps": 5, "keep_last": 2}}
-CFG
+# 3 data-parallel ranks, 60 steps, a checkpoint every 5 (shared by the Slurm test and bench)
+cp "$here/../configs/slurm_job.json" "$tmp/job.json"
 # the fault-free reference: the same 3 ranks under mpirun, no Slurm
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none -np 3 \
   "$grit" train "$tmp/job.json" --run-dir "$tmp/ref" --quiet > "$tmp/ref.out" 2>&1 || {
