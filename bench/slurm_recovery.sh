@@ -58,7 +58,7 @@ EOF
     done
     # Slurm's view of n2, polled in the background
     (while :; do
-       scontrol show node n2 2> /dev/null | grep -q 'State=[A-Z+]*NOT_RESPONDING\|State=DOWN' && { date +%s.%N; exit 0; }
+       scontrol show node n2 2> /dev/null | grep 'State=[A-Z+]*NOT_RESPONDING\|State=DOWN' > /dev/null && { date +%s.%N; exit 0; }
        sleep 0.1
      done) > "$tmp/slurm_ts" &
     poller=$!

@@ -61,7 +61,7 @@ pidof_file() {
   local p
   [ -s "$1" ] || return 1
   p=$(cat "$1")
-  [[ $p =~ ^[0-9]+$ ]] && live "$p" && tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -qF -- "$2" && echo "$p"
+  [[ $p =~ ^[0-9]+$ ]] && live "$p" && tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -F -- "$2" > /dev/null && echo "$p"
 }
 # stop PID: SIGTERM, up to 2 s, then SIGKILL
 end_pid() {
@@ -174,7 +174,7 @@ ctld_start() {
   PIDFILE=$DIR/pids/slurmctld.host.pid LOGFILE=$DIR/log/slurmctld.out detach slurmctld -D -i
   local i
   for i in $(seq 100); do
-    scontrol ping 2>/dev/null | grep -q 'is UP' && return 0
+    scontrol ping 2>/dev/null | grep 'is UP' > /dev/null && return 0
     pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld > /dev/null || die "slurmctld died ($DIR/log/slurmctld.log)"
     sleep 0.1
   done
@@ -247,7 +247,7 @@ do_start() {
   fi
   local t0=$SECONDS p i
   for p in $(seq "$PORT" $((PORT + NODES))); do
-    ss -Htln "sport = :$p" | grep -q . && die "TCP port $p is in use (a cluster left running? run stop with the same GRIT_SLURM_DIR, or set GRIT_SLURM_PORT)"
+    ss -Htln "sport = :$p" | grep . > /dev/null && die "TCP port $p is in use (a cluster left running? run stop with the same GRIT_SLURM_DIR, or set GRIT_SLURM_PORT)"
   done
   mkdir -p "$DIR"
   rm -rf "$DIR"/{state,spool,tmp,pids,log,faults}
@@ -272,7 +272,7 @@ strays() {
       unshare | slurmctld)
         d=$(readlink "$p/cwd" 2>/dev/null) || continue
         [ "$d" = "$DIR" ] && echo "${p#/proc/}" ;;
-      munged) tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -qF -- "--socket=$MSOCK" && echo "${p#/proc/}" ;;
+      munged) tr '\0' ' ' < "$p/cmdline" 2>/dev/null | grep -F -- "--socket=$MSOCK" > /dev/null && echo "${p#/proc/}" ;;
     esac
   done
   return 0

@@ -28,7 +28,7 @@ d="$tmp/stop"; rc=0
 out=$(GRIT_CKPT_FAULT=enospc:8 "$grit" train "$cfg_stop" --run-dir "$d" --quiet 2>&1) || rc=$?
 [ $rc -eq 1 ] || fail "stop: expected exit 1, got $rc"
 grep -q "grit train: I/O error: checkpoint step 6 failed: .*No space left on device" <<<"$out" || fail "stop: message: $out"
-ls "$d/ckpt" | grep -qv -e '^step_00000003$' -e '^LATEST$' && fail "stop: unexpected entries: $(ls "$d/ckpt")"
+ls "$d/ckpt" | grep -v -e '^step_00000003$' -e '^LATEST$' > /dev/null && fail "stop: unexpected entries: $(ls "$d/ckpt")"
 "$grit" train "$cfg_stop" --run-dir "$d" --quiet
 grep -q '"event":"resume","dir":"step_00000003"' "$d/events.jsonl" || fail "stop: did not resume from step 3"
 cmp -s "$tmp/ref/model.safetensors" "$d/model.safetensors" || fail "stop: final weights differ"

@@ -21,7 +21,7 @@ same_as_reference() {
     fail "$name: final weights differ from the uninterrupted run"
   diff -q <(metrics_core "$tmp/ref/metrics.jsonl") <(metrics_core "$d/metrics.jsonl") >/dev/null ||
     fail "$name: metrics.jsonl (step, loss, grad_norm, lr, tokens) differs from the uninterrupted run"
-  if ls "$d/ckpt" | grep -q '\.tmp$'; then fail "$name: a .tmp entry was left in $d/ckpt"; fi
+  if ls "$d/ckpt" | grep '\.tmp$' > /dev/null; then fail "$name: a .tmp entry was left in $d/ckpt"; fi
   "$grit" ckpt verify "$d" >/dev/null || fail "$name: grit ckpt verify failed after the run"
 }
 

@@ -85,20 +85,20 @@ done
 # S3 down: the local copy alone resumes
 kill -9 "$(cat "$S3/run/proxy.pid")"
 "$grit" train "$tc" --run-dir "$tmp/tier" --quiet 2>/dev/null || fail "tier: resume from the local copy with S3 down failed"
-grep '"event":"resume"' "$tmp/tier/events.jsonl" | tail -1 | grep -q step_00000012 || fail "tier: S3 down: did not resume from step 12"
+grep '"event":"resume"' "$tmp/tier/events.jsonl" | tail -1 | grep step_00000012 > /dev/null || fail "tier: S3 down: did not resume from step 12"
 "$root/scripts/s3-local.sh" proxy "$S3"
 # a corrupt local copy: the S3 copy of the same step is used
 flip() { "$PY" -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)//2]^=1; open(p,'wb').write(b)" "$1"; }
 PY=/usr/bin/python3 flip "$tmp/cache/step_00000012/model.safetensors"
 "$grit" train "$tc" --run-dir "$tmp/tier" --quiet || fail "tier: resume with a corrupt local copy failed"
-grep '"event":"resume"' "$tmp/tier/events.jsonl" | tail -1 | grep -q step_00000012 || fail "tier: corrupt local: did not resume from S3's step 12"
+grep '"event":"resume"' "$tmp/tier/events.jsonl" | tail -1 | grep step_00000012 > /dev/null || fail "tier: corrupt local: did not resume from S3's step 12"
 grep -q '"event":"ckpt_local_rejected","dir":"step_00000012"' "$tmp/tier/events.jsonl" ||
   fail "tier: corrupt local: the switch to the S3 copy was not recorded"
 same_as_reference "$tmp/tier" tier-corrupt-local
 # no local cache at all: resume from S3
 rm -rf "$tmp/cache"
 "$grit" train "$tc" --run-dir "$tmp/tier" --quiet || fail "tier: resume from S3 alone failed"
-grep '"event":"resume"' "$tmp/tier/events.jsonl" | tail -1 | grep -q step_00000012 || fail "tier: no cache: did not resume from S3's step 12"
+grep '"event":"resume"' "$tmp/tier/events.jsonl" | tail -1 | grep step_00000012 > /dev/null || fail "tier: no cache: did not resume from S3's step 12"
 same_as_reference "$tmp/tier" tier-no-cache
 echo "ok   tier: local first, uploaded; resumed from local (S3 down), from S3 (local corrupt, local gone)"
 finish s3_ckpt

@@ -74,8 +74,12 @@ wait_steps() {
 }
 
 if [ "$scenario" = options ]; then
-  srun --help 2>&1 | grep -q -- '--auto-resume' || fail "srun --help does not show --auto-resume"
-  sbatch --help 2>&1 | grep -q -- '--auto-resume' || fail "sbatch --help does not show --auto-resume"
+  # the help text is captured first: `cmd | grep -q` under pipefail fails at random when
+  # grep exits at the first match and the command dies of SIGPIPE mid-output
+  for c in srun sbatch; do
+    help=$("$c" --help 2>&1) || fail "$c --help failed: $help"
+    grep -q -- '--auto-resume' <<< "$help" || fail "$c --help does not show --auto-resume"
+  done
   for bad in abc -1 1001 2x; do
     if out=$(srun -N1 --auto-resume="$bad" true 2>&1); then fail "srun --auto-resume=$bad accepted"; fi
     grep -q "expected an integer 0..1000" <<< "$out" || fail "srun --auto-resume=$bad: no clear message: $out"

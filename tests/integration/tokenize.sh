@@ -111,7 +111,7 @@ expect_error() { # name pattern args...
   o=$("$grit" tokenize "$@" -o "$tmp/bad" --tokenizer "$neox" --quiet 2>&1) || rc=$?
   if [ "$rc" -ne 1 ] || ! grep -qF -- "$pat" <<<"$o"; then
     fail "$name: rc=$rc, expected '$pat' in: $o"
-  elif ls "$tmp" | grep -q '^bad\.'; then
+  elif ls "$tmp" | grep '^bad\.' > /dev/null; then
     fail "$name: output files left behind"
   else
     echo "ok   $name: $o"
