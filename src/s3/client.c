@@ -33,67 +33,7 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
-#include "s3/creds.h"
-#include "s3/sigv4.h"
-
-#define RESP_CAP (4u << 20) /* cap on a buffered (XML) response body */
-#define MAX_QUERY 5
-
-struct s3_client {
-    s3_opts o;
-    s3_creds cred;     /* never printed */
-    char base[300];    /* scheme://host[:port] */
-    char host[256];    /* Host header value */
-    bool aws_default;  /* no endpoint: virtual-host style on amazonaws.com */
-    CURLM *multi;
-    CURL **easy;       /* pool of concurrency handles */
-    uint64_t rng;
-    s3_stats stats;
-    s3_progress_fn progress;
-    void *progress_ctx;
-    size_t pdone, ptotal; /* bytes of the current put/get */
-};
-
-typedef struct growbuf {
-    char *p;
-    size_t n, cap;
-} growbuf;
-
-typedef enum { R_WAIT, R_FLIGHT, R_DONE, R_FAILED } rstate;
-
-typedef struct s3_req {
-    const char *method; /* GET PUT POST DELETE HEAD */
-    const char *bucket;
-    char key[1024];
-    const char *label; /* for messages instead of the key (listings) */
-    s3_kv q[MAX_QUERY];
-    int nq;
-    /* request body: window [boff, boff+blen) of the concatenated bufs */
-    const void *const *bufs;
-    const size_t *lens;
-    int nbufs;
-    size_t boff, blen;
-    const char *ctype;
-    /* response: a fixed destination (ranged GET) or the growable buffer */
-    long long roff, rlen; /* Range; rlen < 0: none */
-    char *dst;
-    size_t dcap, got;
-    growbuf resp;
-    char etag[128];
-    long long clen; /* HEAD: Content-Length */
-    /* state */
-    rstate st;
-    int attempts;
-    double not_before;
-    long status;
-    CURLcode cc;
-    char cerr[CURL_ERROR_SIZE];
-    char hash[65];
-    int bi;       /* upload cursor: buffer index and offset inside it */
-    size_t bpos, sent;
-    CURL *easy;
-    struct curl_slist *hdrs;
-} s3_req;
+#include "s3/internal.h"
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
@@ -446,7 +386,7 @@ static void finish_handle(s3_client *c, s3_req *r)
 }
 
 /* the text of <tag>...</tag> in xml (first one) into out; 0 if found */
-static int xml_tag(const char *xml, const char *tag, char *out, size_t cap)
+int s3i_xml_tag(const char *xml, const char *tag, char *out, size_t cap)
 {
     char open[64], close[64];
     snprintf(open, sizeof open, "<%s>", tag);
@@ -469,8 +409,8 @@ static grit_err req_error(const s3_client *c, const s3_req *r)
         return grit_errf(GRIT_EIO, "%s (endpoint %s): %s%s%s after %d attempt%s", what, c->base,
                          curl_easy_strerror(r->cc), r->cerr[0] ? ": " : "", r->cerr,
                          r->attempts, r->attempts == 1 ? "" : "s");
-    xml_tag(r->resp.p, "Code", code, sizeof code);
-    xml_tag(r->resp.p, "Message", msg, sizeof msg);
+    s3i_xml_tag(r->resp.p, "Code", code, sizeof code);
+    s3i_xml_tag(r->resp.p, "Message", msg, sizeof msg);
     const char *hint = "";
     if (r->status == 403)
         hint = " (check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the credentials file, "
@@ -586,7 +526,7 @@ static grit_err run_batch(s3_client *c, s3_req *reqs, int n, bool ok404)
     return rc;
 }
 
-static void req_init(s3_req *r, const char *method, const char *bucket, const char *key)
+void s3i_req_init(s3_req *r, const char *method, const char *bucket, const char *key)
 {
     memset(r, 0, sizeof *r);
     r->method = method;
@@ -595,9 +535,9 @@ static void req_init(s3_req *r, const char *method, const char *bucket, const ch
     r->rlen = -1;
 }
 
-static void req_free(s3_req *r) { free(r->resp.p); }
+void s3i_req_free(s3_req *r) { free(r->resp.p); }
 
-static grit_err one(s3_client *c, s3_req *r, bool ok404)
+grit_err s3i_one(s3_client *c, s3_req *r, bool ok404)
 {
     if (strlen(r->key) >= sizeof r->key - 1)
         return grit_errf(GRIT_EINVAL, "S3 key too long: %s", r->key);
@@ -609,24 +549,24 @@ static grit_err one(s3_client *c, s3_req *r, bool ok404)
 grit_err s3_head(s3_client *c, const char *bucket, const char *key, size_t *size)
 {
     s3_req r;
-    req_init(&r, "HEAD", bucket, key);
-    grit_err rc = one(c, &r, true);
+    s3i_req_init(&r, "HEAD", bucket, key);
+    grit_err rc = s3i_one(c, &r, true);
     if (rc == GRIT_OK && r.status == 404)
         rc = grit_errf(GRIT_ENOTFOUND, "s3://%s/%s: not found", bucket, key);
     else if (rc == GRIT_OK && r.clen < 0)
         rc = grit_errf(GRIT_EIO, "S3 HEAD s3://%s/%s: no Content-Length", bucket, key);
     if (rc == GRIT_OK)
         *size = (size_t)r.clen;
-    req_free(&r);
+    s3i_req_free(&r);
     return rc;
 }
 
 grit_err s3_delete(s3_client *c, const char *bucket, const char *key)
 {
     s3_req r;
-    req_init(&r, "DELETE", bucket, key);
-    grit_err rc = one(c, &r, true);
-    req_free(&r);
+    s3i_req_init(&r, "DELETE", bucket, key);
+    grit_err rc = s3i_one(c, &r, true);
+    s3i_req_free(&r);
     return rc;
 }
 
@@ -640,7 +580,7 @@ grit_err s3_get(s3_client *c, const char *bucket, const char *key, size_t off, s
     if (!r)
         return grit_errf(GRIT_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
-        req_init(&r[i], "GET", bucket, key);
+        s3i_req_init(&r[i], "GET", bucket, key);
         r[i].roff = (long long)(off + i * ps);
         r[i].rlen = (long long)(i + 1 < n ? ps : len - i * ps);
         r[i].dst = (char *)buf + i * ps;
@@ -657,7 +597,7 @@ grit_err s3_get(s3_client *c, const char *bucket, const char *key, size_t off, s
                            bucket, key, r[i].roff, r[i].roff + r[i].rlen - 1, r[i].got,
                            r[i].status);
     for (size_t i = 0; i < n; i++)
-        req_free(&r[i]);
+        s3i_req_free(&r[i]);
     free(r);
     return rc;
 }
@@ -666,14 +606,14 @@ static grit_err put_single(s3_client *c, const char *bucket, const char *key,
                            const void *const *bufs, const size_t *lens, int n, size_t total)
 {
     s3_req r;
-    req_init(&r, "PUT", bucket, key);
+    s3i_req_init(&r, "PUT", bucket, key);
     r.bufs = bufs;
     r.lens = lens;
     r.nbufs = n;
     r.blen = total;
     r.ctype = "application/octet-stream";
-    grit_err rc = one(c, &r, false);
-    req_free(&r);
+    grit_err rc = s3i_one(c, &r, false);
+    s3i_req_free(&r);
     return rc;
 }
 
@@ -683,18 +623,12 @@ static grit_err abort_upload(s3_client *c, const char *bucket, const char *key, 
 {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", grit_errmsg());
-    s3_req r;
-    req_init(&r, "DELETE", bucket, key);
-    r.q[0] = (s3_kv){"uploadId", id};
-    r.nq = 1;
     int saved = c->o.retries;
     c->o.retries = saved < 2 ? saved : 2; /* the server may be what failed */
-    bool ok = one(c, &r, true) == GRIT_OK;
+    bool ok = s3_abort_upload(c, bucket, key, id) == GRIT_OK;
     c->o.retries = saved;
-    req_free(&r);
-    if (ok)
-        c->stats.aborted_uploads++;
-    return grit_errf(rc, "%s (multipart upload %s)", msg, ok ? "aborted" : "could not be aborted");
+    return grit_errf(rc, "%s (multipart upload %s)", msg,
+                     ok ? "aborted" : "could not be aborted: the next run's start aborts it");
 }
 
 grit_err s3_put(s3_client *c, const char *bucket, const char *key, const void *const *bufs,
@@ -715,16 +649,16 @@ grit_err s3_put(s3_client *c, const char *bucket, const char *key, const void *c
                          bucket, key, total, np, ps);
     /* initiate */
     s3_req init;
-    req_init(&init, "POST", bucket, key);
+    s3i_req_init(&init, "POST", bucket, key);
     init.q[0] = (s3_kv){"uploads", ""};
     init.nq = 1;
     init.ctype = "application/octet-stream";
     char id[1024] = "";
-    grit_err rc = one(c, &init, false);
-    if (rc == GRIT_OK && xml_tag(init.resp.p, "UploadId", id, sizeof id))
+    grit_err rc = s3i_one(c, &init, false);
+    if (rc == GRIT_OK && s3i_xml_tag(init.resp.p, "UploadId", id, sizeof id))
         rc = grit_errf(GRIT_EIO, "S3 POST s3://%s/%s?uploads: no UploadId in the answer",
                        bucket, key);
-    req_free(&init);
+    s3i_req_free(&init);
     if (rc != GRIT_OK)
         return rc;
     s3_req *p = calloc(np, sizeof *p);
@@ -735,7 +669,7 @@ grit_err s3_put(s3_client *c, const char *bucket, const char *key, const void *c
         goto out;
     }
     for (size_t i = 0; i < np; i++) {
-        req_init(&p[i], "PUT", bucket, key);
+        s3i_req_init(&p[i], "PUT", bucket, key);
         snprintf(pn[i], sizeof pn[i], "%zu", i + 1);
         p[i].q[0] = (s3_kv){"partNumber", pn[i]};
         p[i].q[1] = (s3_kv){"uploadId", id};
@@ -769,7 +703,7 @@ grit_err s3_put(s3_client *c, const char *bucket, const char *key, const void *c
     }
     o += (size_t)snprintf(xml + o, cap - o, "</CompleteMultipartUpload>");
     s3_req done;
-    req_init(&done, "POST", bucket, key);
+    s3i_req_init(&done, "POST", bucket, key);
     done.q[0] = (s3_kv){"uploadId", id};
     done.nq = 1;
     const void *xb[1] = {xml};
@@ -779,116 +713,20 @@ grit_err s3_put(s3_client *c, const char *bucket, const char *key, const void *c
     done.nbufs = 1;
     done.blen = o;
     done.ctype = "application/xml";
-    rc = one(c, &done, false);
+    rc = s3i_one(c, &done, false);
     /* S3 may answer 200 and put the error in the body */
     if (rc == GRIT_OK && done.resp.p && strstr(done.resp.p, "<Error>")) {
         done.status = 500;
         rc = req_error(c, &done);
     }
-    req_free(&done);
+    s3i_req_free(&done);
 out:
     if (rc != GRIT_OK && id[0])
         rc = abort_upload(c, bucket, key, id, rc);
     for (size_t i = 0; p && i < np; i++)
-        req_free(&p[i]);
+        s3i_req_free(&p[i]);
     free(p);
     free(pn);
     free(xml);
-    return rc;
-}
-
-/* XML text with the five predefined entities decoded */
-static void xml_unescape(char *s)
-{
-    static const struct {
-        const char *e;
-        char c;
-    } ents[] = {{"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
-    char *w = s;
-    for (char *r = s; *r;) {
-        int hit = 0;
-        for (size_t i = 0; i < sizeof ents / sizeof ents[0] && *r == '&'; i++) {
-            size_t l = strlen(ents[i].e);
-            if (!strncmp(r, ents[i].e, l)) {
-                *w++ = ents[i].c;
-                r += l;
-                hit = 1;
-                break;
-            }
-        }
-        if (!hit)
-            *w++ = *r++;
-    }
-    *w = '\0';
-}
-
-grit_err s3_list(s3_client *c, const char *bucket, const char *prefix, char delim, s3_list_fn fn,
-                 void *ctx)
-{
-    char token[2048] = "", page[16], dl[2] = {delim, 0};
-    snprintf(page, sizeof page, "%d", c->o.list_page);
-    size_t plen = strlen(prefix);
-    grit_err rc = GRIT_OK;
-    for (;;) {
-        s3_req r;
-        req_init(&r, "GET", bucket, "");
-        r.label = prefix;
-        int k = 0;
-        r.q[k++] = (s3_kv){"list-type", "2"};
-        r.q[k++] = (s3_kv){"prefix", prefix};
-        r.q[k++] = (s3_kv){"max-keys", page};
-        if (delim)
-            r.q[k++] = (s3_kv){"delimiter", dl};
-        if (token[0])
-            r.q[k++] = (s3_kv){"continuation-token", token};
-        r.nq = k;
-        rc = one(c, &r, false);
-        if (rc != GRIT_OK) {
-            req_free(&r);
-            return rc;
-        }
-        const char *x = r.resp.p ? r.resp.p : "";
-        char item[2048], name[2048];
-        /* objects */
-        for (const char *p = strstr(x, "<Contents>"); p; p = strstr(p + 1, "<Contents>")) {
-            const char *end = strstr(p, "</Contents>");
-            if (!end)
-                break;
-            char one_xml[4096];
-            snprintf(one_xml, sizeof one_xml, "%.*s", (int)(end - p), p);
-            char sz[32] = "0";
-            if (xml_tag(one_xml, "Key", item, sizeof item))
-                continue;
-            xml_tag(one_xml, "Size", sz, sizeof sz);
-            xml_unescape(item);
-            if (strncmp(item, prefix, plen) != 0)
-                continue;
-            snprintf(name, sizeof name, "%s", item + plen);
-            if (name[0])
-                fn(ctx, name, (size_t)strtoull(sz, NULL, 10));
-        }
-        for (const char *p = strstr(x, "<CommonPrefixes>"); p;
-             p = strstr(p + 1, "<CommonPrefixes>")) {
-            if (xml_tag(p, "Prefix", item, sizeof item))
-                break;
-            xml_unescape(item);
-            size_t l = strlen(item);
-            if (l && item[l - 1] == delim)
-                item[l - 1] = '\0';
-            if (strncmp(item, prefix, plen) == 0 && item[plen])
-                fn(ctx, item + plen, 0);
-        }
-        char trunc[16] = "", next[2048] = "";
-        xml_tag(x, "IsTruncated", trunc, sizeof trunc);
-        xml_tag(x, "NextContinuationToken", next, sizeof next);
-        req_free(&r);
-        if (strcmp(trunc, "true") != 0)
-            break;
-        if (!next[0])
-            return grit_errf(GRIT_EIO, "S3 list s3://%s/%s: truncated answer without "
-                                       "NextContinuationToken", bucket, prefix);
-        xml_unescape(next);
-        snprintf(token, sizeof token, "%s", next);
-    }
     return rc;
 }

@@ -7,7 +7,8 @@
  * 408 with exponential backoff and full jitter, up to `retries` times; any other
  * answer (403 for a wrong secret, 404, ...) fails at once with the S3 error code and
  * message. A multipart upload that fails is aborted (no orphaned parts left to pay
- * for), best effort. Payloads are signed with their real SHA-256 (the server checks
+ * for), best effort: when the server itself is gone, s3_list_uploads and
+ * s3_abort_upload let the next run clean up (the checkpoint store's cleanup()). Payloads are signed with their real SHA-256 (the server checks
  * the body against it) unless unsigned_payload.
  *
  * What it is not: a general SDK. No virtual-host style against custom endpoints (an
@@ -38,6 +39,8 @@ typedef struct s3_opts {
     int retries;           /* per request; <0 = 5 */
     int list_page;         /* ListObjectsV2 max-keys; 0 = 1000 */
     bool unsigned_payload; /* x-amz-content-sha256: UNSIGNED-PAYLOAD instead of the hash */
+    size_t read_cache;     /* bytes of whole objects the s3:// checkpoint store keeps while
+                              a restore reads them (store_s3.c); 0 = 4 GiB */
 } s3_opts;
 
 /* Defaults: 8 MiB parts (the AWS CRT client's), 16 in flight, 5 retries, endpoint
@@ -45,7 +48,8 @@ typedef struct s3_opts {
  * without S3 too. */
 static inline void s3_opts_defaults(s3_opts *o)
 {
-    *o = (s3_opts){.part_size = 8u << 20, .concurrency = 16, .retries = 5};
+    *o = (s3_opts){.part_size = 8u << 20, .concurrency = 16, .retries = 5,
+                   .read_cache = (size_t)4 << 30};
 }
 
 typedef struct s3_client s3_client;
@@ -74,6 +78,15 @@ typedef void (*s3_list_fn)(void *ctx, const char *name, size_t size);
 grit_err s3_list(s3_client *c, const char *bucket, const char *prefix, char delim, s3_list_fn fn,
                  void *ctx);
 
+/* Calls fn for each multipart upload in progress (initiated, neither completed nor
+ * aborted) under prefix: its key, upload id and initiation time (ISO 8601, as the
+ * server wrote it; "" if absent). Their parts are stored, and billed, until aborted. */
+typedef void (*s3_upload_fn)(void *ctx, const char *key, const char *upload_id,
+                             const char *initiated);
+grit_err s3_list_uploads(s3_client *c, const char *bucket, const char *prefix, s3_upload_fn fn,
+                         void *ctx);
+/* Aborts a multipart upload, freeing its parts (already gone is fine). */
+grit_err s3_abort_upload(s3_client *c, const char *bucket, const char *key, const char *upload_id);
 /* Deletes key (absent is fine). */
 grit_err s3_delete(s3_client *c, const char *bucket, const char *key);
 
