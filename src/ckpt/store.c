@@ -186,8 +186,15 @@ static grit_err px_sync_dir(store *s, const char *dir)
 
 static void px_close(store *s) { free(s); }
 
-static const store_ops posix_ops = {px_put,    px_read,   px_size,     px_list, px_rename,
-                                    px_remove, px_mkdir, px_sync_dir, px_close, NULL};
+static const store_ops posix_ops = {.put = px_put,
+                                    .read = px_read,
+                                    .size = px_size,
+                                    .list = px_list,
+                                    .rename = px_rename,
+                                    .remove = px_remove,
+                                    .mkdir = px_mkdir,
+                                    .sync_dir = px_sync_dir,
+                                    .close = px_close};
 
 grit_err store_open_posix(const char *root, store **out)
 {
@@ -291,14 +298,22 @@ static grit_err ft_fallback(store *s, const char *d)
     return in->ops->fallback ? in->ops->fallback(in, d) : GRIT_ENOTFOUND;
 }
 
+static grit_err ft_cleanup(store *s, int *count)
+{
+    return store_cleanup(((fault_store *)s)->inner, count);
+}
+
+static void ft_release(store *s) { store_release(((fault_store *)s)->inner); }
+
 static void ft_close(store *s)
 {
     store_close(((fault_store *)s)->inner);
     free(s);
 }
 
-static const store_ops fault_ops = {ft_put,    ft_read,  ft_size,     ft_list, ft_rename,
-                                    ft_remove, ft_mkdir, ft_sync_dir, ft_close, ft_fallback};
+static const store_ops fault_ops = {ft_put,    ft_read,  ft_size,     ft_list,
+                                    ft_rename, ft_remove, ft_mkdir,   ft_sync_dir,
+                                    ft_close,  ft_fallback, ft_cleanup, ft_release};
 
 grit_err store_wrap_faults(store *inner, const char *spec, store **out)
 {
@@ -400,6 +415,18 @@ void store_close(store *s)
 {
     if (s)
         s->ops->close(s);
+}
+
+grit_err store_cleanup(store *s, int *count)
+{
+    *count = 0;
+    return s->ops->cleanup ? s->ops->cleanup(s, count) : GRIT_OK;
+}
+
+void store_release(store *s)
+{
+    if (s->ops->release)
+        s->ops->release(s);
 }
 
 grit_err store_write_atomic(store *s, const char *path, const void *data, size_t len)

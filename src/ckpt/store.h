@@ -20,6 +20,10 @@
  *   mkdir(path)          one level; existing is fine.
  *   sync_dir(dir)        make the directory's entries durable.
  *   fallback(dir)        optional: serve dir from the next tier (two-tier stores).
+ *   cleanup(&n)          optional: remove what writers that died left behind (S3: abort
+ *                        the multipart uploads in progress under the root); n = how
+ *                        many. Only while no writer is active (the trainer at start).
+ *   release()            optional: drop read caches (the restore is over).
  *
  * store_write_atomic() is the one durable-write routine built on these:
  * put PATH.tmp, rename over PATH, sync the directory.
@@ -68,6 +72,9 @@ typedef struct store_ops {
     /* optional (NULL): read dir from the next tier from now on (store_tier.c); GRIT_OK
      * when there is another copy to try, else GRIT_ENOTFOUND */
     grit_err (*fallback)(store *s, const char *dir);
+    /* optional (NULL): see the contract above */
+    grit_err (*cleanup)(store *s, int *count);
+    void (*release)(store *s);
 } store_ops;
 
 struct store {
@@ -106,6 +113,9 @@ grit_err store_wrap_faults(store *inner, const char *spec, store **out);
 grit_err store_open(const char *location, store **out);
 
 void store_close(store *s); /* NULL is a no-op */
+/* The optional operations; GRIT_OK / nothing where the store has none. */
+grit_err store_cleanup(store *s, int *count);
+void store_release(store *s);
 
 /* Durable atomic write of one file: put PATH.tmp, rename, sync the directory
  * (a no_rename store: one put, which is atomic there). */

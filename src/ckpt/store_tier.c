@@ -220,6 +220,21 @@ static grit_err tr_fallback(store *s, const char *dir)
     return GRIT_OK;
 }
 
+/* what died mid-write on either tier: the local .tmp folders are ckpt_prune's, the
+ * remote's unfinished uploads the remote's */
+static grit_err tr_cleanup(store *s, int *count)
+{
+    tier_store *t = (tier_store *)s;
+    return store_cleanup(t->remote, count);
+}
+
+static void tr_release(store *s)
+{
+    tier_store *t = (tier_store *)s;
+    store_release(t->local);
+    store_release(t->remote);
+}
+
 static void tr_close(store *s)
 {
     tier_store *t = (tier_store *)s;
@@ -228,8 +243,9 @@ static void tr_close(store *s)
     free(t);
 }
 
-static const store_ops tier_ops = {tr_put,    tr_read,  tr_size,     tr_list,  tr_rename,
-                                   tr_remove, tr_mkdir, tr_sync_dir, tr_close, tr_fallback};
+static const store_ops tier_ops = {tr_put,    tr_read,     tr_size,    tr_list,
+                                   tr_rename, tr_remove,   tr_mkdir,   tr_sync_dir,
+                                   tr_close,  tr_fallback, tr_cleanup, tr_release};
 
 grit_err store_open_tiered(const char *cache_dir, const char *remote, const struct s3_opts *o,
                            store **out)

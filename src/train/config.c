@@ -56,8 +56,9 @@ static const char *const top_keys[] = {"model",   "optim",      "seed",   "threa
 static const char *const ckpt_keys[] = {"interval_steps", "interval_minutes", "keep_last",
                                         "keep_every", "async", "on_error", "dir", "s3", "cache_dir",
                                         NULL};
-static const char *const s3_keys[] = {"endpoint",    "region",  "part_size_mib",
-                                      "concurrency", "retries", "unsigned_payload", NULL};
+static const char *const s3_keys[] = {"endpoint", "region",           "part_size_mib",
+                                      "concurrency", "retries", "unsigned_payload",
+                                      "read_cache_mib", NULL};
 static const char *const on_errors[] = {"continue", "stop", NULL};
 static const char *const model_keys[] = {
     "preset", "hidden_size", "num_layers", "num_heads", "intermediate_size", "vocab_size",
@@ -116,7 +117,7 @@ static grit_err load_ckpt_dir(const jcfg *j, json_t *k, train_cfg *c)
         return GRIT_OK;
     s3_opts *o = &c->ckpt_s3;
     const char *ep = NULL, *rg = NULL;
-    int part = 0, conc = 0, retries = -1;
+    int part = 0, conc = 0, retries = -1, rcache = 0;
     TRY(jcfg_only(j, s3, "checkpoint.s3", s3_keys));
     TRY(jcfg_str(j, s3, "checkpoint.s3", "endpoint", NULL, &ep));
     TRY(jcfg_str(j, s3, "checkpoint.s3", "region", NULL, &rg));
@@ -128,6 +129,7 @@ static grit_err load_ckpt_dir(const jcfg *j, json_t *k, train_cfg *c)
     TRY(load_int(j, s3, "checkpoint.s3", "part_size_mib", 5, 5120, &part));
     TRY(load_int(j, s3, "checkpoint.s3", "concurrency", 1, 256, &conc));
     TRY(load_int(j, s3, "checkpoint.s3", "retries", 0, 100, &retries));
+    TRY(load_int(j, s3, "checkpoint.s3", "read_cache_mib", 1, 1 << 20, &rcache));
     TRY(jcfg_bool(j, s3, "checkpoint.s3", "unsigned_payload", &o->unsigned_payload));
     if (ep)
         snprintf(o->endpoint, sizeof o->endpoint, "%s", ep);
@@ -139,6 +141,8 @@ static grit_err load_ckpt_dir(const jcfg *j, json_t *k, train_cfg *c)
         o->concurrency = conc;
     if (retries >= 0)
         o->retries = retries;
+    if (rcache)
+        o->read_cache = (size_t)rcache << 20;
     return GRIT_OK;
 }
 
@@ -414,9 +418,10 @@ char *train_cfg_dump(const train_cfg *c)
         if (c->ckpt_cache[0])
             json_object_set_new(ck, "cache_dir", json_string(c->ckpt_cache));
         if (!strncmp(c->ckpt_dir, "s3://", 5)) { /* never credentials: they stay in the env */
-            json_t *s3 = json_pack("{s:i,s:i,s:i,s:b}", "part_size_mib",
+            json_t *s3 = json_pack("{s:i,s:i,s:i,s:b,s:I}", "part_size_mib",
                                    (int)(so->part_size >> 20), "concurrency", so->concurrency,
-                                   "retries", so->retries, "unsigned_payload", so->unsigned_payload);
+                                   "retries", so->retries, "unsigned_payload", so->unsigned_payload,
+                                   "read_cache_mib", (json_int_t)(so->read_cache >> 20));
             if (so->endpoint[0])
                 json_object_set_new(s3, "endpoint", json_string(so->endpoint));
             if (so->region[0])

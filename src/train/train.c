@@ -188,7 +188,9 @@ static grit_err restore(run_ctx *r, gx_model *m, dp_sync *dp, const char *fp, lo
         if (chosen >= 0) {
             ckpt_state st;
             ckpt_dirname(dir, sizeof dir, chosen);
-            if ((rc = load_checkpoint(r, m, dp, dir, fp, &st)) != GRIT_OK)
+            rc = load_checkpoint(r, m, dp, dir, fp, &st);
+            store_release(r->ck); /* the objects a remote store kept for verify + load */
+            if (rc != GRIT_OK)
                 return rc;
             if (st.threads != cfg->threads && r->log)
                 fprintf(stderr, "grit train: note: checkpoint was written with %d threads, this "
@@ -465,6 +467,18 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
             unsetenv("GRIT_CKPT_FAULT");
         if ((rc = store_open_ex2(path, cfg->ckpt_cache, &cfg->ckpt_s3, &r.ck)) != GRIT_OK)
             goto out;
+    }
+    if (r.ck_on && leader) { /* before any save of this run: nothing of ours is in flight */
+        int n = 0;
+        if (store_cleanup(r.ck, &n) != GRIT_OK)
+            fprintf(stderr, "grit train: WARNING: could not look for unfinished uploads of an "
+                            "earlier run in %s: %s\n", r.ck->root, grit_errmsg());
+        else if (n > 0) {
+            fprintf(stderr, "grit train: aborted %d unfinished multipart upload%s left in %s by "
+                            "an earlier run (their parts were stored and billed)\n",
+                    n, n == 1 ? "" : "s", r.ck->root);
+            events_emit(&r.ev, "ckpt_uploads_aborted", json_pack("{s:i}", "count", n));
+        }
     }
     long start;
     double tokens_done;

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """s3_fault_proxy.py UPSTREAM_PORT PORTFILE [--fail-parts N:STATUS,...] [--kill-at-part N:PIDFILE]
+                   [--log-gets FILE]
 
 A fault-injecting HTTP proxy on 127.0.0.1 in front of the local S3 server (tests only).
 It relays every request unchanged (the Host header too, so SigV4 signatures still
@@ -9,6 +10,8 @@ verify upstream) and writes the port it listens on to PORTFILE.
                              part 4 gets 500 InternalError (the body is read first)
   --kill-at-part 3:PIDFILE   when part 3 arrives, SIGKILL the process in PIDFILE (the
                              S3 server) and drop this connection: the server died mid-upload
+  --log-gets FILE            one line per GET of an object that succeeded: "PATH BYTES"
+                             (the bytes relayed; a test adds them up per object)
 Counts of what it did go to stderr ("fault: ...") for the test to check.
 """
 import http.client
@@ -21,7 +24,7 @@ import urllib.parse
 
 upstream = int(sys.argv[1])
 portfile = sys.argv[2]
-fail_parts, kill_part, kill_pidfile = {}, None, None
+fail_parts, kill_part, kill_pidfile, gets_log = {}, None, None, None
 args = sys.argv[3:]
 while args:
     a = args.pop(0)
@@ -32,6 +35,8 @@ while args:
     elif a == "--kill-at-part":
         n, kill_pidfile = args.pop(0).split(":", 1)
         kill_part = n
+    elif a == "--log-gets":
+        gets_log = args.pop(0)
     else:
         sys.exit("s3_fault_proxy: unknown argument " + a)
 lock = threading.Lock()
@@ -86,11 +91,17 @@ class Relay(http.server.BaseHTTPRequestHandler):
         for k, v in r.getheaders():
             if k.lower() not in ("transfer-encoding", "connection", "content-length"):
                 self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
+        # HEAD: the object's length as upstream gave it (the body is empty)
+        length = r.getheader("Content-Length", "0") if self.command == "HEAD" else str(len(data))
+        self.send_header("Content-Length", length)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
         c.close()
+        path = urllib.parse.urlsplit(self.path)
+        if gets_log and self.command == "GET" and not path.query and r.status in (200, 206):
+            with lock, open(gets_log, "a") as f:
+                f.write(f"{path.path} {len(data)}\n")
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = relay
 

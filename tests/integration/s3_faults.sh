@@ -5,7 +5,9 @@
 #   500/503 on parts   the parts are retried; the run equals the uninterrupted one
 #   server killed      mid-upload (SIGKILL by PID at the third part of an upload): the save
 #                      fails after bounded retries, no half checkpoint is trusted, and after
-#                      the server is back the run resumes bitwise equal
+#                      the server is back the run resumes bitwise equal and aborts the
+#                      multipart upload the dead server could not be told to abort
+#   restore traffic    a resume downloads each object once (verify and load share it)
 set -euo pipefail
 source "$(dirname "$0")/s3_lib.sh" "$1"
 py=$2
@@ -54,11 +56,32 @@ grep -q "^fault: killed server" "$tmp/killed.proxy" || fail "killed: the proxy d
 grep -q '"event":"ckpt_failed"' "$tmp/killed/events.jsonl" || fail "killed: no ckpt_failed event"
 export AWS_ENDPOINT_URL=$real_endpoint
 "$root/scripts/s3-local.sh" proxy "$S3"
+# the dead server could not be told to abort: its parts are still stored (and billed)
+uploads() { awsc s3api list-multipart-uploads --bucket ckpt --prefix "$1" --query 'length(Uploads || `[]`)' --output text; }
+orphans=$(uploads killed/)
+[ "$orphans" -ge 1 ] || fail "killed: expected the killed upload to be left in progress, found $orphans"
 # the interrupted step has no manifest: not trusted; the next run starts over and completes
 "$grit" train "$(s3cfg killed)" --run-dir "$tmp/killed" --quiet 2>"$tmp/killed.err2" ||
   { fail "killed: the run after the restart failed"; cat "$tmp/killed.err2"; }
+# ... and aborts the upload the dead run left behind before its first save
+left=$(uploads killed/)
+[ "$left" = 0 ] || fail "killed: $left multipart uploads still in progress after the next run"
+grep -q "\"event\":\"ckpt_uploads_aborted\",.*\"count\":$orphans" "$tmp/killed/events.jsonl" ||
+  fail "killed: no ckpt_uploads_aborted event for $orphans uploads: $(grep uploads_aborted "$tmp/killed/events.jsonl")"
+grep -q "aborted $orphans unfinished multipart upload" "$tmp/killed.err2" || fail "killed: the abort was not reported"
 if grep -q '"event":"resume"' "$tmp/killed/events.jsonl"; then fail "killed: resumed from a half-written checkpoint"; fi
 same_as_reference "$tmp/killed" killed
 "$grit" ckpt verify s3://ckpt/killed >/dev/null || fail "killed: a step does not verify after the run"
-echo "ok   killed: save failed after bounded retries ($(grep -o 'after [0-9]* attempts[^"]*' "$tmp/killed.err" | head -1)); nothing half-written trusted"
+echo "ok   killed: save failed after bounded retries ($(grep -o 'after [0-9]* attempts[^"]*' "$tmp/killed.err" | head -1)); nothing half-written trusted; the $orphans orphaned upload(s) aborted by the next run"
+# 4. a restore downloads each object once (verify and load read the same copy)
+start_proxy gets --log-gets "$tmp/gets.log"
+"$grit" train "$(s3cfg flaky)" --run-dir "$tmp/flaky" --quiet 2>"$tmp/gets.err" || { fail "gets: the resumed run failed"; cat "$tmp/gets.err"; }
+grep -q '"event":"resume","dir":"step_00000012"' "$tmp/flaky/events.jsonl" || fail "gets: did not resume from step 12"
+for f in model.safetensors optimizer.safetensors; do
+  size=$(stat -c %s "$tmp/ref/ckpt/step_00000012/$f")
+  got=$(awk -v k="/ckpt/flaky/step_00000012/$f" '$1 == k { s += $2 } END { print s + 0 }' "$tmp/gets.log")
+  [ "$got" = "$size" ] || fail "gets: $f ($size bytes) was downloaded as $got bytes during the restore, expected once"
+done
+echo "ok   gets: a restore downloads model and optimiser state once ($(awk '{ s += $2 } END { print s }' "$tmp/gets.log") bytes in all)"
+export AWS_ENDPOINT_URL=$real_endpoint
 finish s3_faults
