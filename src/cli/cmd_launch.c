@@ -32,9 +32,15 @@ static void usage(FILE *f)
             "  --startup-timeout S    time allowed before the first step (default 120)\n"
             "  --grace S              SIGTERM to SIGKILL when stopping a job (default 3)\n"
             "  --backoff S            first restart delay, doubling per restart (default 0.5)\n"
-            "  --straggler-factor F   a node computing F x slower than the others' median for\n"
-            "                         --straggler-window steps is replaced (default 2.5, 0 off)\n"
-            "  --straggler-window N   (default 5)\n"
+            "  --straggler-factor F   a node whose compute time (step minus communication) is\n"
+            "                         above F x the median of the other nodes on each of the\n"
+            "                         last --straggler-window steps that every rank reported,\n"
+            "                         and above it by more than --straggler-min-gap, is\n"
+            "                         replaced (default 2.5, 0 off); a node is as slow as its\n"
+            "                         slowest rank\n"
+            "  --straggler-window N   steps, 1..32 (default 5)\n"
+            "  --straggler-min-gap S  seconds: a smaller difference is timer and scheduler noise,\n"
+            "                         whatever the ratio (default 0.01)\n"
             "  --spike-z Z            a loss more than Z robust standard deviations above the\n"
             "                         median of the last 32 steps is a spike: roll back, and\n"
             "                         skip the batch if it repeats (default 8, 0 off)\n"
@@ -76,6 +82,7 @@ int cmd_launch(int argc, char **argv)
     sup_opts o = {.nodes = 4, .spares = 1, .ranks_per_node = 1, .max_restarts = 10,
                   .hang_floor = 30, .hang_cap = 600, .startup_timeout = 120, .grace = 3,
                   .backoff = 0.5, .straggler_factor = 2.5, .straggler_window = 5,
+                  .straggler_min_gap = 0.01,
                   .spike_z = 8, .health_every = 0, .spare_wait = 600, .no_spare = "give_up",
                   .health_timeout = 15};
     obs_cli ob = {0}; /* dashboard, /metrics, cost and CO2 (src/obs) */
@@ -113,6 +120,7 @@ int cmd_launch(int argc, char **argv)
         NUM_OPT("--grace", grace)
         NUM_OPT("--backoff", backoff)
         NUM_OPT("--straggler-factor", straggler_factor)
+        NUM_OPT("--straggler-min-gap", straggler_min_gap)
         NUM_OPT("--spike-z", spike_z)
         NUM_OPT("--health-every", health_every)
         NUM_OPT("--spare-wait", spare_wait)
@@ -144,9 +152,11 @@ int cmd_launch(int argc, char **argv)
         return 2;
     }
     if (o.nodes < 1 || o.spares < 0 || o.ranks_per_node < 1 || o.max_restarts < 0 ||
-        o.straggler_window < 1 || o.straggler_window > 32) {
+        o.straggler_window < 1 || o.straggler_window > 32 || !(o.straggler_factor >= 0) ||
+        !(o.straggler_min_gap >= 0)) {
         fprintf(stderr, "grit launch: --nodes >= 1, --spares >= 0, --ranks-per-node >= 1, "
-                        "--max-restarts >= 0, --straggler-window in 1..32 expected\n");
+                        "--max-restarts >= 0, --straggler-window in 1..32, --straggler-factor "
+                        ">= 0, --straggler-min-gap >= 0 expected\n");
         return 2;
     }
     int slurm = o.backend && !strcmp(o.backend, "slurm");

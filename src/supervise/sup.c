@@ -9,9 +9,10 @@
  * Detectors: exit or signal of any rank (which rank: mpirun's report, or the
  * heartbeats); hang (no step progress for the hang timeout: fixed, or 10x the
  * median step time within [floor, cap], the startup timeout before the first
- * step); NaN loss (heartbeat or the trainer's event); straggler (a node whose
- * compute time, step minus communication, stays above factor x the median of
- * the others for a window of steps); loss spike (the step's loss more than
+ * step); NaN loss (heartbeat or the trainer's event); straggler (straggler.h:
+ * a node whose compute time, step minus communication, is above factor x the
+ * median of the others and by more than a gap, on each of the last window
+ * steps that every rank reported); loss spike (the step's loss more than
  * spike_z robust standard deviations, 1.4826 x MAD, above the median of the
  * last 32 steps); a failing periodic health check (grit health --quick in the
  * background every health_every seconds).
@@ -177,11 +178,18 @@ static grit_err launch(sup *s)
     snprintf(logpath, sizeof logpath, "%s/attempt_%02d.log", s->logdir, s->attempt);
     snprintf(rpn, sizeof rpn, "%d", R);
     memset(s->rk, 0, sizeof s->rk);
+    int node_of[MAX_RANKS];
     for (int r = 0; r < s->nranks; r++) {
         const node_slot *n = cluster_at(&s->cl, r / R);
         snprintf(s->rk[r].node, sizeof s->rk[r].node, "%s", n ? n->name : "?");
         s->rk[r].step = -1;
+        node_of[r] = r / R;
     }
+    straggler_cfg sc = {.factor = s->o->straggler_factor, .window = s->o->straggler_window,
+                        .min_gap = s->o->straggler_min_gap};
+    grit_err src = straggler_init(&s->strag, &sc, s->nranks, node_of);
+    if (src != GRIT_OK)
+        return src;
     s->max_step = -1;
     s->log_size = 0;
     hb_msg stale; /* beats the previous job sent before it was stopped belong to no one now */
@@ -345,7 +353,7 @@ static double hang_timeout(sup *s)
     int n = 0;
     for (int r = 0; r < s->nranks; r++)
         if (s->rk[r].ncompute)
-            v[n++] = s->rk[r].compute[(s->rk[r].ncompute - 1) % 32];
+            v[n++] = s->rk[r].compute;
     double t = 10.0 * median(v, n);
     return fmin(s->o->hang_cap, fmax(s->o->hang_floor, t));
 }
@@ -380,34 +388,6 @@ static void on_reject(void *ctx, const char *why)
     sup *s = ctx;
     sup_say(s, "%s", why);
     sup_event(s, "heartbeat_rejected", json_pack("{s:s}", "reason", why));
-}
-
-/* Straggler: node compute time above factor x the others' median for a window. */
-static int check_straggler(sup *s)
-{
-    int W = s->o->straggler_window;
-    if (s->nranks < 2 || s->o->straggler_factor <= 0)
-        return -1;
-    double mean[MAX_RANKS];
-    for (int r = 0; r < s->nranks; r++) {
-        if (s->rk[r].ncompute < W)
-            return -1;
-        double sum = 0;
-        for (int k = 0; k < W; k++)
-            sum += s->rk[r].compute[(s->rk[r].ncompute - 1 - k) % 32];
-        mean[r] = sum / W;
-    }
-    for (int r = 0; r < s->nranks; r++) {
-        double others[MAX_RANKS];
-        int n = 0;
-        for (int q = 0; q < s->nranks; q++)
-            if (strcmp(s->rk[q].node, s->rk[r].node))
-                others[n++] = mean[q];
-        double med = median(others, n);
-        if (n && med > 0 && mean[r] > s->o->straggler_factor * med)
-            return r;
-    }
-    return -1;
 }
 
 /* Starts `grit health --quick` (output discarded), with GRIT_HEALTH_FAULT=fault when
@@ -503,9 +483,10 @@ static int poll_running(sup *s)
         }
         obs_beat(m.node, m.rank, m.step, m.step_time, m.comm_time); /* dashboard, /metrics */
         if (m.step > ri->step) {
-            if (ri->step >= 0 && m.step_time > 0) {
-                ri->compute[ri->ncompute % 32] = fmax(0.0, m.step_time - m.comm_time);
+            if (m.step > 0 && m.step_time > 0) { /* step 0 is a liveness beat, no step */
+                ri->compute = fmax(0.0, m.step_time - m.comm_time);
                 ri->ncompute++;
+                straggler_record(&s->strag, m.rank, m.step, ri->compute);
             }
             ri->step = m.step;
             /* step 0 is "alive, no step finished yet" (a resumed worker beats it while it
@@ -600,12 +581,11 @@ static int poll_running(sup *s)
         fail(s, "health", -1, "periodic grit health --quick failed");
         return 1;
     }
-    int slow = check_straggler(s);
-    if (slow >= 0) {
-        char d[128];
-        snprintf(d, sizeof d, "node %s computes more than %.1fx slower than the others",
-                 s->rk[slow].node, s->o->straggler_factor);
-        fail(s, "straggler", slow, d);
+    straggler_verdict sv;
+    if (straggler_check(&s->strag, &sv)) {
+        char d[200];
+        straggler_describe(&s->strag, &sv, s->rk[sv.rank].node, d, sizeof d);
+        fail(s, "straggler", sv.rank, d);
         return 1;
     }
     return 0;

@@ -27,8 +27,9 @@ typedef struct sup_opts {
     const char *inject;  /* fault spec (see grit launch --help) or NULL */
     double hang_timeout; /* 0: derived from step times, within [hang_floor, hang_cap] */
     double hang_floor, hang_cap, startup_timeout, grace, backoff;
-    double straggler_factor;
-    int straggler_window;
+    double straggler_factor;  /* a node slower than F x the others' median (0 off) */
+    int straggler_window;     /* on each of the last N aligned steps (1..32) */
+    double straggler_min_gap; /* and slower by more than S seconds (straggler.h) */
     double spike_z;      /* loss spike: robust z-score over the last 32 steps (0 off) */
     double health_every; /* run grit health --quick every S seconds while running (0 off) */
     double spare_wait;   /* no_spare "wait": seconds to wait for a spare (cordon lifted) */

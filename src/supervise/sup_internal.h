@@ -14,6 +14,7 @@
 #include "supervise/backend.h"
 #include "supervise/cluster.h"
 #include "supervise/hb.h"
+#include "supervise/straggler.h"
 #include "supervise/sup.h"
 
 #define MAX_RANKS 256
@@ -29,8 +30,8 @@ typedef struct rank_info {
     int done; /* said it finished (EV1 kind=done): its exit is not a failure */
     double last_beat;
     char node[64];
-    double compute[32]; /* recent step_time - comm_time */
-    int ncompute;
+    double compute; /* the last step's step_time - comm_time (valid when ncompute > 0) */
+    int ncompute;   /* steps measured */
 } rank_info;
 
 typedef struct incident {
@@ -54,6 +55,7 @@ typedef struct sup {
     long max_step, log_size;
     rank_info rk[MAX_RANKS];
     int nranks;
+    straggler strag; /* compute times by step, for the straggler detector */
     incident inc[MAX_INCIDENTS];
     int ninc;
     char dead[8][64];

@@ -25,6 +25,7 @@ check 2 "--port: expected a number" dashboard /tmp --port 99999
 check 2 "--dashboard-port: expected a number" launch --run x --dashboard-port -1 -- true
 check 2 "no metrics.jsonl or events.jsonl" dashboard /nonexistent-run
 check 2 "--price-node-hour: expected a number" launch --price-node-hour cheap --run x -- true
+check 2 "--straggler-min-gap >= 0 expected" launch --run x --straggler-min-gap -0.5 -- true
 check 0 "usage: grit prep" prep --help
 check 2 "missing -o DIR" prep x.html
 check 2 "--minhash: .*expected refinedweb, cheap or off" prep x.html -o d --minhash big
