@@ -146,7 +146,8 @@ set_tests_properties(integration.health_gpu PROPERTIES TIMEOUT 120 LABELS "integ
 add_test(NAME integration.obs_tensorboard
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/obs_tensorboard.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 add_test(NAME integration.obs_prometheus
-  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/obs_prometheus.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/obs_prometheus.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
+          $<TARGET_FILE:grit-fake-nvml>)
 add_test(NAME integration.obs_browser
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/obs_browser.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
           ${CMAKE_BINARY_DIR}/artifacts)
