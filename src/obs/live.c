@@ -327,12 +327,17 @@ void obs__power_sample_at(const char *root, const char *nvml_lib, double t)
     pthread_mutex_unlock(&reg.mu);
 }
 
-void obs__power_reset(void)
+void obs_power_close(void)
 {
     pthread_mutex_lock(&gpu.mu);
     gpu_close();
     gpu.last_t = 0;
     pthread_mutex_unlock(&gpu.mu);
+}
+
+void obs__power_reset(void)
+{
+    obs_power_close();
     pthread_mutex_lock(&reg.mu);
     reg.energy_j = reg.power_w = reg.last_ts = 0;
     reg.sources = reg.gpus = reg.nrapl = 0;

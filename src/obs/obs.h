@@ -45,6 +45,10 @@ void obs_beat(const char *node, int rank, long step, double step_time, double co
  * call only takes a baseline. Design: live.c. */
 void obs_power_sample(void);
 
+/* Unloads NVML (nvmlShutdown, dlclose); the energy measured so far is kept, and a later
+ * sample loads it again. For the end of the live server. */
+void obs_power_close(void);
+
 #define OBS_SRC_RAPL 1 /* CPU package counters measured */
 #define OBS_SRC_NVML 2 /* GPU energy measured */
 
