@@ -420,12 +420,16 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
     double lost = fmax(0.0, wall - productive);
     double node_hours = allocated * wall / 3600.0;
     int measured = json_is_true(json_object_get(ns, "energy_measured"));
-    int sources = 0, gpus = (int)num(ns, "gpus", 0);
+    double ngpu = num(ns, "gpus", 0);
+    int sources = 0, gpus = isfinite(ngpu) && ngpu > 0 ? (int)fmin(ngpu, 1e6) : 0;
     json_t *src_a = json_object_get(ns, "energy_sources"), *src_v;
     json_array_foreach(src_a, i, src_v)
     {
         const char *sv = json_string_value(src_v);
-        sources |= !sv ? 0 : !strcmp(sv, "RAPL") ? OBS_SRC_RAPL : !strcmp(sv, "NVML") ? OBS_SRC_NVML : 0;
+        if (sv && !strcmp(sv, "RAPL"))
+            sources |= OBS_SRC_RAPL;
+        else if (sv && !strcmp(sv, "NVML"))
+            sources |= OBS_SRC_NVML;
     }
     if (measured && !src_a)
         sources = OBS_SRC_RAPL; /* nodes.json from before NVML sampling */

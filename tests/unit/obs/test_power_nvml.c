@@ -6,7 +6,8 @@
  *   - no energy counter (pre-Volta): the power draw integrated over the interval;
  *   - RAPL + NVML summed, named "RAPL + NVML (2 GPUs)" in nodes.json, the run view,
  *     /metrics and the end-of-run summary;
- *   - no library, no GPU, or a GPU with neither counter: RAPL only, nothing printed. */
+ *   - no library, no GPU, or a GPU with neither counter: RAPL only, nothing printed;
+ *   - the view reads a nodes.json from before NVML (RAPL) and one with absurd fields. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -177,6 +178,21 @@ static void rapl_only(const char *root)
     unlink(errpath);
 }
 
+/* The energy_source the view derives from a nodes.json holding text. */
+static void view_source(const char *root, const char *text, const char *want)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/nodes.json", root);
+    CHECK_INT(fs_write_durable(path, text, strlen(text)), GRIT_OK);
+    json_t *v = obs_view(root, &(obs_cfg){0}, 0);
+    const char *got = json_string_value(json_object_get(json_object_get(v, "summary"),
+                                                        "energy_source"));
+    if (!got || strcmp(got, want))
+        fprintf(stderr, "%s: energy_source '%s', want '%s'\n", text, got ? got : "(null)", want);
+    CHECK(got && !strcmp(got, want));
+    json_decref(v);
+}
+
 int main(void)
 {
     char root[] = "/tmp/grit-nvml-XXXXXX";
@@ -185,6 +201,11 @@ int main(void)
     power_fallback();
     rapl_plus_nvml(root);
     rapl_only(root);
+    view_source(root, "{\"version\":1,\"nodes\":[],\"energy_measured\":true,\"energy_j\":5}",
+                "RAPL");
+    view_source(root, "{\"version\":1,\"nodes\":[],\"energy_measured\":true,\"energy_j\":5,"
+                      "\"energy_sources\":[\"NVML\",3,\"GPU\"],\"gpus\":1e308}",
+                "NVML (1000000 GPUs)");
     obs__power_reset();
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
