@@ -127,12 +127,15 @@ add_test(NAME integration.health_mpi
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/health_mpi.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.health_mpi PROPERTIES TIMEOUT 300 LABELS "integration;mpi" RUN_SERIAL TRUE)
 
-# A stand-in libnvidia-ml (tests/fake/fake_nvml.c) that stages GPUs and Xid events for
-# the GPU check's tests on machines without a GPU: test_gpu loads it by path, and
+# A stand-in libnvidia-ml (tests/fake/fake_nvml.c) that stages GPUs, Xid events, power
+# and energy for the GPU check's and power sampling's tests on machines without a GPU: test_gpu loads it by path, and
 # integration.health_gpu runs grit health --deep against it.
 add_library(grit-fake-nvml SHARED tests/fake/fake_nvml.c)
-target_compile_definitions(test_gpu PRIVATE GRIT_FAKE_NVML="$<TARGET_FILE:grit-fake-nvml>")
-add_dependencies(test_gpu grit-fake-nvml)
+# test_power_nvml stages GPU power and energy counters through it.
+foreach(t test_gpu test_power_nvml)
+  target_compile_definitions(${t} PRIVATE GRIT_FAKE_NVML="$<TARGET_FILE:grit-fake-nvml>")
+  add_dependencies(${t} grit-fake-nvml)
+endforeach()
 add_test(NAME integration.health_gpu
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/health_gpu.sh $<TARGET_FILE:grit>
           $<TARGET_FILE:grit-fake-nvml>)
@@ -143,7 +146,8 @@ set_tests_properties(integration.health_gpu PROPERTIES TIMEOUT 120 LABELS "integ
 add_test(NAME integration.obs_tensorboard
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/obs_tensorboard.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 add_test(NAME integration.obs_prometheus
-  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/obs_prometheus.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/obs_prometheus.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
+          $<TARGET_FILE:grit-fake-nvml>)
 add_test(NAME integration.obs_browser
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/obs_browser.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
           ${CMAKE_BINARY_DIR}/artifacts)

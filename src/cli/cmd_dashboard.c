@@ -23,7 +23,8 @@ const char obs_cli_help[] =
     "  --dashboard-bind ADDR  (default 127.0.0.1, loopback only)  --no-dashboard: serve nothing\n"
     "  --price-node-hour X    cost per node-hour (all allocated nodes, spares included)\n"
     "  --grid-gco2-kwh G      grid carbon intensity for the CO2 figure\n"
-    "  --node-watts W         power per node when RAPL (/sys/class/powercap) is unreadable\n"
+    "  --node-watts W         power per node when neither RAPL (/sys/class/powercap) nor\n"
+    "                         NVML (GPUs) can be read\n"
     "  --peak-tflops T        peak TFLOP/s per node, for MFU\n";
 
 static int num_arg(const char *flag, const char *s, double lo, double hi, double *out)

@@ -22,33 +22,20 @@
  * declares it: device handle, u64 eventType, u64 eventData (the Xid), u32
  * gpuInstanceId, u32 computeInstanceId.
  *
- * The NVML entry points sit behind a small table (gpu_api) so that the
- * gpu_ecc fault can substitute a fake driver: one device reporting two
- * uncorrected ECC errors, judged by the same code as a real one.
+ * The NVML entry points sit behind the loader's table (core/nvml.h, shared
+ * with power sampling in src/obs/live.c) so that the gpu_ecc fault can
+ * substitute a fake driver: one device reporting two uncorrected ECC errors,
+ * judged by the same code as a real one.
  */
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "core/nvml.h"
 #include "core/progress.h"
 
 #include "health/health.h"
 
-typedef int nvml_ret; /* nvmlReturn_t: 0 success, 3 not supported */
-typedef void *nvml_dev;
-typedef void *nvml_evset; /* nvmlEventSet_t */
-
-typedef struct nvml_event { /* nvmlEventData_t */
-    nvml_dev device;
-    unsigned long long type;
-    unsigned long long data; /* the Xid for an Xid event */
-    unsigned gpu_instance, compute_instance;
-} nvml_event;
-
-#define NVML_NOT_SUPPORTED 3
-#define NVML_TIMEOUT 10
-#define NVML_GPU_IS_LOST 15
 #define NVML_EVENT_XID 0x8ull /* nvmlEventTypeXidCriticalError */
 #define XID_MAX_EVENTS 64
 
@@ -74,26 +61,6 @@ static const char *xid_critical_what(unsigned long long xid)
             return xid_critical[i].what;
     return NULL;
 }
-
-typedef struct gpu_api {
-    nvml_ret (*init)(void);
-    nvml_ret (*shutdown)(void);
-    nvml_ret (*count)(unsigned *);
-    nvml_ret (*handle)(unsigned, nvml_dev *);
-    nvml_ret (*name)(nvml_dev, char *, unsigned);
-    nvml_ret (*temp)(nvml_dev, int, unsigned *);
-    nvml_ret (*ecc)(nvml_dev, int, int, unsigned long long *);
-    nvml_ret (*retired_pending)(nvml_dev, int *);
-    nvml_ret (*remapped)(nvml_dev, unsigned *, unsigned *, unsigned *, unsigned *);
-    nvml_ret (*throttle)(nvml_dev, unsigned long long *);
-    const char *(*errstr)(nvml_ret);
-    /* event API (optional: gpu.xid skips without it) */
-    nvml_ret (*event_create)(nvml_evset *);
-    nvml_ret (*register_events)(nvml_dev, unsigned long long, nvml_evset);
-    nvml_ret (*supported_events)(nvml_dev, unsigned long long *);
-    nvml_ret (*event_wait)(nvml_evset, nvml_event *, unsigned);
-    nvml_ret (*event_free)(nvml_evset);
-} gpu_api;
 
 /* ---- the fake driver for the gpu_ecc fault --------------------------------- */
 static nvml_ret fake_ok(void) { return 0; }
@@ -121,9 +88,11 @@ static nvml_ret fake_unsupported_r(nvml_dev d, unsigned *a, unsigned *b, unsigne
 static nvml_ret fake_throttle(nvml_dev d, unsigned long long *r) { (void)d; *r = 0; return 0; }
 static const char *fake_errstr(nvml_ret r) { return r == 3 ? "Not Supported" : "Unknown Error"; }
 
-static const gpu_api fake_api = {fake_ok, fake_ok, fake_count, fake_handle, fake_name,
-                                 fake_temp, fake_ecc, fake_unsupported_i, fake_unsupported_r,
-                                 fake_throttle, fake_errstr, NULL, NULL, NULL, NULL, NULL};
+static const nvml_api fake_api = {.init = fake_ok, .shutdown = fake_ok, .count = fake_count,
+                                  .handle = fake_handle, .name = fake_name, .temp = fake_temp,
+                                  .ecc = fake_ecc, .retired_pending = fake_unsupported_i,
+                                  .remapped = fake_unsupported_r, .throttle = fake_throttle,
+                                  .errstr = fake_errstr};
 
 /* Throttle reason bits (nvml.h, clocksThrottleReasons). */
 #define THR_HW_SLOWDOWN 0x8ull
@@ -131,14 +100,8 @@ static const gpu_api fake_api = {fake_ok, fake_ok, fake_count, fake_handle, fake
 #define THR_HW_THERMAL 0x40ull
 #define THR_HW_POWER_BRAKE 0x80ull
 
-static void *sym(void *h, const char *a, const char *b)
-{
-    void *p = dlsym(h, a);
-    return p || !b ? p : dlsym(h, b);
-}
-
 /* Waits o->xid_window_s for Xid events on devs[n] and judges them into res. */
-static void watch_xids(health_result *res, const health_opts *o, const gpu_api *api,
+static void watch_xids(health_result *res, const health_opts *o, const nvml_api *api,
                        const nvml_dev *devs, unsigned n)
 {
     if (o->mode != HEALTH_DEEP) {
@@ -223,7 +186,7 @@ static void watch_xids(health_result *res, const health_opts *o, const gpu_api *
                    watched);
 }
 
-static void judge_devices(health_report *r, const health_opts *o, const gpu_api *api)
+static void judge_devices(health_report *r, const health_opts *o, const nvml_api *api)
 {
     health_result *dv = health_add(r, "gpu.devices");
     health_result *ec = health_add(r, "gpu.ecc");
@@ -339,9 +302,9 @@ grit_err health_check_gpu(health_report *r, const health_opts *o)
         judge_devices(r, o, &fake_api);
         return GRIT_OK;
     }
-    const char *lib = o->nvml_path && *o->nvml_path ? o->nvml_path : "libnvidia-ml.so.1";
-    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
+    const char *lib = nvml_lib_path(o->nvml_path);
+    nvml_api api;
+    if (nvml_open(lib, &api) != GRIT_OK) {
         health_result *res = health_add(r, "gpu.devices");
         if (!res)
             return GRIT_OK;
@@ -352,25 +315,6 @@ grit_err health_check_gpu(health_report *r, const health_opts *o)
             health_set(res, HEALTH_SKIP, "skipped: no GPU (%s not found)", lib);
         return GRIT_OK;
     }
-    gpu_api api;
-    memset(&api, 0, sizeof api);
-    *(void **)&api.init = sym(h, "nvmlInit_v2", "nvmlInit");
-    *(void **)&api.shutdown = sym(h, "nvmlShutdown", NULL);
-    *(void **)&api.count = sym(h, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount");
-    *(void **)&api.handle = sym(h, "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex");
-    *(void **)&api.name = sym(h, "nvmlDeviceGetName", NULL);
-    *(void **)&api.temp = sym(h, "nvmlDeviceGetTemperature", NULL);
-    *(void **)&api.ecc = sym(h, "nvmlDeviceGetTotalEccErrors", NULL);
-    *(void **)&api.retired_pending = sym(h, "nvmlDeviceGetRetiredPagesPendingStatus", NULL);
-    *(void **)&api.remapped = sym(h, "nvmlDeviceGetRemappedRows", NULL);
-    *(void **)&api.throttle = sym(h, "nvmlDeviceGetCurrentClocksEventReasons",
-                                  "nvmlDeviceGetCurrentClocksThrottleReasons");
-    *(void **)&api.errstr = sym(h, "nvmlErrorString", NULL);
-    *(void **)&api.event_create = sym(h, "nvmlEventSetCreate", NULL);
-    *(void **)&api.register_events = sym(h, "nvmlDeviceRegisterEvents", NULL);
-    *(void **)&api.supported_events = sym(h, "nvmlDeviceGetSupportedEventTypes", NULL);
-    *(void **)&api.event_wait = sym(h, "nvmlEventSetWait_v2", "nvmlEventSetWait");
-    *(void **)&api.event_free = sym(h, "nvmlEventSetFree", NULL);
     if (!api.init || !api.shutdown || !api.count || !api.handle || !api.name || !api.temp ||
         !api.errstr) {
         health_result *res = health_add(r, "gpu.devices");
@@ -380,6 +324,6 @@ grit_err health_check_gpu(health_report *r, const health_opts *o)
     } else {
         judge_devices(r, o, &api);
     }
-    dlclose(h);
+    nvml_close(&api);
     return GRIT_OK;
 }

@@ -218,8 +218,10 @@ void obs_server_close(obs_server *s)
         pthread_join(s->ticker, NULL);
     }
     MHD_stop_daemon(s->d);
-    if (s->live)
+    if (s->live) {
         obs_registry_save(s->run_dir);
+        obs_power_close(); /* the ticker has stopped: nothing samples any more */
+    }
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

@@ -24,7 +24,7 @@
 typedef struct obs_cfg {
     double price_node_hour; /* currency units per node-hour (every allocated node: active + spare) */
     double grid_gco2_kwh;   /* grid carbon intensity, gCO2 per kWh */
-    double node_watts;      /* power per node when RAPL cannot be read */
+    double node_watts;      /* power per node when neither RAPL nor NVML can be read */
     double peak_tflops;     /* peak FLOP/s per node, for MFU */
 } obs_cfg;
 
@@ -36,13 +36,41 @@ grit_err obs_cfg_save(const char *run_dir, const obs_cfg *c);
 /* --- live registry (thread-safe; fed by the supervisor's heartbeat loop) -------- */
 
 void obs_beat(const char *node, int rank, long step, double step_time, double comm_time);
-/* Samples RAPL package energy (/sys/class/powercap/intel-rapl:N/energy_uj) and adds
- * the delta to the run's measured energy; no-op when unreadable. */
+/* Samples this machine's power sources and adds the energy since the previous sample
+ * to the run's measured energy: RAPL package energy
+ * (/sys/class/powercap/intel-rapl:N/energy_uj) plus every GPU's energy through NVML
+ * (libnvidia-ml.so.1, or $GRIT_NVML_LIB; the energy counter, else the power draw
+ * integrated over the interval). A source that cannot be read is left out quietly;
+ * with none, nothing is measured and the view uses obs_cfg.node_watts. The first
+ * call only takes a baseline. Design: live.c. */
 void obs_power_sample(void);
-/* For tests: the same, from a powercap folder laid out like /sys/class/powercap; and the
- * registry's energy so far. */
-void obs__power_sample_at(const char *root);
-void obs__energy(double *joules, double *watts, int *measured);
+
+/* Unloads NVML (nvmlShutdown, dlclose); the energy measured so far is kept, and a later
+ * sample loads it again. For the end of the live server. */
+void obs_power_close(void);
+
+#define OBS_SRC_RAPL 1 /* CPU package counters measured */
+#define OBS_SRC_NVML 2 /* GPU energy measured */
+
+/* The registry's measured energy so far. */
+typedef struct obs_energy {
+    double joules; /* since the first sample */
+    double watts;  /* over the latest interval */
+    int sources;   /* OBS_SRC_* measured at least once; 0: nothing measured */
+    int gpus;      /* most GPUs measured in one interval */
+} obs_energy;
+
+/* For tests: one sample at time t (seconds; <= 0: now) from a powercap folder laid out
+ * like /sys/class/powercap and the NVML library nvml_lib (NULL: as obs_power_sample;
+ * a path other than the last one reloads); obs__power_reset forgets all samples and
+ * unloads NVML; obs__energy reads the registry. */
+void obs__power_sample_at(const char *root, const char *nvml_lib, double t);
+void obs__power_reset(void);
+void obs__energy(obs_energy *e);
+
+/* "RAPL", "NVML (4 GPUs)", "RAPL + NVML (1 GPU)" for sources/gpus as in obs_energy;
+ * "" for none. Writes at most n bytes to buf and returns buf. */
+const char *obs_source_name(int sources, int gpus, char *buf, size_t n);
 /* Writes RUN_DIR/nodes.json (per-node timing, measured energy) durably. */
 grit_err obs_registry_save(const char *run_dir);
 

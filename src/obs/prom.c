@@ -122,6 +122,18 @@ char *obs_prometheus(const json_t *view)
           "Training time blocked by checkpoint saves (kept steps).");
     gauge(&b, s, "energy_kwh", "grit_energy_kwh", "gauge", "Energy used by the run.");
     gauge(&b, s, "power_w", "grit_power_watts", "gauge", "Power draw (measured or configured).");
+    const char *src = json_string_value(json_object_get(s, "energy_source"));
+    if (src) {
+        head(&b, "grit_energy_source_info", "gauge",
+             "1, labelled with what the energy figure comes from: the sources measured "
+             "(RAPL, NVML with the GPU count), configured (--node-watts) or unknown.");
+        put(&b, "grit_energy_source_info{source=\"");
+        label(&b, src);
+        put(&b, "\",rapl=\"%d\",nvml=\"%d\"}", strstr(src, "RAPL") != NULL,
+            strstr(src, "NVML") != NULL);
+        value(&b, 1);
+    }
+    gauge(&b, s, "energy_gpus", "grit_energy_gpus", "gauge", "GPUs whose energy NVML measured.");
     gauge(&b, s, "co2_kg", "grit_co2_kg", "gauge", "Emissions: energy x grid carbon intensity.");
     gauge(&b, s, "cost", "grit_cost", "gauge", "Cost: allocated node-hours x price.");
     gauge(&b, s, "failure_cost", "grit_failure_cost", "gauge", "Cost of the time lost to failures.");

@@ -10,7 +10,9 @@
  *   productive_s sum of metrics.jsonl step_time_s (the kept steps); goodput = productive/wall
  *   lost_s       wall - productive (restarts, recomputed steps, detection, diagnosis)
  *   node_hours   (nodes + spares) x wall: every allocated node is paid for
- *   energy       RAPL-measured (nodes.json) when available, else node_watts x allocated x wall
+ *   energy       measured (nodes.json: RAPL package + NVML GPU energy of the supervisor's
+ *                machine) when available, else node_watts x allocated x wall;
+ *                energy_source names it: "RAPL + NVML (4 GPUs)", "configured", "unknown"
  *   cost         node_hours x price; failure_cost = lost_s x allocated x price / 3600
  *   co2_kg       energy_kwh x grid_gco2_kwh / 1000
  *   mfu          tokens_per_s x FLOPs per token / (active nodes x peak_tflops x 1e12)
@@ -418,6 +420,23 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
     double lost = fmax(0.0, wall - productive);
     double node_hours = allocated * wall / 3600.0;
     int measured = json_is_true(json_object_get(ns, "energy_measured"));
+    double ngpu = num(ns, "gpus", 0);
+    int sources = 0, gpus = isfinite(ngpu) && ngpu > 0 ? (int)fmin(ngpu, 1e6) : 0;
+    json_t *src_a = json_object_get(ns, "energy_sources"), *src_v;
+    json_array_foreach(src_a, i, src_v)
+    {
+        const char *sv = json_string_value(src_v);
+        if (sv && !strcmp(sv, "RAPL"))
+            sources |= OBS_SRC_RAPL;
+        else if (sv && !strcmp(sv, "NVML"))
+            sources |= OBS_SRC_NVML;
+    }
+    if (measured && !src_a)
+        sources = OBS_SRC_RAPL; /* nodes.json from before NVML sampling */
+    char source[64];
+    obs_source_name(sources, gpus, source, sizeof source);
+    if (measured && !source[0])
+        snprintf(source, sizeof source, "measured");
     double energy_j = measured ? num(ns, "energy_j", 0) : c->node_watts * allocated * wall;
     double kwh = energy_j / 3.6e6;
     double cost = node_hours * c->price_node_hour;
@@ -436,8 +455,10 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
         "incidents", (int)json_array_size(e.incidents), "nodes", e.nodes > 0 ? e.nodes : active,
         "spares", e.spares, "allocated_nodes", allocated, "node_hours", node_hours, "energy_kwh", kwh,
         "ckpt_stall_s", stall_total, "energy_source",
-        measured ? "RAPL" : c->node_watts > 0 ? "configured" : "unknown", "power_w", power,
+        measured ? source : c->node_watts > 0 ? "configured" : "unknown", "power_w", power,
         "flops_per_token", FIN(fpt));
+    if (measured && (sources & OBS_SRC_NVML))
+        json_object_set_new(sum, "energy_gpus", json_integer(gpus));
     if (c->price_node_hour > 0) {
         json_object_set_new(sum, "cost", json_real(cost));
         json_object_set_new(sum, "failure_cost",
@@ -480,7 +501,8 @@ void obs_print_summary(FILE *f, const json_t *view)
     if (strcmp(src, "unknown"))
         fprintf(f, "  %-20s %.4f kWh (%s, %.0f W)\n", "energy", kwh, src, num(s, "power_w", 0));
     else
-        fprintf(f, "  %-20s unknown (RAPL unreadable; give --node-watts)\n", "energy");
+        fprintf(f, "  %-20s unknown (neither RAPL nor NVML readable; give --node-watts)\n",
+                "energy");
     if (json_object_get(s, "co2_kg"))
         fprintf(f, "  %-20s %.4f kg CO2 at %.0f g/kWh\n", "emissions", num(s, "co2_kg", 0),
                 num(json_object_get(view, "config"), "grid_gco2_kwh", 0));

@@ -9,6 +9,15 @@
  *   FAKE_NVML_NO_EVENTS=1   devices do not support Xid events
  *   FAKE_NVML_LOG=FILE      appends one line per event-API call, so a test can
  *                           check that the set was registered, waited on and freed
+ *   FAKE_NVML_POWER_MW=a,b  power draw per GPU in milliwatts (nvmlDeviceGetPowerUsage;
+ *                           the last value serves the GPUs after it); unset: not supported
+ *   FAKE_NVML_ENERGY_MJ=a,b energy counter per GPU in millijoules, as read at the call
+ *                           (nvmlDeviceGetTotalEnergyConsumption): a test moves it between
+ *                           samples. Unset: the counter grows at FAKE_NVML_POWER_MW from the
+ *                           first call (a live run sees matching energy and power); neither
+ *                           set: not supported
+ *   FAKE_NVML_NO_ENERGY=1   the energy counter is not supported (pre-Volta), so power
+ *                           sampling must integrate the power draw
  *
  * Return codes and the nvmlEventData_t layout follow nvml.h: 0 success,
  * 2 invalid argument, 3 not supported, 10 timeout.
@@ -89,6 +98,55 @@ int nvmlDeviceGetCurrentClocksEventReasons(void *d, unsigned long long *r)
 {
     (void)d;
     *r = 0;
+    return 0;
+}
+/* The i-th number of a comma-separated list (the last one past its end); 0 when s is
+ * NULL or empty. */
+static unsigned long long list_at(const char *s, int i)
+{
+    unsigned long long v = 0;
+    for (int k = 0; s && *s; k++) {
+        v = strtoull(s, NULL, 10);
+        if (k == i)
+            break;
+        s = strchr(s, ',');
+        s = s ? s + 1 : NULL;
+    }
+    return v;
+}
+
+int nvmlDeviceGetPowerUsage(void *d, unsigned *mw)
+{
+    int i = dev_index(d);
+    const char *p = getenv("FAKE_NVML_POWER_MW");
+    if (i < 0 || !mw)
+        return 2;
+    if (!p || !*p)
+        return 3;
+    *mw = (unsigned)list_at(p, i);
+    return 0;
+}
+int nvmlDeviceGetTotalEnergyConsumption(void *d, unsigned long long *mj)
+{
+    static struct timespec t0;
+    int i = dev_index(d);
+    const char *e = getenv("FAKE_NVML_ENERGY_MJ"), *p = getenv("FAKE_NVML_POWER_MW");
+    if (i < 0 || !mj)
+        return 2;
+    if (getenv("FAKE_NVML_NO_ENERGY"))
+        return 3;
+    if (e && *e) {
+        *mj = list_at(e, i);
+        return 0;
+    }
+    if (!p || !*p)
+        return 3;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if (!t0.tv_sec && !t0.tv_nsec)
+        t0 = t;
+    double s = (double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9;
+    *mj = (unsigned long long)((double)list_at(p, i) * s); /* mW x s = mJ */
     return 0;
 }
 const char *nvmlErrorString(int r)

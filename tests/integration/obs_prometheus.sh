@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# obs_prometheus.sh GRIT PYTHON - a real Prometheus (Debian's /usr/bin/prometheus, temp
+# obs_prometheus.sh GRIT PYTHON FAKE_NVML - a real Prometheus (Debian's /usr/bin/prometheus, temp
 # config and data dir, loopback, free ports) scrapes grit's /metrics, served by
 # grit dashboard for a run that had an injected node failure (the same code serves it
 # live from grit launch); a query through Prometheus's HTTP API returns the run's last
 # loss from metrics.jsonl, and the cordoned node's state. Then grit launch's own live
-# /metrics is read while a job trains.
+# /metrics is read while a job trains, on a node with four (fake, tests/fake/fake_nvml.c)
+# GPUs drawing 250 W each: the power shown includes them and names NVML as a source.
 set -euo pipefail
-grit=$1 py=$2
+grit=$1 py=$2 fake_nvml=$3
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/obs_lib.sh"
 prom=$(command -v prometheus || true)
@@ -62,7 +63,8 @@ print(r[0]["value"][1] if r else "none")')
 # heartbeats; the job is long enough (300 steps) to be caught running
 sed 's/"total_steps": 24/"total_steps": 300/' "$tmp/job.json" > "$tmp/long.json"
 lport=$(free_port)
-"$grit" launch --nodes 2 --spares 1 --run "$tmp/live" --straggler-factor 0 --dashboard-port "$lport" \
+GRIT_NVML_LIB=$fake_nvml FAKE_NVML_GPUS=4 FAKE_NVML_POWER_MW=250000 \
+  "$grit" launch --nodes 2 --spares 1 --run "$tmp/live" --straggler-factor 0 --dashboard-port "$lport" \
   --quiet -- "$grit" train "$tmp/long.json" --run-dir "$tmp/live" --quiet > "$tmp/live.out" 2>&1 &
 lpid=$!
 pids+=($lpid)
@@ -70,12 +72,18 @@ seen=""
 for _ in $(seq 1 300); do
   curl -sf "http://127.0.0.1:$lport/metrics" > "$tmp/live.txt" 2>/dev/null &&
     grep -q '^grit_node_step_seconds{node="node1"}' "$tmp/live.txt" &&
-    grep -q '^grit_run_finished 0' "$tmp/live.txt" && { seen=1; break; }
+    grep -q '^grit_run_finished 0' "$tmp/live.txt" &&
+    grep -q '^grit_energy_source_info{source="\(RAPL + \)\?NVML (4 GPUs)",.*nvml="1"} 1' "$tmp/live.txt" &&
+    grep -q '^grit_energy_gpus 4' "$tmp/live.txt" && { seen=1; break; }
   kill -0 $lpid 2>/dev/null || break
   sleep 0.1
 done
-[ -n "$seen" ] && echo "ok   live /metrics from grit launch: step $(grep '^grit_step ' "$tmp/live.txt" | cut -d' ' -f2), per-node step times" ||
-  fail "grit launch's live /metrics never showed a running job with node timing: $(tail -3 "$tmp/live.out")"
+[ -n "$seen" ] && echo "ok   live /metrics from grit launch: step $(grep '^grit_step ' "$tmp/live.txt" | cut -d' ' -f2), per-node step times, GPU power ($(grep '^grit_energy_source_info' "$tmp/live.txt"))" ||
+  fail "grit launch's live /metrics never showed a running job with node timing and 4 NVML GPUs: $(tail -3 "$tmp/live.out"; grep -E '^grit_(energy|power)' "$tmp/live.txt")"
+watts=$(grep '^grit_power_watts ' "$tmp/live.txt" | cut -d' ' -f2)
+"$py" -c "import sys; sys.exit(0 if 900 <= float('${watts:-0}') else 1)" &&
+  echo "ok   live power $watts W includes 4 GPUs x 250 W" ||
+  fail "live grit_power_watts '$watts': expected at least the GPUs' 1000 W (less timing slack)"
 kill $lpid 2>/dev/null || true # a killed supervisor takes its job down with it (PDEATHSIG)
 wait $lpid 2>/dev/null || true
 for _ in $(seq 1 100); do pgrep -f -- "--run-dir $tmp/live" >/dev/null || break; sleep 0.1; done
