@@ -179,16 +179,18 @@ else
   grep -q '"event":"launch".*"nodes":"n1,n4,n3"' "$run/events.jsonl" || fail "$scenario: no step on n1,n4,n3"
 fi
 grep -q '"event":"done"' "$run/events.jsonl" || fail "$scenario: the supervisor did not finish (no done event)"
+if [ "$scenario" = partition ]; then
+  # heartbeats of the ranks on n3 and n4 crossed the bridge to the supervisor on n1
+  for n in n3 n4; do
+    grep -q "\"name\":\"$n\"" "$run/nodes.json" || fail "partition: no heartbeat from $n reached the supervisor (--bind)"
+  done
+fi
 if [ "$fails" -ne 0 ]; then
   echo "--- job output"; cat "$tmp/job.out" || true
   echo "--- events"; grep -v '"step"' "$run/events.jsonl" | cut -c1-300 || true
   sinfo -N -o '%N %T %E' || true
 fi
 if [ "$scenario" = partition ]; then
-  # heartbeats of the ranks on n3 and n4 crossed the bridge to the supervisor on n1
-  for n in n3 n4; do
-    grep -q "\"name\":\"$n\"" "$run/nodes.json" || fail "partition: no heartbeat from $n reached the supervisor (--bind)"
-  done
   # stop removes the namespaces, veths and bridge; nothing of the test may be left
   "$lc" stop > /dev/null 2>&1 || fail "partition: slurm-local-cluster.sh stop failed"
   left=$( { ip netns list; ip -o link show; } 2> /dev/null | grep -E "(^| )$GRIT_SLURM_BRIDGE(-n[0-9]+)?[@: ]" || true)
