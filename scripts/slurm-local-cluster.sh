@@ -33,7 +33,7 @@
 #
 # Design: every node is `slurmd -D -N nI` (Debian's slurmd supports several per host)
 # in its own PID and mount namespace (unshare), so a node crashes or freezes as a unit.
-# All nodes share 127.0.0.1 and differ by port. munge runs privately with its own key
+# In local mode all nodes share 127.0.0.1 and differ by port. munge runs privately with its own key
 # and socket under $DIR; /etc/slurm and /etc/munge are not touched. SLURM_CONF must be
 # exported for every Slurm client (see `env`): without it, a client with no
 # /etc/slurm/slurm.conf goes "configless" and asks DNS for the controller. Timeouts are
@@ -156,10 +156,11 @@ net_up() {
   done
 }
 
-# Removes every namespace and link named BRIDGE or BRIDGE-nI, whether or not this run
-# made it (leftovers of a crashed one). Only with net.env, or GRIT_SLURM_NET=netns given.
+# Removes every namespace and link named BRIDGE or BRIDGE-nI (with the names from
+# net.env), also those of a start or stop that crashed half way. Without net.env this
+# directory's start made nothing: a bridge of that name then belongs to someone else.
 net_down() {
-  [ "$NET" = netns ] || return 0
+  [ -f "$DIR/net.env" ] || return 0
   local l
   for l in $(ip netns list 2> /dev/null | awk '{print $1}' | grep -xE "$BRIDGE-n[0-9]+"); do
     ip netns del "$l" || say "could not remove network namespace $l"
