@@ -3,14 +3,18 @@
 # grit's tests and for trying `srun --auto-resume` by hand. Run as root.
 #
 #   slurm-local-cluster.sh start          munge + slurmctld + N slurmd; waits until idle
-#   slurm-local-cluster.sh stop           stops everything it started (by PID), keeps logs
-#   slurm-local-cluster.sh status | env   state of the daemons | "export SLURM_CONF=..."
+#   slurm-local-cluster.sh stop           stops everything it started (by PID), keeps logs;
+#                                         netns mode: also removes namespaces, veths, bridge
+#   slurm-local-cluster.sh status | env   state of the daemons and network mode | "export SLURM_CONF=..."
 #   slurm-local-cluster.sh kill-node N    hard crash: SIGKILL every process of node N
 #   slurm-local-cluster.sh freeze-node N  SIGSTOP every process of node N (a hung node)
 #   slurm-local-cluster.sh thaw-node N    SIGCONT them again
 #   slurm-local-cluster.sh start-node N   (re)start node N after kill-node
 #   slurm-local-cluster.sh fault-node N F tasks on node N get GRIT_HEALTH_FAULT=F (its
 #                                         grit health fails); "fault-node N -" clears it
+#   slurm-local-cluster.sh partition-node N  netns mode: cut node N off the bridge (veth down)
+#   slurm-local-cluster.sh heal-node N    netns mode: connect it again (veth up)
+#   slurm-local-cluster.sh node-addr N    the address other nodes reach node N at
 #   slurm-local-cluster.sh node-pids N    host PIDs of node N's processes
 #
 # Settings (read by start, remembered in $DIR/cluster.env for the other commands):
@@ -20,15 +24,31 @@
 #   GRIT_SLURM_CPUS  CPUs each node advertises (default 2)
 #   GRIT_SLURM_PLUGIN spank_grit.so to load (optional; loaded as "required")
 #   GRIT_SLURM_PLUGIN_ARGS  its arguments, e.g. "grit=/path/to/grit"
+#   GRIT_SLURM_NET   local (default): every node on 127.0.0.1; netns: every node in its
+#                    own network namespace on a private bridge (see below)
+#   GRIT_SLURM_BRIDGE  netns mode: bridge name, also the prefix of the namespaces and
+#                    host-side veths "BRIDGE-nI" (default gritbr0, at most 11 characters)
+#   GRIT_SLURM_SUBNET  netns mode: first three octets of a /24 that nothing on this
+#                    machine uses (default 10.77.0): bridge .1, node i at .(10+i)
 #
 # Design: every node is `slurmd -D -N nI` (Debian's slurmd supports several per host)
 # in its own PID and mount namespace (unshare), so a node crashes or freezes as a unit.
-# All nodes share 127.0.0.1 and differ by port. munge runs privately with its own key
+# In local mode all nodes share 127.0.0.1 and differ by port. munge runs privately with its own key
 # and socket under $DIR; /etc/slurm and /etc/munge are not touched. SLURM_CONF must be
 # exported for every Slurm client (see `env`): without it, a client with no
 # /etc/slurm/slurm.conf goes "configless" and asks DNS for the controller. Timeouts are
 # short (SlurmdTimeout=5) so failures show within seconds; cred_expire=10 lets a
 # requeued job start again after ~11 s instead of the default 121 s.
+#
+# netns mode: node nI also gets a network namespace BRIDGE-nI (entered with
+# `nsenter --net`: `ip netns exec` remounts /sys and slurmd then finds no cgroups), a
+# UTS namespace with host name nI, and a veth pair: BRIDGE-nI on the host, enslaved to
+# the bridge, and eth0 inside with SUBNET.(10+I)/24. No namespace has a default route,
+# so nothing leaves the bridge. slurmctld stays in the host's network namespace and is
+# reached at SUBNET.1; each node's NodeAddr is its own address. slurmctld and the nodes
+# see a private /etc/hosts (node names -> addresses) and an empty resolv.conf through
+# bind mounts in their own mount namespaces. The names are written to $DIR/net.env
+# before anything is created, so `stop` removes them even after a crash of this script.
 set -euo pipefail
 
 cmd=${1:-help}
@@ -38,11 +58,19 @@ if [ "$cmd" != start ] && [ -f "$DIR/cluster.env" ]; then
   # shellcheck disable=SC1091
   . "$DIR/cluster.env"
 fi
+if [ "$cmd" != start ] && [ -f "$DIR/net.env" ]; then
+  # the network a start created, even if it crashed before writing cluster.env
+  # shellcheck disable=SC1091
+  . "$DIR/net.env"
+fi
 NODES=${GRIT_SLURM_NODES:-4}
 PORT=${GRIT_SLURM_PORT:-17900}
 CPUS=${GRIT_SLURM_CPUS:-2}
 PLUGIN=${GRIT_SLURM_PLUGIN:-}
 PLUGIN_ARGS=${GRIT_SLURM_PLUGIN_ARGS:-}
+NET=${GRIT_SLURM_NET:-local}
+BRIDGE=${GRIT_SLURM_BRIDGE:-gritbr0}
+SUBNET=${GRIT_SLURM_SUBNET:-10.77.0}
 CONF=$DIR/etc/slurm.conf
 MSOCK=$DIR/munge/socket
 export SLURM_CONF=$CONF
@@ -80,29 +108,107 @@ detach() {
   die "could not start $1"
 }
 
+# --- network (netns mode) -----------------------------------------------------------------
+# node_addr N: where the others reach node N; node_ns N: its network namespace, also the
+# name of the host end of its veth pair (inside the namespace the other end is eth0)
+node_addr() { if [ "$NET" = netns ]; then echo "$SUBNET.$((10 + ${1#n}))"; else echo 127.0.0.1; fi; }
+ctl_addr() { if [ "$NET" = netns ]; then echo "$SUBNET.1"; else echo 127.0.0.1; fi; }
+node_ns() { echo "$BRIDGE-$1"; }
+NODE_IF=eth0
+
+check_net_settings() {
+  [ "$NET" = local ] || [ "$NET" = netns ] || die "GRIT_SLURM_NET: expected local or netns, got '$NET'"
+  [ "$NET" = netns ] || return 0
+  [[ $BRIDGE =~ ^[a-z][a-z0-9]{0,10}$ ]] || die "GRIT_SLURM_BRIDGE: expected 1..11 lower-case letters and digits, starting with a letter, got '$BRIDGE'"
+  [[ $SUBNET =~ ^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$ ]] &&
+    [ "${BASH_REMATCH[1]}" -le 255 ] && [ "${BASH_REMATCH[2]}" -le 255 ] && [ "${BASH_REMATCH[3]}" -le 255 ] ||
+    die "GRIT_SLURM_SUBNET: expected the first three octets of a /24 such as 10.77.0, got '$SUBNET'"
+  for b in ip nsenter; do command -v "$b" > /dev/null || die "$b not found (iproute2, util-linux)"; done
+  ip link show "$BRIDGE" > /dev/null 2>&1 &&
+    die "network interface $BRIDGE exists (a cluster left running? run stop with the same GRIT_SLURM_DIR, or set GRIT_SLURM_BRIDGE)"
+  [ -z "$(ip -4 -o addr show to "$SUBNET.0/24")" ] && [ -z "$(ip -4 route show root "$SUBNET.0/24")" ] ||
+    die "$SUBNET.0/24 is already used on this machine (set GRIT_SLURM_SUBNET)"
+  local i
+  for i in $(seq "$NODES"); do
+    [ -e "/run/netns/$(node_ns "n$i")" ] && die "network namespace $(node_ns "n$i") exists (run stop, or set GRIT_SLURM_BRIDGE)"
+  done
+  return 0
+}
+
+# The bridge, and per node a namespace and a veth pair. The names go to net.env first,
+# so a stop after a crash finds what was made.
+net_up() {
+  [ "$NET" = netns ] || return 0
+  echo "GRIT_SLURM_NET=netns GRIT_SLURM_BRIDGE=$BRIDGE GRIT_SLURM_SUBNET=$SUBNET" > "$DIR/net.env"
+  ip link add "$BRIDGE" type bridge || die "cannot create bridge $BRIDGE"
+  ip addr add "$(ctl_addr)/24" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+  local i n ns
+  for i in $(seq "$NODES"); do
+    n=n$i ns=$(node_ns "n$i")
+    ip netns add "$ns" || die "cannot create network namespace $ns"
+    ip link add "$ns" type veth peer name "$NODE_IF" netns "$ns" || die "cannot create veth $ns"
+    ip -n "$ns" addr add "$(node_addr "$n")/24" dev "$NODE_IF"
+    ip -n "$ns" link set lo up
+    ip -n "$ns" link set "$NODE_IF" up
+    ip link set "$ns" master "$BRIDGE"
+    ip link set "$ns" up
+  done
+}
+
+# Removes every namespace and link named BRIDGE or BRIDGE-nI (with the names from
+# net.env), also those of a start or stop that crashed half way. Without net.env this
+# directory's start made nothing: a bridge of that name then belongs to someone else.
+net_down() {
+  [ -f "$DIR/net.env" ] || return 0
+  local l
+  for l in $(ip netns list 2> /dev/null | awk '{print $1}' | grep -xE "$BRIDGE-n[0-9]+"); do
+    ip netns del "$l" || say "could not remove network namespace $l"
+  done
+  for l in $(ip -o link show 2> /dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -xE "$BRIDGE-n[0-9]+"); do
+    ip link del "$l" 2> /dev/null || true # gone already with its namespace's end
+  done
+  if ip link show "$BRIDGE" > /dev/null 2>&1; then ip link del "$BRIDGE" || say "could not remove bridge $BRIDGE"; fi
+  rm -f "$DIR/net.env"
+}
+
 write_conf() {
   mkdir -p "$DIR"/{etc,state,spool,tmp,log,pids,faults}
-  local i nodes=""
+  local i nodes="" hosts
+  hosts="127.0.0.1 localhost $(hostname -s 2> /dev/null || true)"$'\n'"$(ctl_addr) gritctl"$'\n'
   for i in $(seq "$NODES"); do
     mkdir -p "$DIR/spool/n$i" "$DIR/tmp/n$i"
-    nodes+="NodeName=n$i NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((PORT + i)) CPUs=$CPUS RealMemory=1000 State=UNKNOWN"$'\n'
+    if [ "$NET" = netns ]; then
+      nodes+="NodeName=n$i NodeHostname=n$i NodeAddr=$(node_addr "n$i") Port=$((PORT + i)) CPUs=$CPUS RealMemory=1000 State=UNKNOWN"$'\n'
+      hosts+="$(node_addr "n$i") n$i"$'\n'
+    else
+      nodes+="NodeName=n$i NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((PORT + i)) CPUs=$CPUS RealMemory=1000 State=UNKNOWN"$'\n'
+    fi
   done
+  if [ "$NET" = netns ]; then
+    # names resolve from this file, never from the machine's resolver
+    printf '%s' "$hosts" > "$DIR/etc/hosts"
+    : > "$DIR/etc/resolv.conf"
+  fi
   : > "$DIR/etc/plugstack.conf"
   if [ -n "$PLUGIN" ]; then
     [ -f "$PLUGIN" ] || die "GRIT_SLURM_PLUGIN: $PLUGIN: no such file"
     echo "required $PLUGIN $PLUGIN_ARGS" > "$DIR/etc/plugstack.conf"
   fi
   # TaskProlog: its "export K=V" lines reach every task. The nodes share a kernel and
-  # a host name: each gets its own TMPDIR and OpenMPI shared-memory directory (else
-  # their segment names collide), OpenMPI stays on loopback, and a node marked with
-  # fault-node gets its health fault.
+  # (local mode) a host name: each gets its own TMPDIR and OpenMPI shared-memory
+  # directory (else their segment names collide), OpenMPI's TCP stays on loopback
+  # (local) or on the node's veth (netns: lo would not reach the other nodes), and a
+  # node marked with fault-node gets its health fault.
+  local mpi_if=lo
+  [ "$NET" = netns ] && mpi_if=$NODE_IF
   cat > "$DIR/etc/taskprolog.sh" <<EOF
 #!/bin/sh
 d="$DIR/tmp/\$SLURMD_NODENAME"
 echo "export TMPDIR=\$d"
 echo "export OMPI_MCA_btl_vader_backing_directory=\$d"
-echo "export OMPI_MCA_btl_tcp_if_include=lo"
-echo "export OMPI_MCA_oob_tcp_if_include=lo"
+echo "export OMPI_MCA_btl_tcp_if_include=$mpi_if"
+echo "export OMPI_MCA_oob_tcp_if_include=$mpi_if"
 f="$DIR/faults/\$SLURMD_NODENAME"
 [ -s "\$f" ] && echo "export GRIT_HEALTH_FAULT=\$(cat "\$f")"
 exit 0
@@ -111,7 +217,7 @@ EOF
   cat > "$CONF" <<EOF
 # written by grit scripts/slurm-local-cluster.sh ($NODES nodes)
 ClusterName=gritlocal
-SlurmctldHost=localhost(127.0.0.1)
+SlurmctldHost=localhost($(ctl_addr))
 SlurmctldPort=$PORT
 SlurmdPort=$((PORT + 1))
 SlurmUser=root
@@ -171,7 +277,12 @@ munge_start() {
 }
 
 ctld_start() {
-  PIDFILE=$DIR/pids/slurmctld.host.pid LOGFILE=$DIR/log/slurmctld.out detach slurmctld -D -i
+  local argv=(slurmctld -D -i)
+  # netns: the host's network namespace (it owns SUBNET.1 on the bridge), but its own
+  # mount namespace with the cluster's hosts file
+  [ "$NET" = netns ] && argv=(unshare --mount --propagation private sh -c \
+    'mount --bind "$0/etc/hosts" /etc/hosts && exec slurmctld -D -i' "$DIR")
+  PIDFILE=$DIR/pids/slurmctld.host.pid LOGFILE=$DIR/log/slurmctld.out detach "${argv[@]}"
   local i
   for i in $(seq 100); do
     scontrol ping 2>/dev/null | grep 'is UP' > /dev/null && return 0
@@ -183,13 +294,25 @@ ctld_start() {
 
 # A node: unshare (PID+mount namespace, --kill-child) -> sh as the namespace's PID 1
 # (reaps orphans) -> slurmd -D -N nI. SIGKILL of the unshare process ends the node.
+# netns: nsenter --net puts the unshare (same PID: nsenter execs it) into the node's
+# network namespace, --uts gives it its host name, and the mount namespace gets the
+# cluster's hosts file and an empty resolv.conf.
 node_start() {
   local n=$1
   node_init "$n" > /dev/null && return 0
   mkdir -p "$DIR/spool/$n" "$DIR/tmp/$n"
-  PIDFILE=$DIR/pids/node.$n.pid LOGFILE=$DIR/log/node.$n.out detach \
-    unshare --pid --fork --mount-proc --kill-child \
-    sh -c 'slurmd -D -N "$1" & while :; do wait; sleep 1; done' gritnode "$n"
+  if [ "$NET" = netns ]; then
+    [ -e "/run/netns/$(node_ns "$n")" ] || die "network namespace $(node_ns "$n") is missing (stop, then start again)"
+    PIDFILE=$DIR/pids/node.$n.pid LOGFILE=$DIR/log/node.$n.out detach \
+      nsenter --net="/run/netns/$(node_ns "$n")" unshare --pid --fork --mount-proc --kill-child --uts \
+      sh -c 'hostname "$1" && mount --bind "$2/etc/hosts" /etc/hosts &&
+        mount --bind "$2/etc/resolv.conf" /etc/resolv.conf || exit 1
+        slurmd -D -N "$1" & while :; do wait; sleep 1; done' gritnode "$n" "$DIR"
+  else
+    PIDFILE=$DIR/pids/node.$n.pid LOGFILE=$DIR/log/node.$n.out detach \
+      unshare --pid --fork --mount-proc --kill-child \
+      sh -c 'slurmd -D -N "$1" & while :; do wait; sleep 1; done' gritnode "$n"
+  fi
 }
 node_init() { # host PID of the node's PID 1
   local w c
@@ -241,6 +364,7 @@ do_start() {
   for b in slurmctld slurmd munged scontrol unshare; do
     command -v "$b" > /dev/null || [ -x "/usr/sbin/$b" ] || die "$b not found (scripts/install-deps.sh)"
   done
+  check_net_settings
   unshare --pid --fork --mount-proc true 2> /dev/null || die "cannot create PID namespaces here"
   if pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld > /dev/null; then
     die "a cluster already runs in $DIR (stop it first)"
@@ -250,16 +374,19 @@ do_start() {
     ss -Htln "sport = :$p" | grep . > /dev/null && die "TCP port $p is in use (a cluster left running? run stop with the same GRIT_SLURM_DIR, or set GRIT_SLURM_PORT)"
   done
   mkdir -p "$DIR"
+  [ -f "$DIR/net.env" ] && die "$DIR/net.env: a network of an earlier cluster may be left (run stop first)"
   rm -rf "$DIR"/{state,spool,tmp,pids,log,faults}
   write_conf
   cat > "$DIR/cluster.env" <<EOF
 GRIT_SLURM_NODES=$NODES GRIT_SLURM_PORT=$PORT GRIT_SLURM_CPUS=$CPUS
+GRIT_SLURM_NET=$NET GRIT_SLURM_BRIDGE=$BRIDGE GRIT_SLURM_SUBNET=$SUBNET
 EOF
+  net_up
   munge_start
   ctld_start
   for i in $(seq "$NODES"); do node_start "n$i"; done
   wait_idle || die "cluster did not become idle (logs in $DIR/log)"
-  say "up: $NODES nodes in $((SECONDS - t0)) s; export SLURM_CONF=$CONF"
+  say "up: $NODES nodes ($NET network) in $((SECONDS - t0)) s; export SLURM_CONF=$CONF"
 }
 
 # This cluster's daemons found without pid files (deleted, or a crashed script): node
@@ -294,6 +421,7 @@ do_stop() {
     say "stopping stray process $p ($(cat "/proc/$p/comm" 2>/dev/null)) of $DIR"
     end_pid "$p"
   done
+  net_down
   rm -f "$DIR"/pids/*.pid "$DIR/munge/munged.pid" "$DIR/cluster.env"
   say "stopped"
 }
@@ -301,10 +429,24 @@ do_stop() {
 do_status() {
   local p i
   echo "dir $DIR  SLURM_CONF=$CONF"
+  if [ "$NET" = netns ]; then
+    echo "net netns: bridge $BRIDGE $(ctl_addr)/24 ($(ip link show "$BRIDGE" > /dev/null 2>&1 && echo present || echo missing))"
+  else
+    echo "net local: every node on 127.0.0.1"
+  fi
   if p=$(pidof_file "$DIR/munge/munged.pid" "$MSOCK"); then echo "munged     pid $p"; else echo "munged     down"; fi
   if p=$(pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld); then echo "slurmctld  pid $p"; else echo "slurmctld  down"; fi
   for i in $(seq "$NODES"); do
-    if p=$(node_init "n$i"); then echo "n$i         up ($(node_pids "n$i" | wc -l) processes)"; else echo "n$i         down"; fi
+    if p=$(node_init "n$i"); then echo -n "n$i         up ($(node_pids "n$i" | wc -l) processes)"; else echo -n "n$i         down"; fi
+    if [ "$NET" = netns ]; then
+      if ip -o link show "$(node_ns "n$i")" 2> /dev/null | grep -q '[<,]UP[,>]'; then
+        echo "  $(node_addr "n$i")"
+      else
+        echo "  $(node_addr "n$i") partitioned (veth down)"
+      fi
+    else
+      echo
+    fi
   done
   pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld > /dev/null && sinfo -N -o '%N %T %E' || true
 }
@@ -332,6 +474,15 @@ case $cmd in
     need_node "${1:-}"
     [[ ${2:-} =~ ^[a-z_,-]+$ ]] || die "fault-node NODE FAULT: expected a grit health fault name (or -), got '${2:-}'"
     if [ "$2" = - ]; then rm -f "$DIR/faults/$1"; else echo "$2" > "$DIR/faults/$1"; fi ;;
+  partition-node | heal-node)
+    need_node "${1:-}"
+    [ "$NET" = netns ] || die "$cmd needs a cluster started with GRIT_SLURM_NET=netns"
+    if [ "$cmd" = partition-node ]; then
+      ip link set "$(node_ns "$1")" down; say "$1 partitioned (cut off the bridge $BRIDGE)"
+    else
+      ip link set "$(node_ns "$1")" up; say "$1 healed"
+    fi ;;
+  node-addr) need_node "${1:-}"; node_addr "$1" ;;
   node-pids) need_node "${1:-}"; node_pids "$1" ;;
   help | -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
   *) say "unknown command '$cmd' (try --help)"; exit 2 ;;

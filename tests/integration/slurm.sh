@@ -14,11 +14,17 @@
 #            the first step.
 #   requeue  sbatch -N 3 with no spare and --no-spare requeue; n2 crashes: grit drains it
 #            and requeues the job, which runs again on n1,n3,n4 and resumes.
-# For kill/freeze/health/requeue: the job COMPLETES, n2 ends DRAINED with grit's reason,
+#   partition  as kill, on a cluster with GRIT_SLURM_NET=netns (each node in its own
+#            network namespace on a private bridge); n2 is cut off the bridge (its veth
+#            goes down) and keeps running. The supervisor runs on n1 and listens on n1's
+#            bridge address (--bind); OpenMPI goes over the veths. Afterwards no
+#            namespace or link of the test is left.
+# For kill/freeze/health/requeue/partition: the job COMPLETES, n2 ends DRAINED with grit's reason,
 # the step ran again without n2, and the final weights are bitwise identical to a
 # fault-free run (mpirun, no Slurm).
 # Exit 77 (skipped, said loudly) where Slurm cannot run: not root, no Slurm, no PID
-# namespaces, no SPANK plugin built.
+# namespaces, no SPANK plugin built; for partition also where network namespaces, veths
+# or bridges cannot be made.
 set -euo pipefail
 grit=$1 spank=$2 scenario=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,6 +36,21 @@ for b in slurmctld slurmd munged sbatch srun scontrol; do
 done
 unshare --pid --fork --mount-proc true 2> /dev/null || skip "cannot create PID namespaces"
 [ -f "$spank" ] || skip "spank_grit.so was not built (no slurm/spank.h)"
+if [ "$scenario" = partition ]; then
+  # the cluster's network: names and a /24 of the test's own (GRIT_SLURM_TEST_*)
+  export GRIT_SLURM_NET=netns GRIT_SLURM_BRIDGE=${GRIT_SLURM_TEST_BRIDGE:-grittest0}
+  export GRIT_SLURM_SUBNET=${GRIT_SLURM_TEST_SUBNET:-10.77.50}
+  command -v ip > /dev/null && command -v nsenter > /dev/null || skip "partition: needs ip (iproute2) and nsenter"
+  # can this machine make a bridge, a namespace and a veth into it? (removed at once)
+  probe=${GRIT_SLURM_BRIDGE}p
+  probe_ok=0
+  if ip link add "$probe" type bridge 2> /dev/null && ip netns add "$probe" 2> /dev/null &&
+    ip link add "$probe-v" type veth peer name eth0 netns "$probe" 2> /dev/null; then probe_ok=1; fi
+  ip link del "$probe-v" 2> /dev/null || true
+  ip netns del "$probe" 2> /dev/null || true
+  ip link del "$probe" 2> /dev/null || true
+  [ "$probe_ok" = 1 ] || skip "partition: cannot create a bridge, network namespace or veth here"
+fi
 
 tmp=$(mktemp -d /tmp/grit-slurm-test.XXXXXX)
 chmod 0755 "$tmp" # munged runs as user munge
@@ -113,9 +134,15 @@ run=$tmp/run
 nodes=4 spares=1 policy=give_up sbatch_opt="" srun_opt=--auto-resume=1
 if [ "$scenario" = requeue ]; then nodes=3 spares=0 policy=requeue; fi
 if [ "$scenario" = freeze ]; then sbatch_opt=--auto-resume=1 srun_opt=""; fi
+bind=""
+if [ "$scenario" = partition ]; then
+  # the batch script (and so the supervisor) runs on the job's first node, in that
+  # node's network namespace: heartbeats come to its bridge address
+  bind='--bind $("'"$lc"'" node-addr "$SLURMD_NODENAME")'
+fi
 cat > "$tmp/batch.sh" << EOF
 #!/bin/bash
-export GRIT_LAUNCH_OPTS="--run $run --spares $spares --no-spare $policy --hang-timeout 5 --health-timeout 20 --backoff 0.1 --straggler-factor 0"
+export GRIT_LAUNCH_OPTS="--run $run --spares $spares --no-spare $policy --hang-timeout 5 --health-timeout 20 --backoff 0.1 --straggler-factor 0 $bind"
 srun $srun_opt "$grit" train "$tmp/job.json" --run-dir "$run" --quiet
 EOF
 [ "$scenario" = health ] && "$lc" fault-node n2 gemm_bitflip
@@ -127,6 +154,9 @@ case $scenario in
   freeze)
     wait_steps "$run" 12 60 || fail "$scenario: training did not start"
     "$lc" freeze-node n2 ;;
+  partition)
+    wait_steps "$run" 12 60 || fail "$scenario: training did not start"
+    "$lc" partition-node n2 ;;
   health) ;;
   *) echo "unknown scenario $scenario"; exit 2 ;;
 esac
@@ -149,10 +179,22 @@ else
   grep -q '"event":"launch".*"nodes":"n1,n4,n3"' "$run/events.jsonl" || fail "$scenario: no step on n1,n4,n3"
 fi
 grep -q '"event":"done"' "$run/events.jsonl" || fail "$scenario: the supervisor did not finish (no done event)"
+if [ "$scenario" = partition ]; then
+  # heartbeats of the ranks on n3 and n4 crossed the bridge to the supervisor on n1
+  for n in n3 n4; do
+    grep -q "\"name\":\"$n\"" "$run/nodes.json" || fail "partition: no heartbeat from $n reached the supervisor (--bind)"
+  done
+fi
 if [ "$fails" -ne 0 ]; then
   echo "--- job output"; cat "$tmp/job.out" || true
   echo "--- events"; grep -v '"step"' "$run/events.jsonl" | cut -c1-300 || true
   sinfo -N -o '%N %T %E' || true
+fi
+if [ "$scenario" = partition ]; then
+  # stop removes the namespaces, veths and bridge; nothing of the test may be left
+  "$lc" stop > /dev/null 2>&1 || fail "partition: slurm-local-cluster.sh stop failed"
+  left=$( { ip netns list; ip -o link show; } 2> /dev/null | grep -E "(^| )$GRIT_SLURM_BRIDGE(-n[0-9]+)?[@: ]" || true)
+  [ -z "$left" ] || fail "partition: left after stop: $left"
 fi
 [ "$fails" -eq 0 ] && ok "$scenario: n2 drained ($reason), job completed, weights bitwise equal"
 exit "$fails"
