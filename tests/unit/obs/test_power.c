@@ -11,17 +11,7 @@
 #include "../check.h"
 #include "core/fsutil.h"
 #include "obs/obs.h"
-
-static void zone(const char *root, const char *name, const char *uj, const char *range)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", root, name);
-    mkdir(path, 0755);
-    snprintf(path, sizeof path, "%s/%s/energy_uj", root, name);
-    CHECK_INT(fs_write_durable(path, uj, strlen(uj)), GRIT_OK);
-    snprintf(path, sizeof path, "%s/%s/max_energy_range_uj", root, name);
-    CHECK_INT(fs_write_durable(path, range, strlen(range)), GRIT_OK);
-}
+#include "rapl_zone.h"
 
 #define NOLIB "/nonexistent/libnvidia-ml.so.1"
 
@@ -36,16 +26,16 @@ int main(void)
     obs__energy(&e);
     CHECK_INT(e.sources, 0);
 
-    zone(root, "intel-rapl:0", "1000000\n", "10000000\n");
-    zone(root, "intel-rapl:1", "5000000\n", "10000000\n");
-    zone(root, "intel-rapl:0:0", "900000\n", "10000000\n"); /* a subzone: part of zone 0 */
+    rapl_zone(root, "intel-rapl:0", "1000000\n", "10000000\n");
+    rapl_zone(root, "intel-rapl:1", "5000000\n", "10000000\n");
+    rapl_zone(root, "intel-rapl:0:0", "900000\n", "10000000\n"); /* a subzone: part of zone 0 */
     obs__power_sample_at(root, NOLIB, 10);
     obs__energy(&e);
     CHECK_INT(e.sources, 0); /* one sample is no interval yet */
 
-    zone(root, "intel-rapl:0", "3000000\n", "10000000\n");  /* +2 J */
-    zone(root, "intel-rapl:1", "1000000\n", "10000000\n");  /* wrapped: +6 J */
-    zone(root, "intel-rapl:0:0", "9900000\n", "10000000\n"); /* ignored */
+    rapl_zone(root, "intel-rapl:0", "3000000\n", "10000000\n");  /* +2 J */
+    rapl_zone(root, "intel-rapl:1", "1000000\n", "10000000\n");  /* wrapped: +6 J */
+    rapl_zone(root, "intel-rapl:0:0", "9900000\n", "10000000\n"); /* ignored */
     obs__power_sample_at(root, NOLIB, 12);
     obs__energy(&e);
     CHECK_INT(e.sources, OBS_SRC_RAPL);

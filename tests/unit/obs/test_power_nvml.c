@@ -16,20 +16,10 @@
 #include "../check.h"
 #include "core/fsutil.h"
 #include "obs/obs.h"
+#include "rapl_zone.h"
 
 #define NOLIB "/nonexistent/libnvidia-ml.so.1"
 #define NORAPL "/nonexistent-powercap"
-
-static void zone(const char *root, const char *name, const char *uj)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", root, name);
-    mkdir(path, 0755);
-    snprintf(path, sizeof path, "%s/%s/energy_uj", root, name);
-    CHECK_INT(fs_write_durable(path, uj, strlen(uj)), GRIT_OK);
-    snprintf(path, sizeof path, "%s/%s/max_energy_range_uj", root, name);
-    CHECK_INT(fs_write_durable(path, "100000000\n", 10), GRIT_OK);
-}
 
 /* One sample at time t with the fake's counters at mj (NULL: unset). */
 static obs_energy sample(const char *rapl, const char *lib, double t, const char *mj)
@@ -92,9 +82,9 @@ static void rapl_plus_nvml(const char *root)
 {
     obs__power_reset();
     setenv("FAKE_NVML_GPUS", "2", 1);
-    zone(root, "intel-rapl:0", "1000000\n");
+    rapl_zone(root, "intel-rapl:0", "1000000\n", "100000000\n");
     sample(root, GRIT_FAKE_NVML, 50, "0,0");
-    zone(root, "intel-rapl:0", "21000000\n"); /* +20 J CPU */
+    rapl_zone(root, "intel-rapl:0", "21000000\n", "100000000\n"); /* +20 J CPU */
     obs_energy e = sample(root, GRIT_FAKE_NVML, 51, "100000,200000"); /* +300 J GPUs */
     CHECK_INT(e.sources, OBS_SRC_RAPL | OBS_SRC_NVML);
     CHECK_INT(e.gpus, 2);
@@ -156,9 +146,9 @@ static void rapl_only(const char *root)
         obs__power_reset();
         setenv("FAKE_NVML_GPUS", gpus[k], 1);
         unsetenv("FAKE_NVML_POWER_MW"); /* k == 2: neither counter nor power */
-        zone(root, "intel-rapl:0", "1000000\n");
+        rapl_zone(root, "intel-rapl:0", "1000000\n", "100000000\n");
         sample(root, libs[k], 60, k == 2 ? NULL : "0,0");
-        zone(root, "intel-rapl:0", "3000000\n");
+        rapl_zone(root, "intel-rapl:0", "3000000\n", "100000000\n");
         obs_energy e = sample(root, libs[k], 62, k == 2 ? NULL : "1000,1000");
         if (e.sources != OBS_SRC_RAPL || e.gpus != 0 || fabs(e.joules - 2.0) > 1e-9)
             dprintf(saved, "rapl_only case %d: sources %d gpus %d joules %g\n", k, e.sources,
