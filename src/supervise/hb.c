@@ -34,6 +34,7 @@ grit_err hb_parse(const char *line, const char *secret, hb_msg *m)
     m->rank = -1;
     m->step = -1;
     m->loss = m->gnorm = NAN;
+    m->energy_j = NAN; /* esrc= without energy_j= measures nothing */
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", line);
     buf[strcspn(buf, "\r\n")] = '\0';

@@ -38,7 +38,7 @@ typedef struct hb_msg {
     double loss, gnorm, step_time, comm_time;
     long pid;
     char host[64];             /* "" when absent (an older worker) */
-    double energy_j, power_w;  /* valid when esrc != 0 */
+    double energy_j, power_w;  /* valid when esrc != 0 (energy_j NaN when absent) */
     int esrc, gpus;            /* OBS_SRC_* measured on host; 0: no energy fields */
     char kind[32], detail[64]; /* EV1 */
 } hb_msg;
