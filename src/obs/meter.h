@@ -42,9 +42,11 @@ int obs_meter_sample(obs_meter *m, double t, double *interval_j);
 /* The meter's totals so far. */
 void obs_meter_read(const obs_meter *m, obs_energy *e);
 
-/* This machine's identity for counting each host once: the kernel's boot_id
- * (/proc/sys/kernel/random/boot_id, different on every machine and every boot), else
- * the host name; characters that cannot go in a heartbeat word become '_'. Writes at
+/* This machine's identity for counting each host once: $GRIT_HOST_ID when set (a
+ * cluster simulated on one kernel, whose nodes share a boot_id: tests), else the
+ * kernel's boot_id (/proc/sys/kernel/random/boot_id, different on every machine and
+ * every boot; containers on one machine share it, as they share its power), else the
+ * host name; characters that cannot go in a heartbeat word become '_'. Writes at
  * most n bytes to buf ("" when neither can be read) and returns buf. */
 const char *obs_host_id(char *buf, size_t n);
 

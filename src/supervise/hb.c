@@ -112,6 +112,9 @@ struct hb_client {
     char host[64];
     obs_meter *meter; /* NULL: this rank does not measure its host */
     obs_energy energy; /* the meter's latest totals (under mu) */
+    int final;         /* hb_client_final asked for a sample and beat now */
+    long beats;        /* periodic beats sent by the thread */
+    pthread_cond_t done_cv; /* signalled after each of them */
 };
 
 static int parse_addr(const char *s, struct sockaddr_in *a)
@@ -172,9 +175,11 @@ static void *client_loop(void *arg)
         double t = ts.tv_sec + 1e-9 * ts.tv_nsec + c->period;
         ts.tv_sec = (time_t)t;
         ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        if (!c->final)
+            pthread_cond_timedwait(&c->cv, &c->mu, &ts);
         if (c->quit)
             break;
+        c->final = 0;
         if (c->meter) {
             pthread_mutex_unlock(&c->mu);
             meter_sample(c);
@@ -182,7 +187,10 @@ static void *client_loop(void *arg)
         }
         if (!c->quit)
             send_beat(c);
+        c->beats++;
+        pthread_cond_broadcast(&c->done_cv);
     }
+    pthread_cond_broadcast(&c->done_cv);
     pthread_mutex_unlock(&c->mu);
     return NULL;
 }
@@ -210,6 +218,7 @@ hb_client *hb_client_start(int rank, const char *node, double period, int meter)
     c->meter = meter ? obs_meter_open(NULL, NULL) : NULL; /* out of memory: no energy */
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    pthread_cond_init(&c->done_cv, NULL);
     if (pthread_create(&c->th, NULL, client_loop, c) != 0) {
         obs_meter_close(c->meter);
         close(c->fd);
@@ -243,6 +252,25 @@ void hb_client_event(hb_client *c, const char *kind, long step, const char *deta
     snprintf(line, sizeof line, "EV1 %s rank=%d node=%s kind=%s step=%ld detail=%s\n",
              c->secret, c->rank, c->node, kind, step, detail && *detail ? detail : "-");
     send_line(c, line);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void hb_client_final(hb_client *c)
+{
+    if (!c)
+        return;
+    /* the meter belongs to the beat thread (meter.h): ask it for one more sample and beat,
+     * and wait for that */
+    pthread_mutex_lock(&c->mu);
+    long want = c->beats + 1;
+    c->final = 1;
+    pthread_cond_broadcast(&c->cv);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 2; /* NVML hung: give up, the run's end must not wait for it */
+    while (c->beats < want && !c->quit)
+        if (pthread_cond_timedwait(&c->done_cv, &c->mu, &ts) != 0)
+            break;
     pthread_mutex_unlock(&c->mu);
 }
 

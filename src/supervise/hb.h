@@ -59,6 +59,10 @@ hb_client *hb_client_start(int rank, const char *node, double period, int meter)
 void hb_client_step(hb_client *c, long step, double loss, double gnorm, double step_time,
                     double comm_time);
 void hb_client_event(hb_client *c, const char *kind, long step, const char *detail);
+/* Samples the energy meter once more (when this client has one) and sends a beat now:
+ * for the end of a run, before the "done" event, so that the energy since the last
+ * periodic beat (and that of a worker shorter than one period) is counted. NULL: no-op. */
+void hb_client_final(hb_client *c);
 void hb_client_stop(hb_client *c);
 
 /* --- server (supervisor) --------------------------------------------------------- */

@@ -663,6 +663,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
         fprintf(log, "data: %.4f epochs consumed\n", train_data_epochs(&data, step * G));
     if (res)
         *res = (train_result){step, last, secs, run_tokens / secs};
+    hb_client_final(hb); /* the last second's energy, before the supervisor hears "done" */
     hb_client_event(hb, "done", step, "-");
 out:
     hb_client_stop(hb);

@@ -2,8 +2,10 @@
  * energy fields (host=, energy_j=, power_w=, esrc=, gpus=), an older worker's beat
  * without them, a malformed or absurd counter dropping the measurement but not the
  * beat, the job secret; and a real client on loopback: the line it sends parses, names
- * this machine's boot_id, and carries energy only when its meter measured something. */
+ * this machine's boot_id, and carries energy only when its meter measured something;
+ * hb_client_final sends a beat at once; GRIT_HOST_ID names a simulated machine. */
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../check.h"
@@ -105,13 +107,48 @@ static void client_line(int meter)
     hb_server_close(&s);
 }
 
+/* hb_client_final: one more sample and beat now, even with a period far away. */
+static void final_beat(void)
+{
+    hb_server s;
+    CHECK_INT(hb_server_open(&s, NULL), GRIT_OK);
+    setenv("GRIT_SUP_ADDR", s.addr, 1);
+    setenv("GRIT_SUP_SECRET", s.secret, 1);
+    hb_client *c = hb_client_start(2, "nodeY", 60, 1);
+    CHECK(c != NULL);
+    usleep(50000); /* the thread has taken its baseline and waits for the period */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    hb_client_final(c);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    CHECK(took < 1.5);
+    hb_msg m;
+    int got = 0;
+    for (int i = 0; i < 100 && !got; i++) {
+        got = hb_server_poll(&s, &m, NULL, NULL);
+        if (!got)
+            usleep(10000);
+    }
+    CHECK(got);
+    CHECK_INT(m.rank, 2);
+    hb_client_stop(c);
+    hb_client_final(NULL);
+    hb_server_close(&s);
+}
+
 int main(void)
 {
     parse_energy();
     client_line(0);
     client_line(1);
+    final_beat();
     char a[64], b[64];
     CHECK(!strcmp(obs_host_id(a, sizeof a), obs_host_id(b, sizeof b))); /* stable */
     CHECK(strchr(a, ' ') == NULL && strchr(a, '=') == NULL);
+    setenv("GRIT_HOST_ID", "n2=x\"1 y", 1); /* a simulated node: one word of the protocol */
+    CHECK(!strcmp(obs_host_id(b, sizeof b), "n2_x_1"));
+    unsetenv("GRIT_HOST_ID");
+    CHECK(!strcmp(obs_host_id(b, sizeof b), a));
     CHECK_DONE();
 }
