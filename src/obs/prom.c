@@ -139,7 +139,7 @@ char *obs_prometheus(const json_t *view)
     json_t *eh = json_object_get(view, "energy_hosts"), *h;
     size_t hi;
     if (json_array_size(eh))
-        head(&b, "grit_node_energy_joules", "counter",
+        head(&b, "grit_node_energy_joules", "gauge",
              "Energy measured on one machine during the run (host: its boot_id; node: the "
              "node whose rank measured it, or supervisor).");
     json_array_foreach(eh, hi, h)
