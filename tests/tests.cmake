@@ -177,7 +177,7 @@ set_tests_properties(integration.s3_ckpt integration.s3_faults PROPERTIES
 foreach(scenario options kill freeze health requeue partition)
   add_test(NAME integration.slurm.${scenario}
     COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/slurm.sh $<TARGET_FILE:grit>
-            ${CMAKE_BINARY_DIR}/spank_grit.so ${scenario})
+            ${CMAKE_BINARY_DIR}/spank_grit.so ${scenario} $<TARGET_FILE:grit-fake-nvml>)
   set_tests_properties(integration.slurm.${scenario} PROPERTIES TIMEOUT 240
     LABELS "integration;slurm" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 endforeach()

@@ -139,7 +139,7 @@ function cost(v) {
     ["checkpoint stall", dur(s.ckpt_stall_s)],
     ["nodes allocated", `${s.allocated_nodes} (${s.nodes} active + ${s.spares} spare)`],
     ["node-hours", fmt(s.node_hours, 4)],
-    ["energy", s.energy_source === "unknown" ? "unknown (set --node-watts)" : `${fmt(s.energy_kwh, 4)} kWh (${s.energy_source}, ${fmt(s.power_w, 0)} W)`],
+    ["energy", s.energy_source === "unknown" ? "unknown (set --node-watts)" : `${fmt(s.energy_kwh, 4)} kWh (${s.energy_source}${s.energy_hosts ? ` on ${s.energy_hosts} host${s.energy_hosts === 1 ? "" : "s"} measured` : ""}, ${fmt(s.power_w, 0)} W)`],
     ["CO\u2082", s.co2_kg !== undefined ? `${fmt(s.co2_kg, 4)} kg at ${c.grid_gco2_kwh} g/kWh` : "unknown (set --grid-gco2-kwh and power)"],
     ["cost", s.cost !== undefined ? `${fmt(s.cost, 4)} at ${c.price_node_hour} per node-hour` : "unknown (set --price-node-hour)"],
     ["cost of failures", s.failure_cost !== undefined ? fmt(s.failure_cost, 4) : "-"],

@@ -1,34 +1,39 @@
 /*
- * live.c - obs.json (cost figures), the heartbeat-fed node registry and power
- * sampling (obs.h). The registry is a fixed table behind one mutex: obs_beat()
- * runs in the supervisor's loop, the HTTP thread reads it.
+ * live.c - obs.json (cost figures), the heartbeat-fed node registry and the run's
+ * measured energy (obs.h). The registry is a fixed table behind one mutex: obs_beat()
+ * and obs_energy_beat() run in the supervisor's loop, the HTTP thread samples this
+ * machine and persists the registry to nodes.json once a second.
  *
- * Power sampling (once a second, the live server's tick): node energy is what
- * could be measured, summed over the interval since the previous sample:
+ * Energy is measured per host (a machine, named by its boot_id: obs_host_id):
  *
- *   RAPL  the package counters /sys/class/powercap/intel-rapl:N/energy_uj (uJ),
- *         often root-only. They wrap at max_energy_range_uj: a decrease adds
- *         the range.
- *   NVML  per GPU (core/nvml.h, libnvidia-ml loaded once and kept):
- *         nvmlDeviceGetTotalEnergyConsumption (mJ since the driver loaded,
- *         Volta and newer; 64 bits, never wraps) as the difference between
- *         samples. A decrease means the driver reloaded within the interval and
- *         the counter restarted at 0, so the interval counts the new value, never
- *         a negative difference. A GPU answering NOT_SUPPORTED (pre-Volta)
- *         integrates nvmlDeviceGetPowerUsage (mW) instead: the mean of the two
- *         readings times the interval.
+ *   workers   one rank per host (local rank 0, supervise/hb.c) samples its machine
+ *             with an obs_meter on its heartbeat thread and reports the meter's
+ *             cumulative joules (since that worker started) in every beat. Per host
+ *             the registry keeps one reporter (rank, pid) and adds the increase of
+ *             its counter:
+ *               same rank and pid, counter up     add the difference
+ *               counter down, or same rank with   a restarted worker (new attempt):
+ *                 a new pid                       its counter began at 0, add it all
+ *               another rank, reporter silent     take over; this beat is only a
+ *                 for HOST_STALE_S                baseline (its counter may overlap
+ *                                                 what the old reporter counted)
+ *               another rank, reporter alive      ignored: a second sampler on the
+ *                                                 same machine (local backend)
+ *             so a host's energy never decreases and is never counted twice.
+ *   self      the supervisor's machine, sampled by the live server's tick (one meter,
+ *             obs_power_sample). It counts only when no worker reported energy from
+ *             the same boot_id: in the local backend every rank runs on the
+ *             supervisor's machine, and its workers' figure is used instead.
  *
- * Node power = RAPL + GPUs. The registry records which sources were measured
- * (OBS_SRC_RAPL, OBS_SRC_NVML, a union over the run) and how many GPUs; with
- * neither, the view falls back to the configured node_watts. No library, no
- * GPU or an NVML that fails to initialise is tried once and then left alone:
- * RAPL-only, silently. A read that fails drops that source (or that GPU) from
- * the interval and restarts its baseline.
+ * Run energy = sum over hosts; power = sum of the latest power of hosts heard within
+ * HOST_STALE_S; sources = union; GPUs = sum. Nodes whose ranks beat from a measured
+ * host are "measured nodes"; the view charges node_watts for the other allocated nodes
+ * (spares, hosts without RAPL or NVML). Nothing measured anywhere: node_watts for all.
+ * Counters follow meter.c (RAPL wrap, NVML reload).
  */
 #define _GNU_SOURCE
 #include "obs/obs.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -37,11 +42,10 @@
 
 #include "core/fsutil.h"
 #include "core/jcfg.h"
-#include "core/nvml.h"
 
 #define OBS_NODES 64
-#define RAPL_MAX 16
-#define GPU_MAX 64
+#define OBS_HOSTS 256
+#define HOST_STALE_S 10.0 /* a host silent this long: no power, its reporter may be replaced */
 
 typedef struct node_stat {
     char name[64];
@@ -50,33 +54,46 @@ typedef struct node_stat {
     int ranks;
 } node_stat;
 
+/* One machine's worker-reported energy. */
+typedef struct host_stat {
+    char id[64];     /* boot_id */
+    char node[64];   /* the node its reporter named */
+    int rank;        /* the reporter: the only rank whose counter is counted */
+    long pid;
+    double last_j;   /* the reporter's latest cumulative counter */
+    double energy_j; /* counted for the run: never decreases */
+    double power_w;  /* the reporter's latest interval */
+    int sources, gpus;
+    double ts;       /* latest energy report */
+} host_stat;
+
+/* A node name and the host its ranks beat from. */
+typedef struct node_host {
+    char name[64];
+    int host; /* index into reg.h, -1: not measured yet */
+    char id[64];
+} node_host;
+
 static struct {
     pthread_mutex_t mu;
     node_stat n[OBS_NODES];
     int count;
-    double energy_j;   /* measured (RAPL + GPUs) since the first sample */
-    double power_w;    /* latest measured power */
-    int sources;       /* OBS_SRC_* measured so far (0: nothing, use node_watts) */
-    int gpus;          /* most GPUs measured in one interval */
-    double last_uj[RAPL_MAX], last_ts;
-    int nrapl;
+    host_stat h[OBS_HOSTS];
+    int nhosts;
+    node_host nh[OBS_NODES];
+    int nnh;
+    char self_id[64]; /* "" until read (obs_host_id), or set by obs__set_host */
+    int self_known;
+    obs_energy self;  /* this machine, sampled by the live server */
 } reg = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-/* The GPU side of sampling: touched only by the sampler, under gpu.mu (one sampler
- * at a time; the registry lock is taken only to publish the interval). */
+/* This machine's meter: touched only under meter_mu (one sampler at a time; the
+ * registry lock is taken only to publish the interval). */
 static struct {
     pthread_mutex_t mu;
-    char path[1024];  /* library tried ("" none yet) */
-    int state;        /* 0 not tried, 1 open and initialised, -1 unavailable */
-    nvml_api api;
-    nvml_dev dev[GPU_MAX];
-    unsigned n;
-    int no_energy[GPU_MAX]; /* energy counter NOT_SUPPORTED: integrate the power draw */
-    int have[GPU_MAX];      /* last_mj / last_mw hold the previous sample */
-    unsigned long long last_mj[GPU_MAX];
-    double last_mw[GPU_MAX];
-    double last_t;
-} gpu = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    obs_meter *m;
+    char root[1024], lib[1024];
+} self_meter = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static const char *const cfg_keys[] = {"price_node_hour", "grid_gco2_kwh", "node_watts",
                                        "peak_tflops", NULL};
@@ -153,205 +170,189 @@ void obs_beat(const char *node, int rank, long step, double step_time, double co
     pthread_mutex_unlock(&reg.mu);
 }
 
-/* Top-level RAPL zones (intel-rapl:N, not the subzones intel-rapl:N:M), in name order. */
-static int rapl_read(const char *root, double *uj, double *range, int cap)
-{
-    DIR *d = opendir(root);
-    if (!d)
-        return 0;
-    int n = 0;
-    struct dirent *e;
-    char names[RAPL_MAX][64];
-    while ((e = readdir(d)) && n < cap) {
-        const char *s = e->d_name;
-        if (strncmp(s, "intel-rapl:", 11) || strchr(s + 11, ':'))
-            continue;
-        snprintf(names[n++], 64, "%.60s", s);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, 64, (int (*)(const void *, const void *))strcmp);
-    for (int i = 0; i < n; i++) {
-        char path[1200], buf[64];
-        const char *files[2] = {"energy_uj", "max_energy_range_uj"};
-        double *outs[2] = {&uj[i], &range[i]};
-        for (int k = 0; k < 2; k++) {
-            snprintf(path, sizeof path, "%s/%s/%s", root, names[i], files[k]);
-            FILE *f = fopen(path, "r");
-            if (!f || !fgets(buf, sizeof buf, f)) {
-                if (f)
-                    fclose(f);
-                return 0; /* unreadable (often root-only): fall back to the configured power */
-            }
-            fclose(f);
-            *outs[k] = strtod(buf, NULL);
-        }
-    }
-    return n;
-}
-
-/* Releases NVML (gpu.mu held). */
-static void gpu_close(void)
-{
-    if (gpu.state == 1)
-        gpu.api.shutdown();
-    nvml_close(&gpu.api);
-    memset(gpu.have, 0, sizeof gpu.have);
-    memset(gpu.no_energy, 0, sizeof gpu.no_energy);
-    gpu.state = 0;
-    gpu.n = 0;
-    gpu.path[0] = 0;
-}
-
-/* Loads and initialises NVML from lib once (gpu.mu held); 1 when GPUs can be read. A
- * missing library, a failed init or no devices leaves it unavailable, quietly: a node
- * without GPUs is the common case, not an error. */
-static int gpu_ready(const char *lib)
-{
-    if (gpu.state && !strcmp(gpu.path, lib))
-        return gpu.state == 1;
-    gpu_close();
-    snprintf(gpu.path, sizeof gpu.path, "%s", lib);
-    gpu.state = -1;
-    if (nvml_open(lib, &gpu.api) != GRIT_OK) {
-        grit_errclear(); /* no driver: RAPL only */
-        return 0;
-    }
-    unsigned n = 0;
-    if (!gpu.api.init || !gpu.api.shutdown || !gpu.api.count || !gpu.api.handle ||
-        (!gpu.api.energy && !gpu.api.power) || gpu.api.init() != NVML_SUCCESS) {
-        nvml_close(&gpu.api);
-        return 0;
-    }
-    if (gpu.api.count(&n) != NVML_SUCCESS)
-        n = 0;
-    for (unsigned i = 0; i < n && gpu.n < GPU_MAX; i++)
-        if (gpu.api.handle(i, &gpu.dev[gpu.n]) == NVML_SUCCESS)
-            gpu.n++;
-    if (!gpu.n) {
-        gpu.api.shutdown();
-        nvml_close(&gpu.api);
-        return 0;
-    }
-    gpu.state = 1;
-    return 1;
-}
-
-/* One GPU's energy over the interval ending at t (gpu.mu held): 1 with *joules set
- * when the interval could be measured, 0 on the first sample or a failed read. */
-static int gpu_read(unsigned i, double t, double *joules)
-{
-    nvml_dev d = gpu.dev[i];
-    double dt = t - gpu.last_t;
-    int prev = gpu.have[i] && gpu.last_t > 0 && dt > 0;
-    gpu.have[i] = 0;
-    if (!gpu.no_energy[i]) {
-        unsigned long long mj = 0;
-        nvml_ret e = gpu.api.energy ? gpu.api.energy(d, &mj) : NVML_NOT_SUPPORTED;
-        if (e == NVML_SUCCESS) {
-            unsigned long long last = gpu.last_mj[i];
-            gpu.last_mj[i] = mj;
-            gpu.have[i] = 1;
-            if (!prev)
-                return 0;
-            *joules = (double)(mj >= last ? mj - last : mj) / 1e3; /* a decrease: reloaded */
-            return 1;
-        }
-        if (e != NVML_NOT_SUPPORTED)
-            return 0;
-        gpu.no_energy[i] = 1; /* pre-Volta: from now on, integrate the power draw */
-        prev = 0;
-    }
-    unsigned mw = 0;
-    if (!gpu.api.power || gpu.api.power(d, &mw) != NVML_SUCCESS)
-        return 0;
-    double last = gpu.last_mw[i];
-    gpu.last_mw[i] = mw;
-    gpu.have[i] = 1;
-    if (!prev)
-        return 0;
-    *joules = (last + mw) / 2.0 / 1e3 * dt;
-    return 1;
-}
-
 void obs_power_sample(void)
 {
-    obs__power_sample_at("/sys/class/powercap", NULL, 0);
+    obs__power_sample_at(NULL, NULL, 0);
 }
 
 void obs__power_sample_at(const char *root, const char *nvml_lib, double t)
 {
-    double uj[RAPL_MAX], range[RAPL_MAX];
-    int n = rapl_read(root, uj, range, RAPL_MAX);
-    if (t <= 0)
-        t = now_s();
-
-    pthread_mutex_lock(&gpu.mu);
-    double gpu_j = 0;
-    int ngpu = 0;
-    if (gpu_ready(nvml_lib_path(nvml_lib))) {
-        for (unsigned i = 0; i < gpu.n; i++) {
-            double j = 0;
-            if (gpu_read(i, t, &j)) {
-                gpu_j += j;
-                ngpu++;
-            }
-        }
-        gpu.last_t = t;
+    const char *r = root ? root : "", *l = nvml_lib ? nvml_lib : "";
+    pthread_mutex_lock(&self_meter.mu);
+    if (self_meter.m && (strcmp(self_meter.root, r) || strcmp(self_meter.lib, l))) {
+        obs_meter_close(self_meter.m); /* another folder or library (tests): a new baseline */
+        self_meter.m = NULL;
     }
-    pthread_mutex_unlock(&gpu.mu);
+    if (!self_meter.m) {
+        self_meter.m = obs_meter_open(root, nvml_lib);
+        snprintf(self_meter.root, sizeof self_meter.root, "%s", r);
+        snprintf(self_meter.lib, sizeof self_meter.lib, "%s", l);
+    }
+    double d = 0;
+    int src = self_meter.m ? obs_meter_sample(self_meter.m, t, &d) : 0;
+    obs_energy e = {0};
+    if (self_meter.m)
+        obs_meter_read(self_meter.m, &e);
+    pthread_mutex_unlock(&self_meter.mu);
 
     pthread_mutex_lock(&reg.mu);
-    double d = 0, dt = t - reg.last_ts;
-    int src = 0;
-    if (n > 0 && n == reg.nrapl && reg.last_ts > 0 && dt > 0) {
-        for (int i = 0; i < n; i++) {
-            double di = uj[i] - reg.last_uj[i];
-            d += di >= 0 ? di : di + range[i]; /* the counter wrapped */
-        }
-        d /= 1e6;
-        src |= OBS_SRC_RAPL;
+    if (src) {
+        reg.self.joules += d; /* the meter restarts when reopened: the registry keeps the sum */
+        reg.self.watts = e.watts;
+        reg.self.sources |= src;
     }
-    if (ngpu) {
-        d += gpu_j;
-        src |= OBS_SRC_NVML;
-        reg.gpus = ngpu > reg.gpus ? ngpu : reg.gpus;
-    }
-    if (src && dt > 0) {
-        reg.energy_j += d;
-        reg.power_w = d / dt;
-        reg.sources |= src;
-    }
-    reg.nrapl = n;
-    memcpy(reg.last_uj, uj, sizeof(double) * (size_t)n);
-    reg.last_ts = t;
+    reg.self.gpus = e.gpus > reg.self.gpus ? e.gpus : reg.self.gpus;
     pthread_mutex_unlock(&reg.mu);
 }
 
 void obs_power_close(void)
 {
-    pthread_mutex_lock(&gpu.mu);
-    gpu_close();
-    gpu.last_t = 0;
-    pthread_mutex_unlock(&gpu.mu);
+    pthread_mutex_lock(&self_meter.mu);
+    obs_meter_close(self_meter.m);
+    self_meter.m = NULL;
+    pthread_mutex_unlock(&self_meter.mu);
 }
 
 void obs__power_reset(void)
 {
     obs_power_close();
     pthread_mutex_lock(&reg.mu);
-    reg.energy_j = reg.power_w = reg.last_ts = 0;
-    reg.sources = reg.gpus = reg.nrapl = 0;
+    memset(&reg.self, 0, sizeof reg.self);
+    reg.nhosts = reg.nnh = 0;
+    reg.self_known = 0;
     pthread_mutex_unlock(&reg.mu);
 }
 
 void obs__energy(obs_energy *e)
 {
     pthread_mutex_lock(&reg.mu);
-    e->joules = reg.energy_j;
-    e->watts = reg.power_w;
-    e->sources = reg.sources;
-    e->gpus = reg.gpus;
+    *e = reg.self;
     pthread_mutex_unlock(&reg.mu);
+}
+
+void obs__set_host(const char *id)
+{
+    pthread_mutex_lock(&reg.mu);
+    snprintf(reg.self_id, sizeof reg.self_id, "%s", id ? id : "");
+    reg.self_known = id != NULL;
+    pthread_mutex_unlock(&reg.mu);
+}
+
+/* reg.mu held */
+static const char *self_id(void)
+{
+    if (!reg.self_known) {
+        obs_host_id(reg.self_id, sizeof reg.self_id);
+        reg.self_known = 1;
+    }
+    return reg.self_id;
+}
+
+/* reg.mu held: the host entry for id, created when absent (NULL: table full). */
+static host_stat *host_get(const char *id)
+{
+    for (int i = 0; i < reg.nhosts; i++)
+        if (!strcmp(reg.h[i].id, id))
+            return &reg.h[i];
+    if (reg.nhosts == OBS_HOSTS)
+        return NULL;
+    host_stat *h = &reg.h[reg.nhosts++];
+    memset(h, 0, sizeof *h);
+    snprintf(h->id, sizeof h->id, "%s", id);
+    h->rank = -1;
+    return h;
+}
+
+void obs_energy_beat(const obs_host_beat *b)
+{
+    if (!b->host || !b->host[0] || !b->node || !b->node[0])
+        return;
+    double t = b->t > 0 ? b->t : now_s();
+    pthread_mutex_lock(&reg.mu);
+    int k;
+    for (k = 0; k < reg.nnh && strcmp(reg.nh[k].name, b->node); k++)
+        ;
+    if (k == reg.nnh && reg.nnh < OBS_NODES) {
+        snprintf(reg.nh[k].name, sizeof reg.nh[k].name, "%s", b->node);
+        reg.nnh++;
+    }
+    if (k < reg.nnh) /* a node's ranks move with it: the latest host wins */
+        snprintf(reg.nh[k].id, sizeof reg.nh[k].id, "%s", b->host);
+    host_stat *h = NULL;
+    if (b->sources && isfinite(b->joules) && b->joules >= 0 && (h = host_get(b->host))) {
+        int same = h->rank == b->rank && h->pid == b->pid;
+        if (h->rank < 0) { /* first report: all of it was spent during this run */
+            h->energy_j += b->joules;
+        } else if (same) {
+            h->energy_j += b->joules >= h->last_j ? b->joules - h->last_j : b->joules;
+        } else if (h->rank == b->rank) { /* the same rank restarted: a new counter from 0 */
+            h->energy_j += b->joules;
+        } else if (t - h->ts < HOST_STALE_S) {
+            h = NULL; /* a second sampler on this machine: the reporter's figure stands */
+        } /* else: another rank takes over a silent host; this beat is its baseline */
+        if (h) {
+            h->rank = b->rank;
+            h->pid = b->pid;
+            h->last_j = b->joules;
+            h->power_w = isfinite(b->watts) && b->watts >= 0 ? b->watts : 0;
+            h->sources |= b->sources & (OBS_SRC_RAPL | OBS_SRC_NVML);
+            h->gpus = b->gpus > h->gpus ? b->gpus : h->gpus;
+            h->ts = t;
+            snprintf(h->node, sizeof h->node, "%s", b->node);
+        }
+    }
+    pthread_mutex_unlock(&reg.mu);
+}
+
+/* reg.mu held: the run's totals (see the top of this file). */
+static void totals(double now, obs_energy *e, int *hosts, int *nodes, int *self_counted)
+{
+    memset(e, 0, sizeof *e);
+    *hosts = *nodes = 0;
+    const char *me = self_id();
+    *self_counted = reg.self.sources != 0;
+    for (int i = 0; i < reg.nhosts; i++) {
+        host_stat *h = &reg.h[i];
+        e->joules += h->energy_j;
+        if (now - h->ts < HOST_STALE_S)
+            e->watts += h->power_w;
+        e->sources |= h->sources;
+        e->gpus += h->gpus;
+        ++*hosts;
+        if (me[0] && !strcmp(h->id, me))
+            *self_counted = 0; /* the workers measured this machine: never count it twice */
+    }
+    for (int k = 0; k < reg.nnh; k++)
+        for (int i = 0; i < reg.nhosts; i++)
+            if (!strcmp(reg.nh[k].id, reg.h[i].id)) {
+                ++*nodes;
+                break;
+            }
+    if (*self_counted) {
+        e->joules += reg.self.joules;
+        e->watts += reg.self.watts;
+        e->sources |= reg.self.sources;
+        e->gpus += reg.self.gpus;
+        ++*hosts;
+    }
+}
+
+void obs__totals(obs_energy *e, int *hosts, int *nodes)
+{
+    int self;
+    pthread_mutex_lock(&reg.mu);
+    totals(now_s(), e, hosts, nodes, &self);
+    pthread_mutex_unlock(&reg.mu);
+}
+
+static json_t *source_list(int sources)
+{
+    json_t *src = json_array();
+    if (sources & OBS_SRC_RAPL)
+        json_array_append_new(src, json_string("RAPL"));
+    if (sources & OBS_SRC_NVML)
+        json_array_append_new(src, json_string("NVML"));
+    return src;
 }
 
 const char *obs_source_name(int sources, int gpus, char *buf, size_t n)
@@ -367,21 +368,36 @@ const char *obs_source_name(int sources, int gpus, char *buf, size_t n)
 
 grit_err obs_registry_save(const char *run_dir)
 {
-    json_t *nodes = json_array();
+    json_t *nodes = json_array(), *hosts = json_array();
     pthread_mutex_lock(&reg.mu);
     for (int i = 0; i < reg.count; i++)
         json_array_append_new(nodes, json_pack("{s:s,s:I,s:f,s:f,s:f}", "name", reg.n[i].name,
                                                "step", (json_int_t)reg.n[i].step, "step_time_s",
                                                reg.n[i].step_time, "comm_time_s",
                                                reg.n[i].comm_time, "ts", reg.n[i].ts));
-    json_t *src = json_array();
-    if (reg.sources & OBS_SRC_RAPL)
-        json_array_append_new(src, json_string("RAPL"));
-    if (reg.sources & OBS_SRC_NVML)
-        json_array_append_new(src, json_string("NVML"));
-    json_t *j = json_pack("{s:i,s:o,s:b,s:o,s:i,s:f,s:f}", "version", 1, "nodes", nodes,
-                          "energy_measured", reg.sources != 0, "energy_sources", src, "gpus",
-                          reg.gpus, "energy_j", reg.energy_j, "power_w", reg.power_w);
+    double now = now_s();
+    obs_energy e;
+    int nhosts, nnodes, self;
+    totals(now, &e, &nhosts, &nnodes, &self);
+    for (int i = 0; i < reg.nhosts; i++) {
+        host_stat *h = &reg.h[i];
+        json_array_append_new(hosts, json_pack("{s:s,s:s,s:f,s:f,s:o,s:i,s:b}", "host", h->id,
+                                               "node", h->node, "energy_j", h->energy_j,
+                                               "power_w", now - h->ts < HOST_STALE_S ? h->power_w : 0.0,
+                                               "sources", source_list(h->sources), "gpus",
+                                               h->gpus, "supervisor", !strcmp(h->id, self_id())));
+    }
+    if (self)
+        json_array_append_new(hosts, json_pack("{s:s,s:s,s:f,s:f,s:o,s:i,s:b}", "host", self_id(),
+                                               "node", "supervisor", "energy_j", reg.self.joules,
+                                               "power_w", reg.self.watts, "sources",
+                                               source_list(reg.self.sources), "gpus",
+                                               reg.self.gpus, "supervisor", 1));
+    json_t *j = json_pack("{s:i,s:o,s:b,s:o,s:i,s:f,s:f,s:o,s:i,s:i}", "version", 1, "nodes",
+                          nodes, "energy_measured", e.sources != 0, "energy_sources",
+                          source_list(e.sources), "gpus", e.gpus, "energy_j", e.joules,
+                          "power_w", e.watts, "hosts", hosts, "hosts_measured", nhosts,
+                          "nodes_measured", nnodes);
     pthread_mutex_unlock(&reg.mu);
     char *text = json_dumps(j, JSON_COMPACT);
     json_decref(j);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "core/error.h"
+#include "obs/meter.h"
 
 /* Cost and power figures (RUN_DIR/obs.json, written by grit launch). 0 = unknown. */
 typedef struct obs_cfg {
@@ -36,42 +37,57 @@ grit_err obs_cfg_save(const char *run_dir, const obs_cfg *c);
 /* --- live registry (thread-safe; fed by the supervisor's heartbeat loop) -------- */
 
 void obs_beat(const char *node, int rank, long step, double step_time, double comm_time);
-/* Samples this machine's power sources and adds the energy since the previous sample
- * to the run's measured energy: RAPL package energy
+/* Samples this machine's (the supervisor's) power sources with an obs_meter (meter.h)
+ * and adds the energy since the previous sample to its measured energy: RAPL package energy
  * (/sys/class/powercap/intel-rapl:N/energy_uj) plus every GPU's energy through NVML
  * (libnvidia-ml.so.1, or $GRIT_NVML_LIB; the energy counter, else the power draw
  * integrated over the interval). A source that cannot be read is left out quietly;
  * with none, nothing is measured and the view uses obs_cfg.node_watts. The first
- * call only takes a baseline. Design: live.c. */
+ * call only takes a baseline. It counts in the run's energy only when no worker
+ * reports energy from this machine (obs_energy_beat). Design: live.c. */
 void obs_power_sample(void);
 
 /* Unloads NVML (nvmlShutdown, dlclose); the energy measured so far is kept, and a later
  * sample loads it again. For the end of the live server. */
 void obs_power_close(void);
 
-#define OBS_SRC_RAPL 1 /* CPU package counters measured */
-#define OBS_SRC_NVML 2 /* GPU energy measured */
-
-/* The registry's measured energy so far. */
-typedef struct obs_energy {
-    double joules; /* since the first sample */
-    double watts;  /* over the latest interval */
-    int sources;   /* OBS_SRC_* measured at least once; 0: nothing measured */
-    int gpus;      /* most GPUs measured in one interval */
-} obs_energy;
-
 /* For tests: one sample at time t (seconds; <= 0: now) from a powercap folder laid out
  * like /sys/class/powercap and the NVML library nvml_lib (NULL: as obs_power_sample;
  * a path other than the last one reloads); obs__power_reset forgets all samples and
- * unloads NVML; obs__energy reads the registry. */
+ * host reports and unloads NVML; obs__energy reads this machine's own measurement. */
 void obs__power_sample_at(const char *root, const char *nvml_lib, double t);
 void obs__power_reset(void);
 void obs__energy(obs_energy *e);
 
+/* One heartbeat's view of a worker's host (supervise/hb.h fields host=, energy_j=,
+ * power_w=, esrc=, gpus=). sources 0: the beat carries no measurement, only which host
+ * the node's ranks run on. */
+typedef struct obs_host_beat {
+    const char *host; /* boot_id of the worker's machine; NULL or "": ignored */
+    const char *node; /* the rank's node name */
+    int rank;
+    long pid;
+    double joules;    /* the worker meter's cumulative energy since it started */
+    double watts;     /* its latest interval */
+    int sources, gpus;
+    double t;         /* when (seconds, CLOCK_REALTIME); <= 0: now */
+} obs_host_beat;
+
+/* Adds a worker's energy report to its host's total: per host one reporting rank, a
+ * decrease or a new pid taken as a restart (the new counter added, never a negative
+ * difference); the supervisor's own sampling counts only for a machine no worker
+ * reported from. Rules: live.c. */
+void obs_energy_beat(const obs_host_beat *b);
+
+/* For tests: the supervisor machine's identity (NULL: read obs_host_id again), and the
+ * run's totals over hosts as nodes.json has them. */
+void obs__set_host(const char *id);
+void obs__totals(obs_energy *e, int *hosts, int *nodes);
+
 /* "RAPL", "NVML (4 GPUs)", "RAPL + NVML (1 GPU)" for sources/gpus as in obs_energy;
  * "" for none. Writes at most n bytes to buf and returns buf. */
 const char *obs_source_name(int sources, int gpus, char *buf, size_t n);
-/* Writes RUN_DIR/nodes.json (per-node timing, measured energy) durably. */
+/* Writes RUN_DIR/nodes.json (per-node timing, measured energy per host) durably. */
 grit_err obs_registry_save(const char *run_dir);
 
 /* --- the run view -------------------------------------------------------------- */

@@ -134,6 +134,28 @@ char *obs_prometheus(const json_t *view)
         value(&b, 1);
     }
     gauge(&b, s, "energy_gpus", "grit_energy_gpus", "gauge", "GPUs whose energy NVML measured.");
+    gauge(&b, s, "energy_hosts", "grit_energy_hosts", "gauge",
+          "Machines whose energy was measured (RAPL or NVML), each counted once.");
+    json_t *eh = json_object_get(view, "energy_hosts"), *h;
+    size_t hi;
+    if (json_array_size(eh))
+        head(&b, "grit_node_energy_joules", "gauge",
+             "Energy measured on one machine during the run (host: its boot_id; node: the "
+             "node whose rank measured it, or supervisor).");
+    json_array_foreach(eh, hi, h)
+    {
+        json_t *j = json_object_get(h, "energy_j");
+        const char *id = json_string_value(json_object_get(h, "host"));
+        const char *nd = json_string_value(json_object_get(h, "node"));
+        if (!json_is_number(j))
+            continue;
+        put(&b, "grit_node_energy_joules{host=\"");
+        label(&b, id ? id : "");
+        put(&b, "\",node=\"");
+        label(&b, nd ? nd : "");
+        put(&b, "\"}");
+        value(&b, json_number_value(j));
+    }
     gauge(&b, s, "co2_kg", "grit_co2_kg", "gauge", "Emissions: energy x grid carbon intensity.");
     gauge(&b, s, "cost", "grit_cost", "gauge", "Cost: allocated node-hours x price.");
     gauge(&b, s, "failure_cost", "grit_failure_cost", "gauge", "Cost of the time lost to failures.");

@@ -10,9 +10,13 @@
  *   productive_s sum of metrics.jsonl step_time_s (the kept steps); goodput = productive/wall
  *   lost_s       wall - productive (restarts, recomputed steps, detection, diagnosis)
  *   node_hours   (nodes + spares) x wall: every allocated node is paid for
- *   energy       measured (nodes.json: RAPL package + NVML GPU energy of the supervisor's
- *                machine) when available, else node_watts x allocated x wall;
- *                energy_source names it: "RAPL + NVML (4 GPUs)", "configured", "unknown"
+ *   energy       measured (nodes.json: RAPL package + NVML GPU energy summed over the
+ *                hosts the workers measured, or the supervisor's machine; live.c) when
+ *                available, plus node_watts x wall for each allocated node not on a
+ *                measured host (nodes_measured; spares, nodes without counters); else
+ *                node_watts x allocated x wall. energy_source names it: "RAPL + NVML
+ *                (4 GPUs)", "RAPL + configured", "configured", "unknown"; energy_hosts
+ *                counts the machines measured, the view's "energy_hosts" lists them
  *   cost         node_hours x price; failure_cost = lost_s x allocated x price / 3600
  *   co2_kg       energy_kwh x grid_gco2_kwh / 1000
  *   mfu          tokens_per_s x FLOPs per token / (active nodes x peak_tflops x 1e12)
@@ -437,7 +441,15 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
     obs_source_name(sources, gpus, source, sizeof source);
     if (measured && !source[0])
         snprintf(source, sizeof source, "measured");
-    double energy_j = measured ? num(ns, "energy_j", 0) : c->node_watts * allocated * wall;
+    /* allocated nodes on no measured host: the configured power, when there is one */
+    double nm = num(ns, "nodes_measured", 0);
+    int unmeasured = measured && isfinite(nm) && nm > 0 && nm < allocated ? allocated - (int)nm : 0;
+    if (c->node_watts <= 0)
+        unmeasured = 0;
+    if (unmeasured)
+        snprintf(source + strlen(source), sizeof source - strlen(source), " + configured");
+    double energy_j = measured ? num(ns, "energy_j", 0) + c->node_watts * unmeasured * wall
+                               : c->node_watts * allocated * wall;
     double kwh = energy_j / 3.6e6;
     double cost = node_hours * c->price_node_hour;
     double tokens = total && isfinite(last[C_TOKENS]) ? last[C_TOKENS] : 0;
@@ -447,7 +459,8 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
 #define FIN(x) (isfinite(x) ? (x) : 0.0)
     wall = FIN(wall), productive = FIN(productive), lost = FIN(lost), node_hours = FIN(node_hours);
     kwh = FIN(kwh), cost = FIN(cost), tokens = FIN(tokens), stall_total = FIN(stall_total);
-    double power = FIN(measured ? num(ns, "power_w", 0) : c->node_watts * allocated);
+    double power = FIN(measured ? num(ns, "power_w", 0) + c->node_watts * unmeasured
+                                : c->node_watts * allocated);
     json_t *sum = json_pack(
         "{s:f,s:f,s:f,s:f,s:f,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:s,s:f,s:f}", "wall_s", wall,
         "productive_s", productive, "lost_s", lost, "goodput", wall > 0 ? productive / wall : 0.0,
@@ -459,6 +472,11 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
         "flops_per_token", FIN(fpt));
     if (measured && (sources & OBS_SRC_NVML))
         json_object_set_new(sum, "energy_gpus", json_integer(gpus));
+    double nh = num(ns, "hosts_measured", 0);
+    if (measured && isfinite(nh) && nh > 0) /* absent in a nodes.json from before hosts */
+        json_object_set_new(sum, "energy_hosts", json_integer((json_int_t)fmin(nh, 1e6)));
+    if (unmeasured)
+        json_object_set_new(sum, "energy_unmeasured_nodes", json_integer(unmeasured));
     if (c->price_node_hour > 0) {
         json_object_set_new(sum, "cost", json_real(cost));
         json_object_set_new(sum, "failure_cost",
@@ -485,6 +503,26 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
                           "gave_up_reason", e.gave_up_reason, "series", series_o, "restarts",
                           e.restarts, "nodes", nodes, "incidents", e.incidents, "checkpoints",
                           e.ckpts, "ckpt_loads", e.loads, "summary", sum, "config", cfg);
+    /* per host: what the workers (or the supervisor) measured on each machine */
+    json_t *hosts = json_array(), *h;
+    json_array_foreach(json_object_get(ns, "hosts"), i, h)
+    {
+        if (!json_is_object(h))
+            continue;
+        json_t *o = json_pack("{s:s,s:s,s:f,s:f,s:b}", "host", str(h, "host"), "node",
+                              str(h, "node"), "energy_j", FIN(num(h, "energy_j", 0)), "power_w",
+                              FIN(num(h, "power_w", 0)), "supervisor",
+                              json_is_true(json_object_get(h, "supervisor")));
+        double g = num(h, "gpus", 0);
+        json_object_set_new(o, "gpus", json_integer(isfinite(g) && g > 0 ? (json_int_t)fmin(g, 1e6) : 0));
+        json_t *hs = json_object_get(h, "sources");
+        json_object_set_new(o, "sources", json_is_array(hs) ? json_deep_copy(hs) : json_array());
+        json_array_append_new(hosts, o);
+    }
+    if (v)
+        json_object_set_new(v, "energy_hosts", hosts);
+    else
+        json_decref(hosts);
     json_decref(cl);
     json_decref(ns);
     if (!v)
@@ -498,8 +536,16 @@ void obs_print_summary(FILE *f, const json_t *view)
     const json_t *s = json_object_get(view, "summary");
     double kwh = num(s, "energy_kwh", 0);
     const char *src = str(s, "energy_source");
+    int hosts = (int)num(s, "energy_hosts", 0), rest = (int)num(s, "energy_unmeasured_nodes", 0);
+    char on[96] = "";
+    if (hosts > 0)
+        snprintf(on, sizeof on, " on %d host%s measured", hosts, hosts == 1 ? "" : "s");
+    if (rest > 0)
+        snprintf(on + strlen(on), sizeof on - strlen(on), ", %d node%s configured", rest,
+                 rest == 1 ? "" : "s");
     if (strcmp(src, "unknown"))
-        fprintf(f, "  %-20s %.4f kWh (%s, %.0f W)\n", "energy", kwh, src, num(s, "power_w", 0));
+        fprintf(f, "  %-20s %.4f kWh (%s%s, %.0f W)\n", "energy", kwh, src, on,
+                num(s, "power_w", 0));
     else
         fprintf(f, "  %-20s unknown (neither RAPL nor NVML readable; give --node-watts)\n",
                 "energy");

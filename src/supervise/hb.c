@@ -1,4 +1,5 @@
-/* hb.c - heartbeat protocol: parser, UDP client thread, UDP server (see hb.h). */
+/* hb.c - heartbeat protocol: parser, UDP client thread (with the host's energy meter
+ * when asked), UDP server (see hb.h). */
 #define _GNU_SOURCE
 #include "supervise/hb.h"
 
@@ -14,6 +15,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "obs/meter.h"
 
 /* Constant-time comparison, so response timing does not leak the secret. */
 static bool same_secret(const char *a, const char *b)
@@ -31,6 +34,7 @@ grit_err hb_parse(const char *line, const char *secret, hb_msg *m)
     m->rank = -1;
     m->step = -1;
     m->loss = m->gnorm = NAN;
+    m->energy_j = NAN; /* esrc= without energy_j= measures nothing */
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", line);
     buf[strcspn(buf, "\r\n")] = '\0';
@@ -63,6 +67,16 @@ grit_err hb_parse(const char *line, const char *secret, hb_msg *m)
             m->comm_time = strtod(v, &end);
         else if (!strcmp(k, "pid"))
             m->pid = strtol(v, &end, 10);
+        else if (!strcmp(k, "host"))
+            snprintf(m->host, sizeof m->host, "%s", strcmp(v, "-") ? v : "");
+        else if (!strcmp(k, "energy_j"))
+            m->energy_j = strtod(v, &end);
+        else if (!strcmp(k, "power_w"))
+            m->power_w = strtod(v, &end);
+        else if (!strcmp(k, "esrc"))
+            m->esrc = (int)strtol(v, &end, 10) & (OBS_SRC_RAPL | OBS_SRC_NVML);
+        else if (!strcmp(k, "gpus"))
+            m->gpus = (int)strtol(v, &end, 10);
         else if (!strcmp(k, "kind"))
             snprintf(m->kind, sizeof m->kind, "%s", v);
         else if (!strcmp(k, "detail"))
@@ -70,6 +84,14 @@ grit_err hb_parse(const char *line, const char *secret, hb_msg *m)
     }
     if (m->rank < 0)
         return grit_errf(GRIT_EINVAL, "missing rank=");
+    /* energy is all or nothing: a counter that is not a finite non-negative number, or
+     * no counter, drops the measurement (the beat itself stands) */
+    if (m->esrc && !(isfinite(m->energy_j) && m->energy_j >= 0 && m->energy_j < 1e18))
+        m->esrc = 0;
+    if (!isfinite(m->power_w) || m->power_w < 0)
+        m->power_w = 0;
+    if (m->gpus < 0 || m->gpus > 1000000)
+        m->gpus = 0;
     return GRIT_OK;
 }
 
@@ -87,6 +109,12 @@ struct hb_client {
     int quit;
     long step;
     double loss, gnorm, step_time, comm_time;
+    char host[64];
+    obs_meter *meter; /* NULL: this rank does not measure its host */
+    obs_energy energy; /* the meter's latest totals (under mu) */
+    int final;         /* hb_client_final asked for a sample and beat now */
+    long beats;        /* periodic beats sent by the thread */
+    pthread_cond_t done_cv; /* signalled after each of them */
 };
 
 static int parse_addr(const char *s, struct sockaddr_in *a)
@@ -110,18 +138,36 @@ static void send_line(hb_client *c, const char *line)
 
 static void send_beat(hb_client *c)
 {
-    char line[512];
+    char line[640], energy[160] = "";
+    if (c->energy.sources)
+        snprintf(energy, sizeof energy, " energy_j=%.3f power_w=%.3f esrc=%d gpus=%d",
+                 c->energy.joules, c->energy.watts, c->energy.sources, c->energy.gpus);
     snprintf(line, sizeof line,
              "HB1 %s rank=%d node=%s step=%ld loss=%.9g gnorm=%.9g step_time=%.6f "
-             "comm_time=%.6f pid=%ld\n",
+             "comm_time=%.6f pid=%ld host=%s%s\n",
              c->secret, c->rank, c->node, c->step, c->loss, c->gnorm, c->step_time,
-             c->comm_time, (long)getpid());
+             c->comm_time, (long)getpid(), c->host[0] ? c->host : "-", energy);
     send_line(c, line);
+}
+
+/* Samples the host's energy (c->mu not held: NVML may take milliseconds, and the
+ * training thread's hb_client_step must not wait for it), then publishes the totals. */
+static void meter_sample(hb_client *c)
+{
+    if (!c->meter)
+        return;
+    obs_energy e;
+    obs_meter_sample(c->meter, 0, NULL);
+    obs_meter_read(c->meter, &e);
+    pthread_mutex_lock(&c->mu);
+    c->energy = e;
+    pthread_mutex_unlock(&c->mu);
 }
 
 static void *client_loop(void *arg)
 {
     hb_client *c = arg;
+    meter_sample(c); /* the baseline */
     pthread_mutex_lock(&c->mu);
     while (!c->quit) {
         struct timespec ts;
@@ -129,15 +175,27 @@ static void *client_loop(void *arg)
         double t = ts.tv_sec + 1e-9 * ts.tv_nsec + c->period;
         ts.tv_sec = (time_t)t;
         ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        if (!c->final)
+            pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        if (c->quit)
+            break;
+        c->final = 0;
+        if (c->meter) {
+            pthread_mutex_unlock(&c->mu);
+            meter_sample(c);
+            pthread_mutex_lock(&c->mu);
+        }
         if (!c->quit)
             send_beat(c);
+        c->beats++;
+        pthread_cond_broadcast(&c->done_cv);
     }
+    pthread_cond_broadcast(&c->done_cv);
     pthread_mutex_unlock(&c->mu);
     return NULL;
 }
 
-hb_client *hb_client_start(int rank, const char *node, double period)
+hb_client *hb_client_start(int rank, const char *node, double period, int meter)
 {
     const char *addr = getenv("GRIT_SUP_ADDR"), *secret = getenv("GRIT_SUP_SECRET");
     if (!addr || !secret || !*secret)
@@ -156,9 +214,13 @@ hb_client *hb_client_start(int rank, const char *node, double period)
     c->period = period;
     c->step = 0;
     c->loss = c->gnorm = NAN;
+    obs_host_id(c->host, sizeof c->host);
+    c->meter = meter ? obs_meter_open(NULL, NULL) : NULL; /* out of memory: no energy */
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    pthread_cond_init(&c->done_cv, NULL);
     if (pthread_create(&c->th, NULL, client_loop, c) != 0) {
+        obs_meter_close(c->meter);
         close(c->fd);
         free(c);
         return NULL;
@@ -193,6 +255,25 @@ void hb_client_event(hb_client *c, const char *kind, long step, const char *deta
     pthread_mutex_unlock(&c->mu);
 }
 
+void hb_client_final(hb_client *c)
+{
+    if (!c)
+        return;
+    /* the meter belongs to the beat thread (meter.h): ask it for one more sample and beat,
+     * and wait for that */
+    pthread_mutex_lock(&c->mu);
+    long want = c->beats + 1;
+    c->final = 1;
+    pthread_cond_broadcast(&c->cv);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 2; /* NVML hung: give up, the run's end must not wait for it */
+    while (c->beats < want && !c->quit)
+        if (pthread_cond_timedwait(&c->done_cv, &c->mu, &ts) != 0)
+            break;
+    pthread_mutex_unlock(&c->mu);
+}
+
 void hb_client_stop(hb_client *c)
 {
     if (!c)
@@ -202,6 +283,7 @@ void hb_client_stop(hb_client *c)
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
     pthread_join(c->th, NULL);
+    obs_meter_close(c->meter);
     close(c->fd);
     memset(c->secret, 0, sizeof c->secret);
     free(c);

@@ -5,7 +5,8 @@
  * one line per datagram, fields separated by spaces (docs/heartbeat.md):
  *
  *   HB1 <secret> rank=<int> node=<name> step=<int> loss=<float> gnorm=<float>
- *       step_time=<seconds> comm_time=<seconds> pid=<int>
+ *       step_time=<seconds> comm_time=<seconds> pid=<int> host=<boot_id>
+ *       [energy_j=<joules> power_w=<watts> esrc=<OBS_SRC_* mask> gpus=<int>]
  *   EV1 <secret> rank=<int> node=<name> kind=<word> step=<int> [detail=<word>]
  *
  * HB1 reports progress (a worker with nothing new sends its last step again
@@ -13,6 +14,14 @@
  * injected fault about to fire, a skipped batch). <secret> is the job's
  * GRIT_SUP_SECRET; anything else is rejected and logged without the secret.
  * Unknown key=value pairs are ignored, so the protocol can grow.
+ *
+ * Energy: host= names the worker's machine (obs_host_id: the kernel's boot_id), so
+ * the supervisor counts each machine once. A client started with meter=1 (one rank
+ * per host: local rank 0) samples the machine's RAPL and NVML energy (obs/meter.h)
+ * on its beat thread, never on the training thread, and adds energy_j (cumulative
+ * since the worker started), power_w (latest interval), esrc (1 RAPL, 2 NVML, 3 both)
+ * and gpus once something was measured; nothing readable: no energy fields, no
+ * message.
  */
 #ifndef GRIT_SUPERVISE_HB_H
 #define GRIT_SUPERVISE_HB_H
@@ -28,6 +37,9 @@ typedef struct hb_msg {
     long step;
     double loss, gnorm, step_time, comm_time;
     long pid;
+    char host[64];             /* "" when absent (an older worker) */
+    double energy_j, power_w;  /* valid when esrc != 0 (energy_j NaN when absent) */
+    int esrc, gpus;            /* OBS_SRC_* measured on host; 0: no energy fields */
     char kind[32], detail[64]; /* EV1 */
 } hb_msg;
 
@@ -40,12 +52,17 @@ grit_err hb_parse(const char *line, const char *secret, hb_msg *out);
 typedef struct hb_client hb_client;
 
 /* From GRIT_SUP_ADDR / GRIT_SUP_SECRET; NULL (no error) when not supervised.
- * Starts a background thread that sends a beat at least every period seconds. */
-hb_client *hb_client_start(int rank, const char *node, double period);
+ * Starts a background thread that sends a beat at least every period seconds; with
+ * meter, that thread also samples this machine's energy before each beat. */
+hb_client *hb_client_start(int rank, const char *node, double period, int meter);
 /* Records a finished step and sends it now. */
 void hb_client_step(hb_client *c, long step, double loss, double gnorm, double step_time,
                     double comm_time);
 void hb_client_event(hb_client *c, const char *kind, long step, const char *detail);
+/* Samples the energy meter once more (when this client has one) and sends a beat now:
+ * for the end of a run, before the "done" event, so that the energy since the last
+ * periodic beat (and that of a worker shorter than one period) is counted. NULL: no-op. */
+void hb_client_final(hb_client *c);
 void hb_client_stop(hb_client *c);
 
 /* --- server (supervisor) --------------------------------------------------------- */

@@ -482,6 +482,9 @@ static int poll_running(sup *s)
             continue;
         }
         obs_beat(m.node, m.rank, m.step, m.step_time, m.comm_time); /* dashboard, /metrics */
+        obs_energy_beat(&(obs_host_beat){.host = m.host, .node = m.node, .rank = m.rank,
+                                         .pid = m.pid, .joules = m.energy_j, .watts = m.power_w,
+                                         .sources = m.esrc, .gpus = m.gpus});
         if (m.step > ri->step) {
             if (m.step > 0 && m.step_time > 0) { /* step 0 is a liveness beat, no step */
                 ri->compute = fmax(0.0, m.step_time - m.comm_time);

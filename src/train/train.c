@@ -519,7 +519,12 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
                 cfg->model.layers, W, W > 1 ? "s" : "", B, T, A, o->total_steps, cfg->threads,
                 (double)gx_act_bytes_per_token(&cfg->model) / 1024.0, dp.zero1 ? ", ZeRO-1" : "");
 
-    hb = hb_client_start(d->rank, node, 1.0); /* NULL unless run under grit launch */
+    /* one rank per machine measures its energy for the supervisor (hb.h); the supervisor
+     * also counts each machine once, by boot_id, should two of them do it */
+    const char *ompi_lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK"), *slurm_lr = getenv("SLURM_LOCALID");
+    const char *local_id = ompi_lr ? ompi_lr : slurm_lr;
+    int meter = local_id ? strtol(local_id, NULL, 10) == 0 : d->local_rank == 0;
+    hb = hb_client_start(d->rank, node, 1.0, meter); /* NULL unless run under grit launch */
     progress pr;
     progress_init(&pr, log ? log : stderr, o->total_steps, cfg->log_every);
     double t_start = now_seconds(), last_save = t_start, first = NAN, last = NAN, minl = INFINITY;
@@ -658,6 +663,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
         fprintf(log, "data: %.4f epochs consumed\n", train_data_epochs(&data, step * G));
     if (res)
         *res = (train_result){step, last, secs, run_tokens / secs};
+    hb_client_final(hb); /* the last second's energy, before the supervisor hears "done" */
     hb_client_event(hb, "done", step, "-");
 out:
     hb_client_stop(hb);

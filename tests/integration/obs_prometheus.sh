@@ -5,7 +5,10 @@
 # live from grit launch); a query through Prometheus's HTTP API returns the run's last
 # loss from metrics.jsonl, and the cordoned node's state. Then grit launch's own live
 # /metrics is read while a job trains, on a node with four (fake, tests/fake/fake_nvml.c)
-# GPUs drawing 250 W each: the power shown includes them and names NVML as a source.
+# GPUs drawing 250 W each: the power shown includes them and names NVML as a source, and
+# it is the workers' measurement (grit_node_energy_joules labelled with this machine's
+# boot_id and a worker's node), with the machine counted once (grit_energy_hosts 1)
+# although the supervisor samples the same machine.
 set -euo pipefail
 grit=$1 py=$2 fake_nvml=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -68,18 +71,22 @@ GRIT_NVML_LIB=$fake_nvml FAKE_NVML_GPUS=4 FAKE_NVML_POWER_MW=250000 \
   --quiet -- "$grit" train "$tmp/long.json" --run-dir "$tmp/live" --quiet > "$tmp/live.out" 2>&1 &
 lpid=$!
 pids+=($lpid)
+boot=$(cat /proc/sys/kernel/random/boot_id)
 seen=""
 for _ in $(seq 1 300); do
   curl -sf "http://127.0.0.1:$lport/metrics" > "$tmp/live.txt" 2>/dev/null &&
     grep -q '^grit_node_step_seconds{node="node1"}' "$tmp/live.txt" &&
     grep -q '^grit_run_finished 0' "$tmp/live.txt" &&
     grep -q '^grit_energy_source_info{source="\(RAPL + \)\?NVML (4 GPUs)",.*nvml="1"} 1' "$tmp/live.txt" &&
-    grep -q '^grit_energy_gpus 4' "$tmp/live.txt" && { seen=1; break; }
+    grep -q '^grit_energy_gpus 4' "$tmp/live.txt" &&
+    grep -q '^grit_energy_hosts 1$' "$tmp/live.txt" &&
+    grep -q "^grit_node_energy_joules{host=\"$boot\",node=\"node[0-9]\"} [0-9]" "$tmp/live.txt" &&
+    ! grep -q 'node="supervisor"' "$tmp/live.txt" && { seen=1; break; }
   kill -0 $lpid 2>/dev/null || break
   sleep 0.1
 done
 [ -n "$seen" ] && echo "ok   live /metrics from grit launch: step $(grep '^grit_step ' "$tmp/live.txt" | cut -d' ' -f2), per-node step times, GPU power ($(grep '^grit_energy_source_info' "$tmp/live.txt"))" ||
-  fail "grit launch's live /metrics never showed a running job with node timing and 4 NVML GPUs: $(tail -3 "$tmp/live.out"; grep -E '^grit_(energy|power)' "$tmp/live.txt")"
+  fail "grit launch's live /metrics never showed a running job with node timing and 4 NVML GPUs measured by its workers on one host: $(tail -3 "$tmp/live.out"; grep -E '^grit_(energy|power|node_energy)' "$tmp/live.txt")"
 watts=$(grep '^grit_power_watts ' "$tmp/live.txt" | cut -d' ' -f2)
 "$py" -c "import sys; sys.exit(0 if 900 <= float('${watts:-0}') else 1)" &&
   echo "ok   live power $watts W includes 4 GPUs x 250 W" ||

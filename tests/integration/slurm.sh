@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# slurm.sh GRIT SPANK_SO SCENARIO - srun --auto-resume on a real 4-node Slurm cluster on
+# slurm.sh GRIT SPANK_SO SCENARIO [FAKE_NVML] - srun --auto-resume on a real 4-node Slurm cluster on
 # this machine (scripts/slurm-local-cluster.sh; its own cluster per run, stopped by the
 # trap even on failure).
 #
 #   options  srun/sbatch --help show --auto-resume; bad values are rejected with a message;
 #            srun without it is unchanged; sbatch --auto-resume=N exports GRIT_AUTO_RESUME.
 #   kill     sbatch -N 4 -k, srun --auto-resume=1 grit train on 3 nodes + 1 spare; node n2
-#            crashes (every process SIGKILLed) mid-run.
+#            crashes (every process SIGKILLed) mid-run. Each node also has two (fake,
+#            FAKE_NVML) GPUs and its own machine identity (GRIT_HOST_ID, as the nodes share
+#            this kernel's boot_id): every node's energy reaches nodes.json through the
+#            heartbeats, n2's survives its crash, and the supervisor's node is counted once.
 #   freeze   the same, n2 frozen (SIGSTOP of all its processes); here the choice comes from
 #            `sbatch --auto-resume=1` (exported to the job) and the batch script's srun has
 #            no option.
@@ -26,7 +29,7 @@
 # namespaces, no SPANK plugin built; for partition also where network namespaces, veths
 # or bridges cannot be made.
 set -euo pipefail
-grit=$1 spank=$2 scenario=$3
+grit=$1 spank=$2 scenario=$3 fake_nvml=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
 lc=$here/../../scripts/slurm-local-cluster.sh
 skip() { echo "SKIP (slurm): $*"; exit 77; }
@@ -140,16 +143,27 @@ if [ "$scenario" = partition ]; then
   # node's network namespace: heartbeats come to its bridge address
   bind='--bind $("'"$lc"'" node-addr "$SLURMD_NODENAME")'
 fi
+energy=""
+train="\"$grit\" train"
+if [ "$scenario" = kill ] && [ -f "$fake_nvml" ]; then
+  # the supervisor (on the batch node) and each rank name their node as their machine
+  energy="export GRIT_NVML_LIB=$fake_nvml FAKE_NVML_GPUS=2 FAKE_NVML_POWER_MW=100000 GRIT_HOST_ID=\$SLURMD_NODENAME"
+  train="sh -c 'GRIT_HOST_ID=\$SLURMD_NODENAME exec \"\$0\" \"\$@\"' \"$grit\" train"
+fi
 cat > "$tmp/batch.sh" << EOF
 #!/bin/bash
 export GRIT_LAUNCH_OPTS="--run $run --spares $spares --no-spare $policy --hang-timeout 5 --health-timeout 20 --backoff 0.1 --straggler-factor 0 $bind"
-srun $srun_opt "$grit" train "$tmp/job.json" --run-dir "$run" --quiet
+$energy
+srun $srun_opt $train "$tmp/job.json" --run-dir "$run" --quiet
 EOF
 [ "$scenario" = health ] && "$lc" fault-node n2 gemm_bitflip
 jid=$(sbatch --parsable $sbatch_opt -N "$nodes" --no-kill --requeue --open-mode=append -o "$tmp/job.out" "$tmp/batch.sh")
 case $scenario in
   kill | requeue)
     wait_steps "$run" 12 60 || fail "$scenario: training did not start"
+    if [ -n "$energy" ]; then # n2 has reported some energy: it must outlive n2's crash
+      for _ in $(seq 150); do grep -q '"host":"n2"' "$run/nodes.json" 2> /dev/null && break; sleep 0.2; done
+    fi
     "$lc" kill-node n2 ;;
   freeze)
     wait_steps "$run" 12 60 || fail "$scenario: training did not start"
@@ -184,6 +198,23 @@ if [ "$scenario" = partition ]; then
   for n in n3 n4; do
     grep -q "\"name\":\"$n\"" "$run/nodes.json" || fail "partition: no heartbeat from $n reached the supervisor (--bind)"
   done
+fi
+if [ -n "$energy" ]; then
+  # per node energy: n1..n4 each measured once (2 GPUs), n2's kept after its crash, and
+  # no second entry for the supervisor's node n1
+  "${GRIT_PYTHON:-python3}" - "$run/nodes.json" << 'PY' || fail "kill: per-node energy in nodes.json: $(cat "$run/nodes.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+hosts = {h["host"]: h for h in j["hosts"]}
+assert sorted(hosts) == ["n1", "n2", "n3", "n4"], sorted(hosts)
+assert all(h["energy_j"] > 0 and h["gpus"] == 2 and h["sources"] == ["NVML"] for h in hosts.values()), hosts
+assert not any(h["node"] == "supervisor" for h in hosts.values()), hosts
+assert hosts["n1"]["supervisor"] and not hosts["n3"]["supervisor"], hosts
+assert j["hosts_measured"] == 4 and j["nodes_measured"] == 4 and j["gpus"] == 8, j
+assert abs(j["energy_j"] - sum(h["energy_j"] for h in hosts.values())) < 1e-6 * j["energy_j"], j
+print("ok   kill: energy of n1..n4 measured on each node (%.0f J in all, n2 %.0f J before its crash)"
+      % (j["energy_j"], hosts["n2"]["energy_j"]))
+PY
 fi
 if [ "$fails" -ne 0 ]; then
   echo "--- job output"; cat "$tmp/job.out" || true

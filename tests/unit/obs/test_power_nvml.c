@@ -125,7 +125,7 @@ static void rapl_plus_nvml(const char *root)
     FILE *f = open_memstream(&out, &outn);
     obs_print_summary(f, v);
     fclose(f);
-    CHECK_STR_HAS(out, "kWh (RAPL + NVML (2 GPUs), 320 W)");
+    CHECK_STR_HAS(out, "kWh (RAPL + NVML (2 GPUs) on 1 host measured, 320 W)");
     free(out);
     json_decref(v);
 }
