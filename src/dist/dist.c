@@ -144,7 +144,10 @@ grit_err dist_init(dist *d, int *argc, char ***argv)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(COMM(d), &d->rank);
     MPI_Comm_size(COMM(d), &d->size);
+    /* the launcher's idea of the node: OpenMPI's (mpirun, srun --mpi=pmix), else Slurm's */
     const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!lr)
+        lr = getenv("SLURM_LOCALID");
     d->local_rank = lr ? atoi(lr) : d->rank;
     d->mpi = 1;
     /* GRIT_DIST_PROGRESS_US: the progress thread's polling period; 0 (the default): no

@@ -521,10 +521,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
 
     /* one rank per machine measures its energy for the supervisor (hb.h); the supervisor
      * also counts each machine once, by boot_id, should two of them do it */
-    const char *ompi_lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK"), *slurm_lr = getenv("SLURM_LOCALID");
-    const char *local_id = ompi_lr ? ompi_lr : slurm_lr;
-    int meter = local_id ? strtol(local_id, NULL, 10) == 0 : d->local_rank == 0;
-    hb = hb_client_start(d->rank, node, 1.0, meter); /* NULL unless run under grit launch */
+    hb = hb_client_start(d->rank, node, 1.0, d->local_rank == 0); /* NULL unless supervised */
     progress pr;
     progress_init(&pr, log ? log : stderr, o->total_steps, cfg->log_every);
     double t_start = now_seconds(), last_save = t_start, first = NAN, last = NAN, minl = INFINITY;
