@@ -18,7 +18,7 @@
 #include "../check.h"
 #include "core/fsutil.h"
 #include "obs/obs.h"
-#include "rapl_zone.h"
+#include "obs_fixture.h"
 
 #define NOLIB "/nonexistent/libnvidia-ml.so.1"
 
@@ -136,12 +136,7 @@ static void shown(const char *root)
     obs__set_host("S");
     beat("A", "node0", 0, 1, 3.6e6, 500, OBS_SRC_RAPL, 0);           /* 1 kWh */
     beat("B", "node1", 1, 2, 7.2e6, 1500, OBS_SRC_RAPL | OBS_SRC_NVML, 4); /* 2 kWh */
-    CHECK_INT(obs_registry_save(root), GRIT_OK);
-    char path[512], *text = NULL;
-    snprintf(path, sizeof path, "%s/nodes.json", root);
-    CHECK_INT(fs_read_all(path, &text, NULL), GRIT_OK);
-    json_t *nj = json_loads(text, 0, NULL);
-    free(text);
+    json_t *nj = saved_registry(root);
     CHECK_NEAR(json_number_value(json_object_get(nj, "energy_j")), 10.8e6, 1e-6);
     CHECK_INT(json_integer_value(json_object_get(nj, "hosts_measured")), 2);
     CHECK_INT(json_integer_value(json_object_get(nj, "nodes_measured")), 2);
@@ -152,6 +147,7 @@ static void shown(const char *root)
     json_decref(nj);
 
     /* cluster.json: two active nodes and a spare; the run lasted 3600 s */
+    char path[512];
     snprintf(path, sizeof path, "%s/cluster.json", root);
     const char *cl = "{\"nodes\":[{\"name\":\"node0\",\"state\":\"active\"},{\"name\":\"node1\","
                      "\"state\":\"active\"},{\"name\":\"node2\",\"state\":\"spare\"}]}";
@@ -203,8 +199,6 @@ int main(void)
     supervisor_host(root);
     shown(root);
     obs__power_reset();
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-    CHECK_INT(system(cmd), 0);
+    remove_tree(root);
     CHECK_DONE();
 }

@@ -11,7 +11,7 @@
 #include "../check.h"
 #include "core/fsutil.h"
 #include "obs/obs.h"
-#include "rapl_zone.h"
+#include "obs_fixture.h"
 
 #define NOLIB "/nonexistent/libnvidia-ml.so.1"
 
@@ -48,12 +48,7 @@ int main(void)
     obs_beat("node0", 1, 5, 0.75, 0.2);
     obs_beat("node1", 2, 5, 0.25, 0.05);
     obs_beat("node1", 2, 4, 9.0, 9.0); /* an older step never overwrites */
-    CHECK_INT(obs_registry_save(root), GRIT_OK);
-    char path[512], *text = NULL;
-    snprintf(path, sizeof path, "%s/nodes.json", root);
-    CHECK_INT(fs_read_all(path, &text, NULL), GRIT_OK);
-    json_t *nj = json_loads(text, 0, NULL);
-    free(text);
+    json_t *nj = saved_registry(root);
     json_t *n0 = json_array_get(json_object_get(nj, "nodes"), 0);
     json_t *n1 = json_array_get(json_object_get(nj, "nodes"), 1);
     CHECK_NEAR(json_number_value(json_object_get(n0, "step_time_s")), 0.75, 0);
@@ -64,6 +59,7 @@ int main(void)
     json_decref(nj);
 
     /* the view takes the measured energy over the configured power */
+    char path[512];
     snprintf(path, sizeof path, "%s/events.jsonl", root);
     const char *ev = "{\"ts\":10,\"event\":\"launch\"}\n{\"ts\":20,\"event\":\"done\"}\n";
     CHECK_INT(fs_write_durable(path, ev, strlen(ev)), GRIT_OK);
@@ -73,8 +69,6 @@ int main(void)
     CHECK(!strcmp(json_string_value(json_object_get(s, "energy_source")), "RAPL"));
     json_decref(v);
 
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-    CHECK_INT(system(cmd), 0);
+    remove_tree(root);
     CHECK_DONE();
 }

@@ -16,7 +16,7 @@
 #include "../check.h"
 #include "core/fsutil.h"
 #include "obs/obs.h"
-#include "rapl_zone.h"
+#include "obs_fixture.h"
 
 #define NOLIB "/nonexistent/libnvidia-ml.so.1"
 #define NORAPL "/nonexistent-powercap"
@@ -94,18 +94,14 @@ static void rapl_plus_nvml(const char *root)
     CHECK(!strcmp(obs_source_name(e.sources, e.gpus, name, sizeof name), "RAPL + NVML (2 GPUs)"));
     CHECK(!strcmp(obs_source_name(OBS_SRC_NVML, 1, name, sizeof name), "NVML (1 GPU)"));
 
-    CHECK_INT(obs_registry_save(root), GRIT_OK);
-    char path[512], *text = NULL;
-    snprintf(path, sizeof path, "%s/nodes.json", root);
-    CHECK_INT(fs_read_all(path, &text, NULL), GRIT_OK);
-    json_t *nj = json_loads(text, 0, NULL);
-    free(text);
+    json_t *nj = saved_registry(root);
     json_t *src = json_object_get(nj, "energy_sources");
     CHECK_INT(json_array_size(src), 2);
     CHECK(!strcmp(json_string_value(json_array_get(src, 1)), "NVML"));
     CHECK_INT(json_integer_value(json_object_get(nj, "gpus")), 2);
     json_decref(nj);
 
+    char path[512];
     snprintf(path, sizeof path, "%s/events.jsonl", root);
     const char *ev = "{\"ts\":10,\"event\":\"launch\"}\n{\"ts\":20,\"event\":\"done\"}\n";
     CHECK_INT(fs_write_durable(path, ev, strlen(ev)), GRIT_OK);
@@ -197,8 +193,6 @@ int main(void)
                       "\"energy_sources\":[\"NVML\",3,\"GPU\"],\"gpus\":1e308}",
                 "NVML (1000000 GPUs)");
     obs__power_reset();
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-    CHECK_INT(system(cmd), 0);
+    remove_tree(root);
     CHECK_DONE();
 }
