@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "dist/dist.h"
+#include "comm/comm.h"
 #include "health/baseline.h"
 #include "health/health.h"
 #include "health/report.h"
@@ -272,28 +272,28 @@ int cmd_health(int argc, char **argv)
         }
         o.baseline = &bl;
     }
-    dist d;
-    if (dist_init(&d, NULL, NULL) != GRIT_OK) {
+    comm d;
+    if (comm_init(&d, NULL, NULL) != GRIT_OK) {
         fprintf(stderr, "grit health: %s\n", grit_errmsg());
         return 2;
     }
     if (d.size > 1 && slurm) {
         fprintf(stderr, "grit health: --slurm checks one node (Slurm's HealthCheckProgram); "
                         "do not run it under mpirun\n");
-        dist_finalize(&d);
+        comm_finalize(&d);
         return 2;
     }
     /* The network check runs on d; the merge of the ranks' verdicts on ctl, its
      * own communicator, so a network operation abandoned at its deadline cannot
      * be matched by the merge. The merge waits for the slowest rank's checks. */
-    dist ctl;
-    if (dist_dup(&d, &ctl) != GRIT_OK) {
+    comm ctl;
+    if (comm_dup(&d, &ctl) != GRIT_OK) {
         fprintf(stderr, "grit health: %s\n", grit_errmsg());
-        dist_finalize(&d);
+        comm_finalize(&d);
         return 2;
     }
     ctl.timeout_s = 3 * d.timeout_s + 30;
-    o.dist = &d;
+    o.comm = &d;
     health_report r;
     health_report_init(&r, mode);
     r.rank = d.rank;
@@ -302,9 +302,9 @@ int cmd_health(int argc, char **argv)
         fprintf(stderr, "grit health: %s\n", grit_errmsg());
         health_report_free(&r);
         if (d.size > 1)
-            dist_abort(&d, 2); /* peers may be waiting in a collective */
-        dist_dup_free(&ctl);
-        dist_finalize(&d);
+            comm_abort(&d, 2); /* peers may be waiting in a collective */
+        comm_dup_free(&ctl);
+        comm_finalize(&d);
         return 2;
     }
     int code = health_exit_code(&r);
@@ -312,10 +312,10 @@ int cmd_health(int argc, char **argv)
         fprintf(stderr, "grit health: rank %d: %s\n", d.rank, grit_errmsg());
         code = code ? code : 2;
     }
-    dist_dup_free(&ctl);
+    comm_dup_free(&ctl);
     if (d.rank != 0) { /* rank 0 reports for everyone */
         health_report_free(&r);
-        dist_finalize(&d);
+        comm_finalize(&d);
         return code;
     }
     health_slurm_result sr;
@@ -364,6 +364,6 @@ int cmd_health(int argc, char **argv)
         }
     }
     health_report_free(&r);
-    dist_finalize(&d);
+    comm_finalize(&d);
     return code;
 }

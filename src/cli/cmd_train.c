@@ -90,8 +90,8 @@ int cmd_train(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    dist d;
-    if (dist_init(&d, &argc, &argv) != GRIT_OK) {
+    comm d;
+    if (comm_init(&d, &argc, &argv) != GRIT_OK) {
         fprintf(stderr, "grit train: %s\n", grit_errmsg());
         return 1;
     }
@@ -113,7 +113,7 @@ int cmd_train(int argc, char **argv)
     if (rc != GRIT_OK) { /* every rank read the same file: rank 0 speaks for all */
         if (leader)
             fprintf(stderr, "grit train: %s\n", grit_errmsg());
-        dist_finalize(&d);
+        comm_finalize(&d);
         return 1;
     }
     if (print_cfg) {
@@ -121,7 +121,7 @@ int cmd_train(int argc, char **argv)
         if (s)
             puts(s);
         free(s);
-        dist_finalize(&d);
+        comm_finalize(&d);
         return 0;
     }
     rc = train_run(&cfg, &d, quiet ? NULL : stderr, NULL);
@@ -130,12 +130,12 @@ int cmd_train(int argc, char **argv)
             /* the other ranks may be waiting in a collective: take the job down now */
             fprintf(stderr, "grit train: rank %d: %s: %s\n", d.rank, grit_strerror(rc),
                     grit_errmsg());
-            dist_abort(&d, 1);
+            comm_abort(&d, 1);
         }
         fprintf(stderr, "grit train: %s: %s\n", grit_strerror(rc), grit_errmsg());
-        dist_finalize(&d);
+        comm_finalize(&d);
         return 1;
     }
-    dist_finalize(&d);
+    comm_finalize(&d);
     return 0;
 }

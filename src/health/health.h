@@ -33,7 +33,7 @@
 
 #include "core/error.h"
 
-struct dist; /* dist/dist.h */
+struct comm; /* comm/comm.h */
 
 typedef enum health_verdict {
     HEALTH_PASS = 0,
@@ -100,8 +100,8 @@ typedef struct health_opts {
     double max_gpu_temp_c;
     double xid_window_s;      /* deep mode: seconds to wait for Xid events (0: no wait) */
     const char *nvml_path;    /* NVML library to dlopen (default libnvidia-ml.so.1) */
-    /* network (only when dist has more than one rank; see network.c) */
-    struct dist *dist;        /* NULL: one process, the network check skips */
+    /* network (only when comm has more than one rank; see network.c) */
+    struct comm *comm;        /* NULL: one process, the network check skips */
     size_t net_max_bytes;     /* largest all-reduce of the sweep (quick 1 MiB, deep 64 MiB) */
     size_t net_pair_bytes;    /* ping-pong message for pair bandwidth (quick 8 MiB, deep 64 MiB) */
     double min_busbw_gbps;    /* all-reduce bus bandwidth floor at the largest size */
@@ -222,7 +222,7 @@ int health_net_rounds(int n);
 int health_net_partner(int n, int round, int rank);
 
 /* Runs every family in a fixed order and times the whole run. Under MPI
- * (o->dist with more than one rank) every rank must call it: the network
+ * (o->comm with more than one rank) every rank must call it: the network
  * family is collective. */
 grit_err health_run(health_report *r, const health_opts *o);
 
@@ -230,6 +230,6 @@ grit_err health_run(health_report *r, const health_opts *o);
  * result per bad check of every other rank ("rank2.disk.fsync", its reason
  * prefixed with the rank and host), and every rank returns the same exit
  * code (0/1/2 as health_exit_code, over all ranks) in *code. Collective. */
-grit_err health_merge_ranks(health_report *r, struct dist *d, int *code);
+grit_err health_merge_ranks(health_report *r, struct comm *d, int *code);
 
 #endif

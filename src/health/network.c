@@ -43,7 +43,7 @@
  * all-reduce it joins; allreduce_corrupt adds 1 to one element of that rank's
  * all-reduce result, as a bad receive path would.
  *
- * Errors: a peer that dies or hangs makes a dist call fail after the dist
+ * Errors: a peer that dies or hangs makes a comm call fail after the comm
  * deadline (GRIT_DIST_TIMEOUT); the check then records an ERROR result with
  * the message, and does not hang. An operation abandoned at its deadline may
  * still complete later and write into its buffers, so after such an error
@@ -58,7 +58,7 @@
 #include <unistd.h>
 
 #include "core/progress.h"
-#include "dist/dist.h"
+#include "comm/comm.h"
 #include "health/health.h"
 
 /* Latencies are compared with the median only above this many microseconds:
@@ -90,7 +90,7 @@ int health_net_partner(int n, int round, int rank)
 }
 
 typedef struct net_run {
-    dist *d;
+    comm *d;
     const health_opts *o;
     int slow;     /* this rank is the slow_link rank */
     int corrupt;  /* this rank is the allreduce_corrupt rank */
@@ -125,7 +125,7 @@ typedef struct sweep_local {
 
 static grit_err allreduce_sweep(net_run *nr, health_net *net, sweep_local *loc)
 {
-    dist *d = nr->d;
+    comm *d = nr->d;
     const health_opts *o = nr->o;
     size_t maxn = o->net_max_bytes / sizeof(float);
     if (maxn < 2)
@@ -151,11 +151,11 @@ static grit_err allreduce_sweep(net_run *nr, health_net *net, sweep_local *loc)
         for (int it = -2; it < iters; it++) { /* two warm-up iterations */
             for (size_t i = 0; i < n; i++)
                 buf[i] = (float)((d->rank + 1) * (int)(i % 13 + 1));
-            if ((rc = dist_barrier(d)) != GRIT_OK)
+            if ((rc = comm_barrier(d)) != GRIT_OK)
                 goto out;
             double t0 = now_seconds();
             maybe_delay(nr);
-            if ((rc = dist_allreduce_sum(d, buf, n)) != GRIT_OK)
+            if ((rc = comm_allreduce_sum(d, buf, n)) != GRIT_OK)
                 goto out;
             double dt = now_seconds() - t0;
             if (it >= 0)
@@ -185,20 +185,20 @@ out:
 /* One ping-pong of bytes with peer (lower rank starts); round trip in s. */
 static grit_err ping_pong(net_run *nr, int peer, char *buf, size_t bytes, int tag, double *rtt)
 {
-    dist *d = nr->d;
+    comm *d = nr->d;
     grit_err rc;
     double t0 = now_seconds();
     if (d->rank < peer) {
         maybe_delay(nr);
-        if ((rc = dist_send(d, buf, bytes, peer, tag)) != GRIT_OK)
+        if ((rc = comm_send(d, buf, bytes, peer, tag)) != GRIT_OK)
             return rc;
-        if ((rc = dist_recv(d, buf, bytes, peer, tag)) != GRIT_OK)
+        if ((rc = comm_recv(d, buf, bytes, peer, tag)) != GRIT_OK)
             return rc;
     } else {
-        if ((rc = dist_recv(d, buf, bytes, peer, tag)) != GRIT_OK)
+        if ((rc = comm_recv(d, buf, bytes, peer, tag)) != GRIT_OK)
             return rc;
         maybe_delay(nr);
-        if ((rc = dist_send(d, buf, bytes, peer, tag)) != GRIT_OK)
+        if ((rc = comm_send(d, buf, bytes, peer, tag)) != GRIT_OK)
             return rc;
     }
     *rtt = now_seconds() - t0;
@@ -209,7 +209,7 @@ static grit_err ping_pong(net_run *nr, int peer, char *buf, size_t bytes, int ta
  * this rank measured as the lower rank of the pair; NAN elsewhere. */
 static grit_err pairwise(net_run *nr, health_net *net, double *row)
 {
-    dist *d = nr->d;
+    comm *d = nr->d;
     const health_opts *o = nr->o;
     int n = d->size;
     size_t big = o->net_pair_bytes < 8 ? 8 : o->net_pair_bytes;
@@ -224,7 +224,7 @@ static grit_err pairwise(net_run *nr, health_net *net, double *row)
     net->pair_bytes = big;
     grit_err rc = GRIT_OK;
     for (int r = 0; r < net->rounds; r++) {
-        if ((rc = dist_barrier(d)) != GRIT_OK)
+        if ((rc = comm_barrier(d)) != GRIT_OK)
             goto out;
         int peer = health_net_partner(n, r, d->rank);
         if (peer < 0)
@@ -445,7 +445,7 @@ out:
 
 grit_err health_check_network(health_report *r, const health_opts *o)
 {
-    dist *d = o->dist;
+    comm *d = o->comm;
     if (!d || d->size < 2) {
         health_result *res = health_add(r, "network.allreduce");
         if (res)
@@ -479,17 +479,17 @@ grit_err health_check_network(health_report *r, const health_opts *o)
     net->nranks = n;
     inflight = 1;
     snprintf(host, 64, "%s", r->host);
-    if ((rc = dist_allgather_bytes(d, host, net->hosts, 64)) != GRIT_OK)
+    if ((rc = comm_allgather_bytes(d, host, net->hosts, 64)) != GRIT_OK)
         goto fail;
     if ((rc = allreduce_sweep(&nr, net, loc)) != GRIT_OK)
         goto fail;
     /* sweep_local is all doubles: gather it as such. */
-    if ((rc = dist_allgather_f64(d, (const double *)loc, (double *)all,
+    if ((rc = comm_allgather_f64(d, (const double *)loc, (double *)all,
                                  sizeof *loc / sizeof(double))) != GRIT_OK)
         goto fail;
     if ((rc = pairwise(&nr, net, row)) != GRIT_OK)
         goto fail;
-    if ((rc = dist_allgather_f64(d, row, rows, 2 * (size_t)n)) != GRIT_OK)
+    if ((rc = comm_allgather_f64(d, row, rows, 2 * (size_t)n)) != GRIT_OK)
         goto fail;
     for (int a = 0; a < n; a++)
         for (int b = a + 1; b < n; b++) {

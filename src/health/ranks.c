@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/dist.h"
+#include "comm/comm.h"
 #include "health/health.h"
 
 #define RANK_MAX_BAD 6
@@ -34,7 +34,7 @@ typedef struct rank_summary {
     } bad[RANK_MAX_BAD];
 } rank_summary;
 
-grit_err health_merge_ranks(health_report *r, dist *d, int *code)
+grit_err health_merge_ranks(health_report *r, comm *d, int *code)
 {
     *code = health_exit_code(r);
     if (!d || d->size < 2)
@@ -64,7 +64,7 @@ grit_err health_merge_ranks(health_report *r, dist *d, int *code)
         snprintf(me->bad[me->nbad].reason, sizeof me->bad[0].reason, "%s", res->reason);
         me->nbad++;
     }
-    grit_err rc = dist_gather(d, me, all, sizeof *me, 0);
+    grit_err rc = comm_gather(d, me, all, sizeof *me, 0);
     if (rc != GRIT_OK)
         return rc; /* me, all, c leaked on purpose (see the top) */
     if (d->rank == 0) {
@@ -88,7 +88,7 @@ grit_err health_merge_ranks(health_report *r, dist *d, int *code)
         *code = health_exit_code(r);
     }
     *c = *code;
-    if ((rc = dist_bcast(d, c, sizeof *c, 0)) != GRIT_OK)
+    if ((rc = comm_bcast(d, c, sizeof *c, 0)) != GRIT_OK)
         return rc; /* leaked on purpose */
     *code = (int)*c;
     free(me);

@@ -6,7 +6,7 @@
  *
  * Energy is measured per host (a machine, named by its boot_id: obs_host_id):
  *
- *   workers   one rank per host (local rank 0, supervise/hb.c) samples its machine
+ *   workers   one rank per host (local rank 0, heartbeat/hb.c) samples its machine
  *             with an obs_meter on its heartbeat thread and reports the meter's
  *             cumulative joules (since that worker started) in every beat. Per host
  *             the registry keeps one reporter (rank, pid) and adds the increase of

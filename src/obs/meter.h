@@ -2,7 +2,7 @@
  * meter.h - this machine's energy meter: RAPL package counters plus every GPU's
  * energy through NVML, accumulated sample by sample. One meter per sampling thread:
  * the supervisor's live server samples its own machine with one (live.c), and each
- * measuring worker's heartbeat thread samples its host with another (supervise/hb.c),
+ * measuring worker's heartbeat thread samples its host with another (heartbeat/hb.c),
  * so the same code measures every node of a run. Counter rules: meter.c.
  *
  * Not thread-safe: a meter belongs to the thread that samples it.

@@ -59,7 +59,7 @@ void obs__power_sample_at(const char *root, const char *nvml_lib, double t);
 void obs__power_reset(void);
 void obs__energy(obs_energy *e);
 
-/* One heartbeat's view of a worker's host (supervise/hb.h fields host=, energy_j=,
+/* One heartbeat's view of a worker's host (heartbeat/hb.h fields host=, energy_j=,
  * power_w=, esrc=, gpus=). sources 0: the beat carries no measurement, only which host
  * the node's ranks run on. */
 typedef struct obs_host_beat {

@@ -47,7 +47,7 @@
 #include "obs/obs.h"
 #include "supervise/backend.h"
 #include "supervise/cluster.h"
-#include "supervise/hb.h"
+#include "heartbeat/hb.h"
 #include "supervise/sup_internal.h"
 
 static const char *const state_names[] = {"PREFLIGHT",  "LAUNCHING", "RUNNING", "DETECTED",

@@ -13,7 +13,7 @@
 #include "core/events.h"
 #include "supervise/backend.h"
 #include "supervise/cluster.h"
-#include "supervise/hb.h"
+#include "heartbeat/hb.h"
 #include "supervise/straggler.h"
 #include "supervise/sup.h"
 

@@ -42,16 +42,16 @@ static void unpack_rows(dp_sync *p)
 static void on_grad_ready(void *ctx, size_t off, size_t n)
 {
     dp_sync *p = ctx;
-    dist *d = p->d;
+    comm *d = p->d;
     grit_err rc;
     double t0 = now_seconds();
     if (p->nrows > 0 && off == 0 && n == p->embed_n) {
         /* the input embedding: only rows of tokens some rank saw are non-zero */
         pack_rows(p);
-        rc = dist_iallreduce_sum(d, p->pack, (size_t)p->nrows * (size_t)p->m->cfg.hidden);
+        rc = comm_iallreduce_sum(d, p->pack, (size_t)p->nrows * (size_t)p->m->cfg.hidden);
     } else if (!p->zero1) {
-        rc = dist_iallreduce_sum(d, p->m->grads + off, n);
-    } else if (d->nreqs >= DIST_MAX_REQS) {
+        rc = comm_iallreduce_sum(d, p->m->grads + off, n);
+    } else if (d->nreqs >= COMM_MAX_REQS) {
         rc = GRIT_EINVAL;
     } else {
         /* ZeRO-1: the bucket [off, off + n) is reduce-scattered on its own; rank r gets
@@ -66,17 +66,17 @@ static void on_grad_ready(void *ctx, size_t off, size_t n)
         size_t at = off > p->lo ? off - p->lo : 0;
         if (at > p->hi - p->lo)
             at = p->hi - p->lo;
-        rc = dist_ireduce_scatter_v(d, p->m->grads + off, p->g_shard + at, c);
+        rc = comm_ireduce_scatter_v(d, p->m->grads + off, p->g_shard + at, c);
     }
     /* a failed start is caught in dp_finish_grads: fewer requests than buckets */
     if (rc == GRIT_OK)
         p->started++;
-    dist_progress(d);
+    comm_progress(d);
     /* starting and progressing can run whole rounds of the reduction on this thread */
     p->hook_s += now_seconds() - t0;
 }
 
-grit_err dp_init(dp_sync *p, dist *d, gx_model *m, bool zero1)
+grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1)
 {
     memset(p, 0, sizeof *p);
     p->d = d;
@@ -104,7 +104,7 @@ grit_err dp_init(dp_sync *p, dist *d, gx_model *m, bool zero1)
         p->m_shard = calloc(n ? n : 1, sizeof(float));
         p->v_shard = calloc(n ? n : 1, sizeof(float));
         p->g_shard = calloc(n ? n : 1, sizeof(float));
-        p->bucket_counts = calloc((size_t)DIST_MAX_REQS * (size_t)W, sizeof(int));
+        p->bucket_counts = calloc((size_t)COMM_MAX_REQS * (size_t)W, sizeof(int));
         if (!p->m_shard || !p->v_shard || !p->g_shard || !p->bucket_counts)
             return grit_errf(GRIT_ENOMEM, "out of memory for the optimiser shard");
         gx_drop_optim_state(m);
@@ -123,8 +123,8 @@ grit_err dp_init(dp_sync *p, dist *d, gx_model *m, bool zero1)
         double best = 1e30;
         for (int k = 0; k < 3; k++) {
             double t0 = now_seconds();
-            grit_err rc = p->zero1 ? dist_reduce_scatter_v(d, m->grads, p->g_shard, p->counts)
-                                   : dist_allreduce_sum(d, m->grads, np);
+            grit_err rc = p->zero1 ? comm_reduce_scatter_v(d, m->grads, p->g_shard, p->counts)
+                                   : comm_allreduce_sum(d, m->grads, np);
             if (rc != GRIT_OK)
                 return rc;
             best = fmin(best, now_seconds() - t0);
@@ -172,7 +172,7 @@ grit_err dp_set_tokens(dp_sync *p, const int32_t *tok, size_t n)
     /* the union of every rank's rows; one out-of-range token anywhere: the dense path */
     if (bad)
         p->rows[0] |= 2;
-    grit_err rc = dist_allreduce_or_u8(p->d, p->rows, (size_t)V);
+    grit_err rc = comm_allreduce_or_u8(p->d, p->rows, (size_t)V);
     p->pre_wait_s = now_seconds() - t0;
     if (rc != GRIT_OK || (p->rows[0] & 2))
         return rc;
@@ -203,7 +203,7 @@ grit_err dp_finish_grads(dp_sync *p, double *norm)
     }
     double t0 = now_seconds();
     int expect = p->started;
-    grit_err rc = dist_wait_all(p->d);
+    grit_err rc = comm_wait_all(p->d);
     if (rc == GRIT_OK && p->nrows > 0)
         unpack_rows(p);
     /* the training thread's whole time in communication: the row union, starting and
@@ -225,7 +225,7 @@ grit_err dp_finish_grads(dp_sync *p, double *norm)
         local += (double)p->g_shard[i] * p->g_shard[i];
     if (p->d->size > 1024)
         return grit_errf(GRIT_EINVAL, "world size above 1024");
-    if ((rc = dist_allgather_f64(p->d, &local, parts, 1)) != GRIT_OK)
+    if ((rc = comm_allgather_f64(p->d, &local, parts, 1)) != GRIT_OK)
         return rc;
     double s = 0;
     for (int r = 0; r < p->d->size; r++)
@@ -241,7 +241,7 @@ grit_err dp_step(dp_sync *p, const optim_cfg *o, long t, double lr, float clip)
         return GRIT_OK;
     }
     optim_adamw_range(p->m, o, t, lr, clip, p->lo, p->hi, p->m_shard, p->v_shard);
-    return dist_allgather_v(p->d, p->m->params, p->counts, p->displs);
+    return comm_allgather_v(p->d, p->m->params, p->counts, p->displs);
 }
 
 grit_err dp_gather_moments(dp_sync *p, float *mm, float *vv, int root)
@@ -255,9 +255,9 @@ grit_err dp_gather_moments(dp_sync *p, float *mm, float *vv, int root)
         return GRIT_OK;
     }
     int n = (int)(p->hi - p->lo);
-    grit_err rc = dist_gather_v(p->d, p->m_shard, n, mm, p->counts, p->displs, root);
+    grit_err rc = comm_gather_v(p->d, p->m_shard, n, mm, p->counts, p->displs, root);
     if (rc == GRIT_OK)
-        rc = dist_gather_v(p->d, p->v_shard, n, vv, p->counts, p->displs, root);
+        rc = comm_gather_v(p->d, p->v_shard, n, vv, p->counts, p->displs, root);
     return rc;
 }
 

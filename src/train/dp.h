@@ -1,5 +1,5 @@
 /*
- * dp.h - data-parallel gradient synchronisation and ZeRO-1, over dist.h.
+ * dp.h - data-parallel gradient synchronisation and ZeRO-1, over comm.h.
  *
  * Every rank runs the same model on its slice of the global batch. With
  * ZeRO-1 off, gradients are summed with all-reduces that start during the
@@ -22,18 +22,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "dist/dist.h"
+#include "comm/comm.h"
 #include "model/gptneox.h"
 #include "train/optim.h"
 
 typedef struct dp_sync {
-    dist *d;               /* borrowed */
+    comm *d;               /* borrowed */
     gx_model *m;           /* borrowed */
     bool zero1;
     size_t lo, hi;         /* this rank's shard of the flat block (ZeRO-1) */
     int *counts, *displs;  /* [world] shard sizes and starts, in floats */
     float *m_shard, *v_shard, *g_shard; /* ZeRO-1 state */
-    int *bucket_counts;    /* ZeRO-1: [DIST_MAX_REQS][world] per-bucket reduce-scatter counts */
+    int *bucket_counts;    /* ZeRO-1: [COMM_MAX_REQS][world] per-bucket reduce-scatter counts */
     int started;           /* reductions started this step (one per gradient bucket) */
     /* Sparse input embedding: its gradient is non-zero only in the rows of tokens
      * seen this step, so that bucket is reduced as the packed union of every rank's
@@ -49,7 +49,7 @@ typedef struct dp_sync {
     double hook_s;         /* of which in the grad_ready hook */
 } dp_sync;
 
-grit_err dp_init(dp_sync *p, dist *d, gx_model *m, bool zero1);
+grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1);
 void dp_free(dp_sync *p);
 
 /* Every step, before forward (all ranks): the step's tokens on this rank (n

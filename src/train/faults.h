@@ -21,7 +21,7 @@
 #include <stdbool.h>
 
 #include "core/error.h"
-#include "supervise/hb.h"
+#include "heartbeat/hb.h"
 
 #define FAULTS_MAX 16
 

@@ -51,7 +51,7 @@ static void path_join(char *buf, size_t cap, const char *dir, const char *name)
 
 typedef struct run_ctx {
     const train_cfg *cfg;
-    dist *d;
+    comm *d;
     FILE *log;
     events ev;
     store *ck;
@@ -176,7 +176,7 @@ static grit_err restore(run_ctx *r, gx_model *m, dp_sync *dp, const char *fp, lo
                 snprintf(why, sizeof why, "%s", grit_errmsg());
             }
         }
-        if ((rc = dist_bcast(r->d, &chosen, sizeof chosen, 0)) != GRIT_OK)
+        if ((rc = comm_bcast(r->d, &chosen, sizeof chosen, 0)) != GRIT_OK)
             return rc;
         if (chosen == -3) /* the store could not be read (S3 refused, unreachable, ...) */
             return grit_errf(GRIT_EIO, "%s", r->d->rank == 0 ? why : "rank 0 could not read "
@@ -304,7 +304,7 @@ static grit_err ckpt_finish_parts(run_ctx *r)
         free(files);
         return grit_errf(GRIT_ENOMEM, "out of memory");
     }
-    grit_err rc = dist_gather(r->d, &msg, all, sizeof msg, 0);
+    grit_err rc = comm_gather(r->d, &msg, all, sizeof msg, 0);
     if (rc == GRIT_OK && leader) {
         char why[512] = "";
         for (int k = 0; k < W && !why[0]; k++)
@@ -342,7 +342,7 @@ static grit_err ckpt_checkpoint_gate(run_ctx *r)
             rc = report_save(r, &done);
         stop = rc != GRIT_OK;
     }
-    grit_err brc = dist_bcast(r->d, &stop, sizeof stop, 0);
+    grit_err brc = comm_bcast(r->d, &stop, sizeof stop, 0);
     if (rc != GRIT_OK)
         return rc;
     if (brc != GRIT_OK)
@@ -360,7 +360,7 @@ static grit_err ckpt_save_sharded(run_ctx *r, gx_model *m, dp_sync *dp, const ck
     char why[512] = "";
     if (r->d->rank == 0 && ckpt_begin(r->ck, st->step) != GRIT_OK)
         snprintf(why, sizeof why, "%s", grit_errmsg());
-    grit_err rc = dist_bcast(r->d, why, sizeof why, 0); /* also: the directory exists now */
+    grit_err rc = comm_bcast(r->d, why, sizeof why, 0); /* also: the directory exists now */
     if (rc != GRIT_OK)
         return rc;
     if (why[0]) { /* nothing was started: report as a failed save */
@@ -407,7 +407,7 @@ static grit_err ckpt_checkpoint_save(run_ctx *r, gx_model *m, dp_sync *dp, const
     return rc;
 }
 
-grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
+grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
 {
     const optim_cfg *o = &cfg->optim;
     int B = o->micro_batch, T = o->seq_len, A = o->grad_accum, W = d->size;
@@ -451,7 +451,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
         if ((rc = events_open(&r.ev, path)) != GRIT_OK)
             return rc;
     }
-    if ((rc = dist_barrier(d)) != GRIT_OK) /* the run directory exists for everyone */
+    if ((rc = comm_barrier(d)) != GRIT_OK) /* the run directory exists for everyone */
         goto out;
     if ((rc = gx_init(&m, &cfg->model, B, T, cfg->threads)) != GRIT_OK ||
         (rc = train_data_open(&data, cfg)) != GRIT_OK ||
@@ -547,7 +547,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
         if (r.pending >= 0 && !ckpt_async_busy(&r.ca))
             red[1] = 1.0;
         if ((rc = dp_finish_grads(&dp, &norm)) != GRIT_OK ||
-            (rc = dist_allreduce_sum_f64(d, red, W > 1 ? 2 : 1)) != GRIT_OK)
+            (rc = comm_allreduce_sum_f64(d, red, W > 1 ? 2 : 1)) != GRIT_OK)
             goto out;
         loss = red[0] / W;
         if (r.pending >= 0 && red[1] == (double)W && (rc = ckpt_finish_parts(&r)) != GRIT_OK)
@@ -582,7 +582,7 @@ grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res)
                    (cfg->ckpt_interval_minutes > 0 &&
                     now_seconds() - last_save >= 60.0 * cfg->ckpt_interval_minutes) ||
                    step + 1 == o->total_steps);
-        if (W > 1 && cfg->ckpt_interval_minutes > 0 && (rc = dist_bcast(d, &due, sizeof due, 0)) != GRIT_OK)
+        if (W > 1 && cfg->ckpt_interval_minutes > 0 && (rc = comm_bcast(d, &due, sizeof due, 0)) != GRIT_OK)
             goto out; /* time-based: rank 0's clock decides for all */
         if (due) {
             double t_wait = now_seconds();

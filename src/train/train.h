@@ -14,7 +14,7 @@
 
 #include <stdio.h>
 
-#include "dist/dist.h"
+#include "comm/comm.h"
 #include "train/config.h"
 
 typedef struct train_result {
@@ -23,8 +23,8 @@ typedef struct train_result {
 } train_result;
 
 /* log: where progress and the summary go (NULL for silence). d: the data-parallel
- * world (dist_init'ed; size 1 without MPI). Only rank 0 writes the run directory. */
-grit_err train_run(const train_cfg *cfg, dist *d, FILE *log, train_result *res);
+ * world (comm_init'ed; size 1 without MPI). Only rank 0 writes the run directory. */
+grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res);
 
 /* Writes the model's parameters as safetensors (HF names), durably. */
 grit_err train_save_weights(const gx_model *m, const char *path);

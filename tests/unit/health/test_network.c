@@ -1,12 +1,12 @@
 /* test_network.c - the network check's pieces that need no second rank: the
  * pairwise round schedule (every pair once, nobody twice in a round, for 2..64
- * ranks), the single-process skip, dist's point-to-point calls in a world of
+ * ranks), the single-process skip, comm's point-to-point calls in a world of
  * one (no peer: an error, not a crash), the merge of one rank, the new fault
  * names and the warn verdict. The collective paths run in integration.health_mpi. */
 #include <stdlib.h>
 
 #include "../check.h"
-#include "dist/dist.h"
+#include "comm/comm.h"
 #include "health/health.h"
 #include "health/report.h"
 
@@ -47,12 +47,12 @@ int main(void)
     CHECK_INT(health_net_partner(4, 3, 0), -1); /* round out of range */
 
     /* One process: the check skips and says how to run it. */
-    dist d;
-    CHECK_INT(dist_init(&d, NULL, NULL), GRIT_OK);
+    comm d;
+    CHECK_INT(comm_init(&d, NULL, NULL), GRIT_OK);
     CHECK_INT(d.size, 1);
     health_opts o;
     health_opts_defaults(&o, HEALTH_QUICK);
-    o.dist = &d;
+    o.comm = &d;
     health_report r;
     health_report_init(&r, HEALTH_QUICK);
     CHECK_INT(health_check_network(&r, &o), GRIT_OK);
@@ -66,16 +66,16 @@ int main(void)
 
     /* Point to point in a world of one: no peer. */
     char buf[8] = {0};
-    CHECK_INT(dist_send(&d, buf, sizeof buf, 0, 1), GRIT_EINVAL);
-    CHECK_INT(dist_recv(&d, buf, sizeof buf, 0, 1), GRIT_EINVAL);
-    CHECK_INT(dist_sendrecv(&d, buf, 0, -1, buf, 0, -1, 1), GRIT_OK);
-    CHECK_INT(dist_allgather_bytes(&d, "abc", buf, 4), GRIT_OK);
+    CHECK_INT(comm_send(&d, buf, sizeof buf, 0, 1), GRIT_EINVAL);
+    CHECK_INT(comm_recv(&d, buf, sizeof buf, 0, 1), GRIT_EINVAL);
+    CHECK_INT(comm_sendrecv(&d, buf, 0, -1, buf, 0, -1, 1), GRIT_OK);
+    CHECK_INT(comm_allgather_bytes(&d, "abc", buf, 4), GRIT_OK);
     CHECK_STR_HAS(buf, "abc");
-    dist ctl;
-    CHECK_INT(dist_dup(&d, &ctl), GRIT_OK);
+    comm ctl;
+    CHECK_INT(comm_dup(&d, &ctl), GRIT_OK);
     CHECK_INT(ctl.size, 1);
-    dist_dup_free(&ctl);
-    dist_finalize(&d);
+    comm_dup_free(&ctl);
+    comm_finalize(&d);
 
     /* Fault names and the rank/delay knobs. */
     setenv("GRIT_HEALTH_FAULT", "slow_link,allreduce_corrupt", 1);

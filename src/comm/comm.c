@@ -1,5 +1,5 @@
-/* dist.c - MPI wrapper with deadlines (see dist.h). Built with or without MPI. */
-#include "dist/dist.h"
+/* comm.c - MPI wrapper with deadlines (see comm.h). Built with or without MPI. */
+#include "comm/comm.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -35,7 +35,7 @@ static struct {
     pthread_cond_t cv;
     int on, quit, active; /* active: requests started, not yet seen complete */
     long us;
-    dist *d;
+    comm *d;
 } prog;
 
 static void *progress_main(void *arg)
@@ -72,7 +72,7 @@ static void progress_stop(void)
     prog.on = 0;
 }
 
-static grit_err mpi_fail(dist *d, int code, const char *what)
+static grit_err mpi_fail(comm *d, int code, const char *what)
 {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -81,7 +81,7 @@ static grit_err mpi_fail(dist *d, int code, const char *what)
 }
 
 /* Waits for one request with the deadline; polls so a dead peer cannot hang us. */
-static grit_err wait_req(dist *d, MPI_Request *r, const char *what)
+static grit_err wait_req(comm *d, MPI_Request *r, const char *what)
 {
     double t0 = now_seconds();
     int done = 0, spins = 0;
@@ -122,7 +122,7 @@ static int launched_by_mpi(void)
     return 0;
 }
 
-grit_err dist_init(dist *d, int *argc, char ***argv)
+grit_err comm_init(comm *d, int *argc, char ***argv)
 {
     memset(d, 0, sizeof *d);
     d->size = 1;
@@ -136,7 +136,7 @@ grit_err dist_init(dist *d, int *argc, char ***argv)
     if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         return grit_errf(GRIT_EIO, "MPI_Init_thread failed");
     d->world = malloc(sizeof(MPI_Comm));
-    d->reqs = calloc(DIST_MAX_REQS, sizeof(MPI_Request));
+    d->reqs = calloc(COMM_MAX_REQS, sizeof(MPI_Request));
     if (!d->world || !d->reqs)
         return grit_errf(GRIT_ENOMEM, "out of memory");
     MPI_Comm_dup(MPI_COMM_WORLD, (MPI_Comm *)d->world);
@@ -164,7 +164,7 @@ grit_err dist_init(dist *d, int *argc, char ***argv)
     return GRIT_OK;
 }
 
-void dist_finalize(dist *d)
+void comm_finalize(comm *d)
 {
     if (d->mpi) {
         progress_stop();
@@ -176,7 +176,7 @@ void dist_finalize(dist *d)
     memset(d, 0, sizeof *d);
 }
 
-grit_err dist_dup(const dist *d, dist *out)
+grit_err comm_dup(const comm *d, comm *out)
 {
     *out = *d;
     out->world = out->reqs = NULL;
@@ -184,7 +184,7 @@ grit_err dist_dup(const dist *d, dist *out)
     if (!d->mpi)
         return GRIT_OK;
     out->world = malloc(sizeof(MPI_Comm));
-    out->reqs = calloc(DIST_MAX_REQS, sizeof(MPI_Request));
+    out->reqs = calloc(COMM_MAX_REQS, sizeof(MPI_Request));
     if (!out->world || !out->reqs) {
         free(out->world);
         free(out->reqs);
@@ -204,7 +204,7 @@ grit_err dist_dup(const dist *d, dist *out)
     return GRIT_OK;
 }
 
-void dist_dup_free(dist *d)
+void comm_dup_free(comm *d)
 {
     if (d->mpi && d->world)
         MPI_Comm_free((MPI_Comm *)d->world);
@@ -214,7 +214,7 @@ void dist_dup_free(dist *d)
     d->mpi = 0;
 }
 
-void dist_abort(dist *d, int code)
+void comm_abort(comm *d, int code)
 {
     fflush(stdout);
     fflush(stderr);
@@ -225,35 +225,35 @@ void dist_abort(dist *d, int code)
     _exit(code);
 }
 
-grit_err dist_barrier(dist *d)
+grit_err comm_barrier(comm *d)
 {
     if (!d->mpi)
         return GRIT_OK;
     CALL("barrier", MPI_Ibarrier(COMM(d), &r_));
 }
 
-grit_err dist_bcast(dist *d, void *buf, size_t bytes, int root)
+grit_err comm_bcast(comm *d, void *buf, size_t bytes, int root)
 {
     if (!d->mpi)
         return GRIT_OK;
     CALL("broadcast", MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, COMM(d), &r_));
 }
 
-grit_err dist_allreduce_sum(dist *d, float *buf, size_t n)
+grit_err comm_allreduce_sum(comm *d, float *buf, size_t n)
 {
     if (!d->mpi)
         return GRIT_OK;
     CALL("all-reduce", MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, COMM(d), &r_));
 }
 
-grit_err dist_allreduce_sum_f64(dist *d, double *buf, size_t n)
+grit_err comm_allreduce_sum_f64(comm *d, double *buf, size_t n)
 {
     if (!d->mpi)
         return GRIT_OK;
     CALL("all-reduce", MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, COMM(d), &r_));
 }
 
-grit_err dist_allreduce_or_u8(dist *d, unsigned char *buf, size_t n)
+grit_err comm_allreduce_or_u8(comm *d, unsigned char *buf, size_t n)
 {
     if (!d->mpi)
         return GRIT_OK;
@@ -261,7 +261,7 @@ grit_err dist_allreduce_or_u8(dist *d, unsigned char *buf, size_t n)
                                       COMM(d), &r_));
 }
 
-grit_err dist_allgather_f64(dist *d, const double *in, double *out, size_t n)
+grit_err comm_allgather_f64(comm *d, const double *in, double *out, size_t n)
 {
     if (!d->mpi) {
         memcpy(out, in, n * sizeof(double));
@@ -270,7 +270,7 @@ grit_err dist_allgather_f64(dist *d, const double *in, double *out, size_t n)
     CALL("all-gather", MPI_Iallgather(in, (int)n, MPI_DOUBLE, out, (int)n, MPI_DOUBLE, COMM(d), &r_));
 }
 
-grit_err dist_reduce_scatter_sum(dist *d, const float *buf, float *out, size_t n)
+grit_err comm_reduce_scatter_sum(comm *d, const float *buf, float *out, size_t n)
 {
     if (!d->mpi) {
         memmove(out, buf, n * sizeof(float));
@@ -280,7 +280,7 @@ grit_err dist_reduce_scatter_sum(dist *d, const float *buf, float *out, size_t n
          MPI_Ireduce_scatter_block(buf, out, (int)n, MPI_FLOAT, MPI_SUM, COMM(d), &r_));
 }
 
-grit_err dist_allgather(dist *d, float *buf, size_t n)
+grit_err comm_allgather(comm *d, float *buf, size_t n)
 {
     if (!d->mpi)
         return GRIT_OK;
@@ -288,7 +288,7 @@ grit_err dist_allgather(dist *d, float *buf, size_t n)
          MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)n, MPI_FLOAT, COMM(d), &r_));
 }
 
-grit_err dist_gather(dist *d, const void *in, void *out, size_t bytes, int root)
+grit_err comm_gather(comm *d, const void *in, void *out, size_t bytes, int root)
 {
     if (!d->mpi) {
         memcpy(out, in, bytes);
@@ -297,7 +297,7 @@ grit_err dist_gather(dist *d, const void *in, void *out, size_t bytes, int root)
     CALL("gather", MPI_Igather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, root, COMM(d), &r_));
 }
 
-grit_err dist_reduce_scatter_v(dist *d, const float *buf, float *out, const int *counts)
+grit_err comm_reduce_scatter_v(comm *d, const float *buf, float *out, const int *counts)
 {
     if (!d->mpi) {
         memmove(out, buf, (size_t)counts[0] * sizeof(float));
@@ -307,7 +307,7 @@ grit_err dist_reduce_scatter_v(dist *d, const float *buf, float *out, const int 
          MPI_Ireduce_scatter(buf, out, counts, MPI_FLOAT, MPI_SUM, COMM(d), &r_));
 }
 
-grit_err dist_allgather_v(dist *d, float *buf, const int *counts, const int *displs)
+grit_err comm_allgather_v(comm *d, float *buf, const int *counts, const int *displs)
 {
     if (!d->mpi)
         return GRIT_OK;
@@ -315,7 +315,7 @@ grit_err dist_allgather_v(dist *d, float *buf, const int *counts, const int *dis
                                        MPI_FLOAT, COMM(d), &r_));
 }
 
-grit_err dist_gather_v(dist *d, const float *in, int n, float *out, const int *counts,
+grit_err comm_gather_v(comm *d, const float *in, int n, float *out, const int *counts,
                        const int *displs, int root)
 {
     if (!d->mpi) {
@@ -326,7 +326,7 @@ grit_err dist_gather_v(dist *d, const float *in, int n, float *out, const int *c
                                 &r_));
 }
 
-grit_err dist_allgather_bytes(dist *d, const void *in, void *out, size_t bytes)
+grit_err comm_allgather_bytes(comm *d, const void *in, void *out, size_t bytes)
 {
     if (!d->mpi) {
         memcpy(out, in, bytes);
@@ -337,7 +337,7 @@ grit_err dist_allgather_bytes(dist *d, const void *in, void *out, size_t bytes)
 }
 
 /* Waits for n requests under one deadline (see wait_req). */
-static grit_err wait_reqs(dist *d, MPI_Request *r, int n, const char *what, int peer)
+static grit_err wait_reqs(comm *d, MPI_Request *r, int n, const char *what, int peer)
 {
     double t0 = now_seconds();
     int done = 0, spins = 0;
@@ -365,7 +365,7 @@ static grit_err wait_reqs(dist *d, MPI_Request *r, int n, const char *what, int 
     return GRIT_OK;
 }
 
-grit_err dist_sendrecv(dist *d, const void *sbuf, size_t sbytes, int dest, void *rbuf,
+grit_err comm_sendrecv(comm *d, const void *sbuf, size_t sbytes, int dest, void *rbuf,
                        size_t rbytes, int src, int tag)
 {
     if (dest >= d->size || src >= d->size || dest < -1 || src < -1 || tag < 0 ||
@@ -394,21 +394,21 @@ grit_err dist_sendrecv(dist *d, const void *sbuf, size_t sbytes, int dest, void 
                      dest >= 0 ? dest : src);
 }
 
-grit_err dist_send(dist *d, const void *buf, size_t bytes, int dest, int tag)
+grit_err comm_send(comm *d, const void *buf, size_t bytes, int dest, int tag)
 {
-    return dist_sendrecv(d, buf, bytes, dest, NULL, 0, -1, tag);
+    return comm_sendrecv(d, buf, bytes, dest, NULL, 0, -1, tag);
 }
 
-grit_err dist_recv(dist *d, void *buf, size_t bytes, int src, int tag)
+grit_err comm_recv(comm *d, void *buf, size_t bytes, int src, int tag)
 {
-    return dist_sendrecv(d, NULL, 0, -1, buf, bytes, src, tag);
+    return comm_sendrecv(d, NULL, 0, -1, buf, bytes, src, tag);
 }
 
 /* Room for one more outstanding reduction; takes the MPI lock on success. */
-static grit_err reduction_begin(dist *d)
+static grit_err reduction_begin(comm *d)
 {
-    if (d->nreqs == DIST_MAX_REQS)
-        return grit_errf(GRIT_EINVAL, "too many outstanding reductions (%d)", DIST_MAX_REQS);
+    if (d->nreqs == COMM_MAX_REQS)
+        return grit_errf(GRIT_EINVAL, "too many outstanding reductions (%d)", COMM_MAX_REQS);
     if (d->nreqs == 0)
         d->t_first = now_seconds();
     pthread_mutex_lock(&mpi_mu);
@@ -417,7 +417,7 @@ static grit_err reduction_begin(dist *d)
 
 /* Counts the reduction just started (rc: the MPI call's result) in REQS(d)[nreqs],
  * wakes the progress thread, and releases the MPI lock. */
-static grit_err reduction_end(dist *d, int rc, const char *what)
+static grit_err reduction_end(comm *d, int rc, const char *what)
 {
     if (rc == MPI_SUCCESS) {
         d->nreqs++;
@@ -428,7 +428,7 @@ static grit_err reduction_end(dist *d, int rc, const char *what)
     return rc == MPI_SUCCESS ? GRIT_OK : mpi_fail(d, rc, what);
 }
 
-grit_err dist_iallreduce_sum(dist *d, float *buf, size_t n)
+grit_err comm_iallreduce_sum(comm *d, float *buf, size_t n)
 {
     if (!d->mpi)
         return GRIT_OK;
@@ -440,7 +440,7 @@ grit_err dist_iallreduce_sum(dist *d, float *buf, size_t n)
     return reduction_end(d, rc, "all-reduce");
 }
 
-grit_err dist_ireduce_scatter_v(dist *d, const float *buf, float *out, const int *counts)
+grit_err comm_ireduce_scatter_v(comm *d, const float *buf, float *out, const int *counts)
 {
     if (!d->mpi) {
         memmove(out, buf, (size_t)counts[0] * sizeof(float));
@@ -454,7 +454,7 @@ grit_err dist_ireduce_scatter_v(dist *d, const float *buf, float *out, const int
     return reduction_end(d, rc, "reduce-scatter");
 }
 
-void dist_progress(dist *d)
+void comm_progress(comm *d)
 {
     if (!d->mpi || !d->nreqs)
         return;
@@ -462,7 +462,7 @@ void dist_progress(dist *d)
     LOCKED(MPI_Testall(d->nreqs, REQS(d), &flag, MPI_STATUSES_IGNORE));
 }
 
-grit_err dist_wait_all(dist *d)
+grit_err comm_wait_all(comm *d)
 {
     if (!d->mpi)
         return GRIT_OK;
@@ -482,7 +482,7 @@ grit_err dist_wait_all(dist *d)
 
 #else /* no MPI: world size 1 */
 
-grit_err dist_init(dist *d, int *argc, char ***argv)
+grit_err comm_init(comm *d, int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
@@ -491,63 +491,63 @@ grit_err dist_init(dist *d, int *argc, char ***argv)
     d->timeout_s = 300;
     return GRIT_OK;
 }
-void dist_finalize(dist *d) { memset(d, 0, sizeof *d); }
-grit_err dist_dup(const dist *d, dist *out)
+void comm_finalize(comm *d) { memset(d, 0, sizeof *d); }
+grit_err comm_dup(const comm *d, comm *out)
 {
     *out = *d;
     return GRIT_OK;
 }
-void dist_dup_free(dist *d) { (void)d; }
-void dist_abort(dist *d, int code)
+void comm_dup_free(comm *d) { (void)d; }
+void comm_abort(comm *d, int code)
 {
     (void)d;
     fflush(stderr);
     _exit(code);
 }
-grit_err dist_barrier(dist *d) { (void)d; return GRIT_OK; }
-grit_err dist_bcast(dist *d, void *b, size_t n, int root) { (void)d, (void)b, (void)n, (void)root; return GRIT_OK; }
-grit_err dist_allreduce_sum(dist *d, float *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
-grit_err dist_allreduce_sum_f64(dist *d, double *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
-grit_err dist_allreduce_or_u8(dist *d, unsigned char *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
-grit_err dist_allgather_f64(dist *d, const double *in, double *out, size_t n)
+grit_err comm_barrier(comm *d) { (void)d; return GRIT_OK; }
+grit_err comm_bcast(comm *d, void *b, size_t n, int root) { (void)d, (void)b, (void)n, (void)root; return GRIT_OK; }
+grit_err comm_allreduce_sum(comm *d, float *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
+grit_err comm_allreduce_sum_f64(comm *d, double *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
+grit_err comm_allreduce_or_u8(comm *d, unsigned char *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
+grit_err comm_allgather_f64(comm *d, const double *in, double *out, size_t n)
 {
     (void)d;
     memcpy(out, in, n * sizeof(double));
     return GRIT_OK;
 }
-grit_err dist_reduce_scatter_sum(dist *d, const float *b, float *out, size_t n)
+grit_err comm_reduce_scatter_sum(comm *d, const float *b, float *out, size_t n)
 {
     (void)d;
     memmove(out, b, n * sizeof(float));
     return GRIT_OK;
 }
-grit_err dist_allgather(dist *d, float *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
-grit_err dist_gather(dist *d, const void *in, void *out, size_t n, int root)
+grit_err comm_allgather(comm *d, float *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
+grit_err comm_gather(comm *d, const void *in, void *out, size_t n, int root)
 {
     (void)d, (void)root;
     memcpy(out, in, n);
     return GRIT_OK;
 }
-grit_err dist_reduce_scatter_v(dist *d, const float *b, float *out, const int *counts)
+grit_err comm_reduce_scatter_v(comm *d, const float *b, float *out, const int *counts)
 {
     (void)d;
     memmove(out, b, (size_t)counts[0] * sizeof(float));
     return GRIT_OK;
 }
-grit_err dist_allgather_v(dist *d, float *b, const int *c, const int *di) { (void)d, (void)b, (void)c, (void)di; return GRIT_OK; }
-grit_err dist_gather_v(dist *d, const float *in, int n, float *out, const int *c, const int *di, int root)
+grit_err comm_allgather_v(comm *d, float *b, const int *c, const int *di) { (void)d, (void)b, (void)c, (void)di; return GRIT_OK; }
+grit_err comm_gather_v(comm *d, const float *in, int n, float *out, const int *c, const int *di, int root)
 {
     (void)d, (void)c, (void)root;
     memmove(out + di[0], in, (size_t)n * sizeof(float));
     return GRIT_OK;
 }
-grit_err dist_allgather_bytes(dist *d, const void *in, void *out, size_t n)
+grit_err comm_allgather_bytes(comm *d, const void *in, void *out, size_t n)
 {
     (void)d;
     memcpy(out, in, n);
     return GRIT_OK;
 }
-grit_err dist_sendrecv(dist *d, const void *sb, size_t sn, int dest, void *rb, size_t rn, int src,
+grit_err comm_sendrecv(comm *d, const void *sb, size_t sn, int dest, void *rb, size_t rn, int src,
                        int tag)
 {
     (void)d, (void)sb, (void)sn, (void)rb, (void)rn, (void)tag;
@@ -555,22 +555,22 @@ grit_err dist_sendrecv(dist *d, const void *sb, size_t sn, int dest, void *rb, s
                                : grit_errf(GRIT_EINVAL, "send/recv: no peer in a world of 1 "
                                                         "(built without MPI)");
 }
-grit_err dist_send(dist *d, const void *b, size_t n, int dest, int tag)
+grit_err comm_send(comm *d, const void *b, size_t n, int dest, int tag)
 {
-    return dist_sendrecv(d, b, n, dest, NULL, 0, -1, tag);
+    return comm_sendrecv(d, b, n, dest, NULL, 0, -1, tag);
 }
-grit_err dist_recv(dist *d, void *b, size_t n, int src, int tag)
+grit_err comm_recv(comm *d, void *b, size_t n, int src, int tag)
 {
-    return dist_sendrecv(d, NULL, 0, -1, b, n, src, tag);
+    return comm_sendrecv(d, NULL, 0, -1, b, n, src, tag);
 }
-grit_err dist_iallreduce_sum(dist *d, float *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
-grit_err dist_ireduce_scatter_v(dist *d, const float *b, float *out, const int *counts)
+grit_err comm_iallreduce_sum(comm *d, float *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
+grit_err comm_ireduce_scatter_v(comm *d, const float *b, float *out, const int *counts)
 {
     (void)d;
     memmove(out, b, (size_t)counts[0] * sizeof(float));
     return GRIT_OK;
 }
-void dist_progress(dist *d) { (void)d; }
-grit_err dist_wait_all(dist *d) { (void)d; return GRIT_OK; }
+void comm_progress(comm *d) { (void)d; }
+grit_err comm_wait_all(comm *d) { (void)d; return GRIT_OK; }
 
 #endif

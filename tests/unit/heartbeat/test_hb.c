@@ -1,4 +1,4 @@
-/* test_hb.c - the heartbeat line protocol (supervise/hb.h): a beat with and without the
+/* test_hb.c - the heartbeat line protocol (heartbeat/hb.h): a beat with and without the
  * energy fields (host=, energy_j=, power_w=, esrc=, gpus=), an older worker's beat
  * without them, a malformed or absurd counter dropping the measurement but not the
  * beat, the job secret; and a real client on loopback: the line it sends parses, names
@@ -10,7 +10,7 @@
 
 #include "../check.h"
 #include "obs/meter.h"
-#include "supervise/hb.h"
+#include "heartbeat/hb.h"
 
 #define SECRET "00112233445566778899aabbccddeeff"
 

@@ -1,12 +1,12 @@
 /*
- * dist.h - the distributed runtime: MPI behind a small interface.
+ * comm.h - the distributed runtime: MPI behind a small interface.
  *
  * This is the only module that includes mpi.h. A build without MPI (or a
  * process not started by an MPI launcher) runs as world size 1 with every
  * collective a local no-op, so the trainer has one code path.
  *
  * Errors are returned, never aborted: communicators use MPI_ERRORS_RETURN,
- * and every blocking wait polls with a deadline (dist.timeout_s). A peer
+ * and every blocking wait polls with a deadline (comm.timeout_s). A peer
  * that died or hung shows up as GRIT_EIO "collective X did not complete
  * within T s" on the survivors instead of a hang, so a supervisor can act.
  *
@@ -16,94 +16,94 @@
  * must not depend on the library (the gradient norm) are gathered and
  * added in rank order by the caller.
  *
- * Nonblocking all-reduces (dist_iallreduce_sum + dist_progress/dist_wait_all)
+ * Nonblocking all-reduces (comm_iallreduce_sum + comm_progress/comm_wait_all)
  * let the trainer start reducing one layer's gradients while backward
- * computes the next; dist_progress() is called between layers so the
+ * computes the next; comm_progress() is called between layers so the
  * reduction actually advances (Open MPI has no progress thread).
  */
-#ifndef GRIT_DIST_DIST_H
-#define GRIT_DIST_DIST_H
+#ifndef GRIT_COMM_COMM_H
+#define GRIT_COMM_COMM_H
 
 #include <stddef.h>
 
 #include "core/error.h"
 
-#define DIST_MAX_REQS 256
+#define COMM_MAX_REQS 256
 
-typedef struct dist {
+typedef struct comm {
     int rank, size, local_rank;
     int mpi;               /* 1 when MPI is initialised and in use */
     double timeout_s;      /* deadline for any collective to complete */
     void *world;           /* MPI_Comm (opaque) */
-    void *reqs;            /* MPI_Request[DIST_MAX_REQS] */
+    void *reqs;            /* MPI_Request[COMM_MAX_REQS] */
     int nreqs;
     double wait_s, comm_s; /* time blocked in waits; time from first start to last completion */
     double t_first;
-} dist;
+} comm;
 
 /* Initialises MPI when launched by mpirun/srun (detected from the environment),
  * else world size 1. */
-grit_err dist_init(dist *d, int *argc, char ***argv);
-void dist_finalize(dist *d);
+grit_err comm_init(comm *d, int *argc, char ***argv);
+void comm_finalize(comm *d);
 /* A second handle on the same ranks with its own MPI communicator, so that
  * operations abandoned on one (a deadline passed) cannot be matched by the
  * other's collectives. Collective and blocking (no deadline): call it early,
- * when every rank is known to be alive. dist_dup_free releases it (NULL-safe
- * fields; call before dist_finalize). */
-grit_err dist_dup(const dist *d, dist *out);
-void dist_dup_free(dist *d);
+ * when every rank is known to be alive. comm_dup_free releases it (NULL-safe
+ * fields; call before comm_finalize). */
+grit_err comm_dup(const comm *d, comm *out);
+void comm_dup_free(comm *d);
 /* Leaves at once with a message; for a rank that cannot go on (peers are told by
  * the runtime). */
-void dist_abort(dist *d, int code);
+void comm_abort(comm *d, int code);
 
-grit_err dist_barrier(dist *d);
-grit_err dist_bcast(dist *d, void *buf, size_t bytes, int root);
+grit_err comm_barrier(comm *d);
+grit_err comm_bcast(comm *d, void *buf, size_t bytes, int root);
 /* In place; every rank gets the same sum. */
-grit_err dist_allreduce_sum(dist *d, float *buf, size_t n);
-grit_err dist_allreduce_sum_f64(dist *d, double *buf, size_t n);
+grit_err comm_allreduce_sum(comm *d, float *buf, size_t n);
+grit_err comm_allreduce_sum_f64(comm *d, double *buf, size_t n);
 /* In place bitwise OR of n bytes over all ranks. */
-grit_err dist_allreduce_or_u8(dist *d, unsigned char *buf, size_t n);
+grit_err comm_allreduce_or_u8(comm *d, unsigned char *buf, size_t n);
 /* Gathers n doubles from every rank into out[size][n] on every rank. */
-grit_err dist_allgather_f64(dist *d, const double *in, double *out, size_t n);
+grit_err comm_allgather_f64(comm *d, const double *in, double *out, size_t n);
 /* buf holds size blocks of n floats; block r is summed into rank r's out[n]. */
-grit_err dist_reduce_scatter_sum(dist *d, const float *buf, float *out, size_t n);
+grit_err comm_reduce_scatter_sum(comm *d, const float *buf, float *out, size_t n);
 /* In place: block r of buf[size][n] comes from rank r. */
-grit_err dist_allgather(dist *d, float *buf, size_t n);
+grit_err comm_allgather(comm *d, float *buf, size_t n);
 /* Gathers bytes from every rank to root: out[size][bytes] (root only). */
-grit_err dist_gather(dist *d, const void *in, void *out, size_t bytes, int root);
+grit_err comm_gather(comm *d, const void *in, void *out, size_t bytes, int root);
 
 /* Variable-size forms (counts/displs in elements, one per rank):
  * reduce-scatter: rank r receives the sum of every rank's buf[displs[r] ..
  * + counts[r]) in out; all-gather: in place, rank r's block at displs[r];
  * gather: rank r's in[counts[r]] lands at out + displs[r] on root. */
-grit_err dist_reduce_scatter_v(dist *d, const float *buf, float *out, const int *counts);
-grit_err dist_allgather_v(dist *d, float *buf, const int *counts, const int *displs);
-grit_err dist_gather_v(dist *d, const float *in, int n, float *out, const int *counts,
+grit_err comm_reduce_scatter_v(comm *d, const float *buf, float *out, const int *counts);
+grit_err comm_allgather_v(comm *d, float *buf, const int *counts, const int *displs);
+grit_err comm_gather_v(comm *d, const float *in, int n, float *out, const int *counts,
                        const int *displs, int root);
 
 /* Gathers bytes from every rank to every rank: out[size][bytes]. */
-grit_err dist_allgather_bytes(dist *d, const void *in, void *out, size_t bytes);
+grit_err comm_allgather_bytes(comm *d, const void *in, void *out, size_t bytes);
 
 /* Point to point (the network health check's ping-pong). Sends sbytes to
  * rank dest and receives up to rbytes from rank src at the same time, both
- * under the deadline; dest or src may be -1 for "none", so dist_send and
- * dist_recv are the one-sided forms. Every call names a tag (>= 0) that the
+ * under the deadline; dest or src may be -1 for "none", so comm_send and
+ * comm_recv are the one-sided forms. Every call names a tag (>= 0) that the
  * matching call on the peer uses too. Errors (a dead or hung peer, a rank
  * outside the world) are returned as GRIT_EIO / GRIT_EINVAL, never aborted;
  * in a world of one there is no peer, so any real peer is GRIT_EINVAL. */
-grit_err dist_sendrecv(dist *d, const void *sbuf, size_t sbytes, int dest, void *rbuf,
+grit_err comm_sendrecv(comm *d, const void *sbuf, size_t sbytes, int dest, void *rbuf,
                        size_t rbytes, int src, int tag);
-grit_err dist_send(dist *d, const void *buf, size_t bytes, int dest, int tag);
-grit_err dist_recv(dist *d, void *buf, size_t bytes, int src, int tag);
+grit_err comm_send(comm *d, const void *buf, size_t bytes, int dest, int tag);
+grit_err comm_recv(comm *d, void *buf, size_t bytes, int src, int tag);
 
-/* Starts an in-place sum all-reduce; completes in dist_wait_all. */
-grit_err dist_iallreduce_sum(dist *d, float *buf, size_t n);
-/* Starts a reduce-scatter (dist_reduce_scatter_v's contract); counts must stay
- * valid until dist_wait_all. Completes in dist_wait_all, in start order. */
-grit_err dist_ireduce_scatter_v(dist *d, const float *buf, float *out, const int *counts);
+/* Starts an in-place sum all-reduce; completes in comm_wait_all. */
+grit_err comm_iallreduce_sum(comm *d, float *buf, size_t n);
+/* Starts a reduce-scatter (comm_reduce_scatter_v's contract); counts must stay
+ * valid until comm_wait_all. Completes in comm_wait_all, in start order. */
+grit_err comm_ireduce_scatter_v(comm *d, const float *buf, float *out, const int *counts);
 /* Advances outstanding nonblocking operations without blocking. */
-void dist_progress(dist *d);
+void comm_progress(comm *d);
 /* Waits (with the deadline) for every outstanding nonblocking operation. */
-grit_err dist_wait_all(dist *d);
+grit_err comm_wait_all(comm *d);
 
 #endif

@@ -1,7 +1,7 @@
 /* hb.c - heartbeat protocol: parser, UDP client thread (with the host's energy meter
  * when asked), UDP server (see hb.h). */
 #define _GNU_SOURCE
-#include "supervise/hb.h"
+#include "heartbeat/hb.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
