@@ -154,6 +154,10 @@ add_test(NAME integration.obs_browser
 set_tests_properties(integration.obs_tensorboard integration.obs_prometheus integration.obs_browser
   PROPERTIES TIMEOUT 180 LABELS "integration;mpi")
 set_tests_properties(integration.obs_browser PROPERTIES LABELS "integration;mpi;browser")
+# the dashboard server under 300 slow or silent clients (deadlines no trickle extends)
+add_test(NAME integration.obs_slow_clients
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/obs_slow_clients.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.obs_slow_clients PROPERTIES TIMEOUT 60 LABELS "integration;san")
 # grit prep (src/prep): the synthetic-crawl drop audit and kill/resume.
 add_test(NAME integration.prep_warc
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_warc.sh $<TARGET_FILE:grit>)
