@@ -7,14 +7,16 @@
  */
 #include "prep/extract.h"
 
+#include <ctype.h>
 #include <gumbo.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 /* Elements nested deeper than this are ignored (bounded recursion on
  * hostile pages; real pages stay far below). */
-#define EXTRACT_MAX_DEPTH 512
+#define WALK_MAX_DEPTH 512
 
 grit_err prep_buf_reserve(prep_buf *b, size_t extra)
 {
@@ -172,7 +174,7 @@ static void dens(const GumboNode *n, int in_link, size_t *text, size_t *link, in
             *link += c;
         return;
     }
-    if (n->type != GUMBO_NODE_ELEMENT || skip_element(n) || depth > EXTRACT_MAX_DEPTH)
+    if (n->type != GUMBO_NODE_ELEMENT || skip_element(n) || depth > WALK_MAX_DEPTH)
         return;
     int l = in_link || n->v.element.tag == GUMBO_TAG_A;
     const GumboVector *ch = &n->v.element.children;
@@ -234,7 +236,7 @@ static void emit_text(ex *x, const char *s, int pre)
 
 static void walk(ex *x, const GumboNode *n, int pre, int depth)
 {
-    if (depth > EXTRACT_MAX_DEPTH)
+    if (depth > WALK_MAX_DEPTH)
         return;
     if (n->type == GUMBO_NODE_TEXT || n->type == GUMBO_NODE_CDATA ||
         (n->type == GUMBO_NODE_WHITESPACE && !pre)) {
@@ -277,12 +279,100 @@ static void walk(ex *x, const GumboNode *n, int pre, int depth)
         brk(x, kind);
 }
 
+/* Tags that never open a level: void elements, and elements whose end tag is
+ * optional (the parser closes them implicitly, so repeating them does not nest). */
+static int flat_tag(const char *t, size_t n)
+{
+    static const char *const flat[] = {
+        "area", "base", "basefont", "bgsound", "br", "col", "embed", "frame", "hr", "img",
+        "input", "keygen", "link", "meta", "param", "source", "track", "wbr", "p", "li",
+        "dt", "dd", "option", "optgroup", "tr", "td", "th", "thead", "tbody", "tfoot",
+        "colgroup", "caption", "rb", "rt", "rtc", "rp", "html", "head", "body", NULL};
+    for (int i = 0; flat[i]; i++)
+        if (strlen(flat[i]) == n && !strncasecmp(flat[i], t, n))
+            return 1;
+    return 0;
+}
+
+/* Raw-text elements: their content is not markup (up to the matching end tag). */
+static int raw_tag(const char *t, size_t n)
+{
+    static const char *const raw[] = {"script", "style", "textarea", "title", "xmp", NULL};
+    for (int i = 0; raw[i]; i++)
+        if (strlen(raw[i]) == n && !strncasecmp(raw[i], t, n))
+            return 1;
+    return 0;
+}
+
+static const char *find_ci(const char *p, const char *end, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; p + n <= end; p++)
+        if (!strncasecmp(p, needle, n))
+            return p;
+    return NULL;
+}
+
+int extract_depth(const char *html, size_t len, int cap)
+{
+    const char *p = html, *end = html + len;
+    int depth = 0, max = 0;
+    while (p < end && (p = memchr(p, '<', (size_t)(end - p)))) {
+        p++;
+        if (p < end && *p == '!') { /* comment, doctype, CDATA */
+            const char *q = p + 2 < end && p[1] == '-' && p[2] == '-' ? find_ci(p + 3, end, "-->")
+                                                                     : memchr(p, '>', (size_t)(end - p));
+            p = q ? q + 1 : end;
+            continue;
+        }
+        int closing = p < end && *p == '/';
+        const char *t = p + closing, *e = t;
+        while (e < end && (isalnum((unsigned char)*e) || *e == '-' || *e == ':'))
+            e++;
+        if (e == t || !isalpha((unsigned char)*t))
+            continue; /* a '<' that starts no tag is text */
+        const char *gt = memchr(e, '>', (size_t)(end - e));
+        if (!gt)
+            break;
+        size_t n = (size_t)(e - t);
+        if (closing) {
+            if (!flat_tag(t, n) && depth > 0)
+                depth--;
+        } else if (raw_tag(t, n)) {
+            char close[16];
+            snprintf(close, sizeof close, "</%.*s", (int)n, t);
+            const char *q = find_ci(gt + 1, end, close);
+            p = q ? q : end;
+            continue;
+        } else if (!flat_tag(t, n) && gt[-1] != '/' && ++depth > max) {
+            max = depth;
+            if (max > cap)
+                return cap + 1;
+        }
+        p = gt + 1;
+    }
+    return max;
+}
+
+const char *extract_refusal(const char *html, size_t len, const extract_opts *o)
+{
+    size_t max_bytes = o && o->max_bytes ? o->max_bytes : EXTRACT_MAX_BYTES;
+    int max_depth = o && o->max_depth > 0 ? o->max_depth : EXTRACT_MAX_DEPTH;
+    if (len > max_bytes)
+        return "html_too_large";
+    if (extract_depth(html, len, max_depth) > max_depth)
+        return "html_too_deep";
+    return NULL;
+}
+
 grit_err extract_html(const char *html, size_t len, const extract_opts *o, prep_buf *out)
 {
     out->len = 0;
     if (prep_buf_reserve(out, 0) != GRIT_OK)
         return GRIT_ENOMEM;
     out->p[0] = 0;
+    if (extract_refusal(html, len, o))
+        return GRIT_OK;
     GumboOptions opt = kGumboDefaultOptions;
     opt.max_errors = 0; /* parse errors are not needed: do not record them */
     GumboOutput *g = gumbo_parse_with_options(&opt, html, len);

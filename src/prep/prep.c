@@ -285,8 +285,9 @@ static grit_err shard_docs(tctx *t, size_t s)
             for (size_t i = 0; i < t->tx.len && empty; i++)
                 empty = t->tx.p[i] == ' ' || t->tx.p[i] == '\n' || t->tx.p[i] == '\t';
             prep__stage_add(st, "extract", 1, !empty, (double)d.len, empty ? 0 : (double)t->tx.len);
-            if (empty) {
-                rc = drop(t, st, url, "extract", "empty_text", NULL);
+            if (empty) { /* no text, or too large / too deeply nested to parse (extract.h) */
+                const char *refused = d.is_html ? extract_refusal(d.body, d.len, &c->extract) : NULL;
+                rc = drop(t, st, url, "extract", refused ? refused : "empty_text", NULL);
                 continue;
             }
             /* language */

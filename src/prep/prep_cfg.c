@@ -23,6 +23,8 @@ void prep_cfg_default(prep_cfg *c)
         strcpy(c->langs[c->n_langs++], eu[i]);
     c->min_lang_score = 0.65;
     c->extract.max_link_density = 0.5;
+    c->extract.max_depth = EXTRACT_MAX_DEPTH;
+    c->extract.max_bytes = EXTRACT_MAX_BYTES;
     filter_cfg_default(&c->filters);
     c->url_dedup = c->exact_dedup = 1;
     c->mh_bands = 20;
@@ -328,9 +330,14 @@ grit_err prep_cfg_load(prep_cfg *c, const char *path)
         }
     }
     if ((o = json_object_get(r, "extract"))) {
-        static const char *const ek[] = {"max_link_density", NULL};
+        static const char *const ek[] = {"max_link_density", "max_depth", "max_bytes", NULL};
         TRY(jcfg_only(&j, o, "extract", ek));
         TRY(jcfg_num(&j, o, "extract", "max_link_density", 0.01, 1, &c->extract.max_link_density));
+        long depth = c->extract.max_depth, bytes = (long)c->extract.max_bytes;
+        TRY(jcfg_int(&j, o, "extract", "max_depth", 16, 100000, &depth));
+        TRY(jcfg_int(&j, o, "extract", "max_bytes", 4096, 1L << 30, &bytes));
+        c->extract.max_depth = (int)depth;
+        c->extract.max_bytes = (size_t)bytes;
     }
     if ((o = json_object_get(r, "filters"))) {
         if (!json_is_object(o)) {

@@ -62,6 +62,7 @@ static int page(const char *path)
         return -1;
     }
     CHECK_INT(extract_html(html, len, NULL, &tx), GRIT_OK);
+    CHECK(extract_refusal(html, len, NULL) == NULL);
     free(html);
     well_formed();
     return 0;
@@ -70,10 +71,71 @@ static int page(const char *path)
 static void html(const char *s)
 {
     CHECK_INT(extract_html(s, strlen(s), NULL, &tx), GRIT_OK);
+    CHECK(extract_refusal(s, strlen(s), NULL) == NULL);
+}
+
+/* n copies of open then one of close, in a fresh buffer */
+static char *repeat(const char *open, const char *mid, const char *close, int n)
+{
+    size_t lo = strlen(open), lm = strlen(mid), lc = strlen(close);
+    char *s = malloc(n * (lo + lc) + lm + 1), *p = s;
+    for (int i = 0; i < n; i++, p += lo)
+        memcpy(p, open, lo);
+    memcpy(p, mid, lm), p += lm;
+    for (int i = 0; i < n; i++, p += lc)
+        memcpy(p, close, lc);
+    *p = 0;
+    return s;
+}
+
+/* The guards: a page nested deeper than max_depth or larger than max_bytes is refused
+ * before the parser sees it (200,000 nested divs took the parser minutes); pages that
+ * repeat void or implicitly closed elements are not deep; script content is not markup. */
+static void guards(void)
+{
+    const char *why;
+    char *deep = repeat("<div>", "<p>x", "</div>", 200000);
+    CHECK_INT(extract_depth(deep, strlen(deep), EXTRACT_MAX_DEPTH), EXTRACT_MAX_DEPTH + 1);
+    CHECK_INT(extract_html(deep, strlen(deep), NULL, &tx), GRIT_OK);
+    why = extract_refusal(deep, strlen(deep), NULL);
+    CHECK(why && !strcmp(why, "html_too_deep"));
+    CHECK_INT((int)tx.len, 0);
+    free(deep);
+    char *ok = repeat("<div>", "<p>deep but fine", "</div>", 900);
+    CHECK_INT(extract_depth(ok, strlen(ok), EXTRACT_MAX_DEPTH), 900);
+    CHECK_INT(extract_html(ok, strlen(ok), NULL, &tx), GRIT_OK);
+    why = extract_refusal(ok, strlen(ok), NULL);
+    CHECK(why == NULL); /* parsed (text below the walk's own depth bound is not kept) */
+    free(ok);
+    ok = repeat("<div>", "<p>deep but fine", "</div>", 400);
+    CHECK_INT(extract_html(ok, strlen(ok), NULL, &tx), GRIT_OK);
+    CHECK(has("deep but fine"));
+    free(ok);
+    extract_opts o = {.max_depth = 100};
+    ok = repeat("<span>", "x", "</span>", 101);
+    CHECK_INT(extract_html(ok, strlen(ok), &o, &tx), GRIT_OK);
+    why = extract_refusal(ok, strlen(ok), &o);
+    CHECK(why && !strcmp(why, "html_too_deep"));
+    free(ok);
+    /* flat: unclosed p/li/td, void and self-closing elements, comments, script text */
+    char *flat = repeat("<p>a<li>b<br><img src=x><td>c<x-y/><!-- <div><div> -->", "", "", 50000);
+    CHECK_INT(extract_depth(flat, strlen(flat), EXTRACT_MAX_DEPTH), 0);
+    free(flat);
+    const char *scr = "<div><script>for(i=0;i<n;i++) s='<div><div><div>';</script></div>";
+    CHECK_INT(extract_depth(scr, strlen(scr), 10), 1);
+    const char *mixed = "<DIV><Section><div></DIV></div><div>";
+    CHECK_INT(extract_depth(mixed, strlen(mixed), 10), 3);
+    extract_opts small = {.max_bytes = 4096};
+    char *big = repeat("<p>words ", "", "", 1000);
+    CHECK_INT(extract_html(big, strlen(big), &small, &tx), GRIT_OK);
+    why = extract_refusal(big, strlen(big), &small);
+    CHECK(why && !strcmp(why, "html_too_large"));
+    free(big);
 }
 
 int main(void)
 {
+    guards();
     if (page(HB "en-US/sect.apt-get.html"))
         return 1;
     KEEP("6.2. aptitude, apt-get, and apt Commands");
