@@ -154,6 +154,10 @@ add_test(NAME integration.obs_browser
 set_tests_properties(integration.obs_tensorboard integration.obs_prometheus integration.obs_browser
   PROPERTIES TIMEOUT 180 LABELS "integration;mpi")
 set_tests_properties(integration.obs_browser PROPERTIES LABELS "integration;mpi;browser")
+# malformed safetensors and WARC headers: a clear error, no leak (LeakSanitizer in build-san)
+add_test(NAME integration.error_paths
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/error_paths.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.error_paths PROPERTIES TIMEOUT 120 LABELS "integration;san")
 # the dashboard server under 300 slow or silent clients (deadlines no trickle extends)
 add_test(NAME integration.obs_slow_clients
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/obs_slow_clients.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
@@ -185,3 +189,13 @@ foreach(scenario options kill freeze health requeue partition)
   set_tests_properties(integration.slurm.${scenario} PROPERTIES TIMEOUT 240
     LABELS "integration;slurm" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 endforeach()
+
+# The sanitizer build: LeakSanitizer on for every test, whatever the caller's environment
+# says, so a leak on any tested path (error paths included) fails its test. Keep this last.
+if(GRIT_SANITIZE)
+  get_property(GRIT_ALL_TESTS DIRECTORY PROPERTY TESTS)
+  foreach(t ${GRIT_ALL_TESTS})
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+      "ASAN_OPTIONS=detect_leaks=1" "UBSAN_OPTIONS=print_stacktrace=1")
+  endforeach()
+endif()

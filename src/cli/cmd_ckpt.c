@@ -156,15 +156,17 @@ static int load_model(store *s, const char *dir, gx_model *m)
     char p[256], *text = NULL;
     gx_config cfg;
     snprintf(p, sizeof p, "%s/config.json", dir);
-    if (store_read_all(s, p, &text, NULL) != GRIT_OK ||
-        hf_config_parse(p, text, &cfg) != GRIT_OK || gx_init(m, &cfg, 1, 1, 1) != GRIT_OK ||
-        ckpt_load(s, dir, m, NULL, true) != GRIT_OK) {
+    int inited = 0, rc = -1;
+    if (store_read_all(s, p, &text, NULL) == GRIT_OK && hf_config_parse(p, text, &cfg) == GRIT_OK &&
+        (inited = gx_init(m, &cfg, 1, 1, 1) == GRIT_OK) && ckpt_load(s, dir, m, NULL, true) == GRIT_OK)
+        rc = 0;
+    if (rc) {
         fprintf(stderr, "grit ckpt: %s\n", grit_errmsg());
-        free(text);
-        return -1;
+        if (inited)
+            gx_free(m); /* the caller frees the model only when it loaded */
     }
     free(text);
-    return 0;
+    return rc;
 }
 
 static int cmd_export(int argc, char **argv)

@@ -374,13 +374,17 @@ static int next_warc(prep_reader *r, prep_doc *d)
         long long clen = -1;
         int is_response = 0;
         char *url = NULL;
-        for (;;) {
+        for (;;) { /* every return below frees url (the record's URI, once seen) */
             rc = read_line(r, &n);
-            if (rc < 0)
+            if (rc < 0) {
+                free(url);
                 return rc;
-            if (rc == 0)
+            }
+            if (rc == 0) {
+                free(url);
                 return grit_errf(GRIT_EFORMAT, "%s: record %ld: file ends inside the headers",
                                  r->path, r->line);
+            }
             if (n == 0)
                 break;
             size_t vl;
@@ -389,9 +393,11 @@ static int next_warc(prep_reader *r, prep_doc *d)
                 char *endp;
                 errno = 0;
                 clen = strtoll(v, &endp, 10);
-                if (errno || endp == v || clen < 0)
+                if (errno || endp == v || clen < 0) {
+                    free(url);
                     return grit_errf(GRIT_EFORMAT, "%s: record %ld: Content-Length: expected "
                                      "a non-negative integer", r->path, r->line);
+                }
             } else if ((v = header_get(r->rec, n, "WARC-Type", &vl))) {
                 is_response = vl == 8 && !strncmp(v, "response", 8);
             } else if ((v = header_get(r->rec, n, "WARC-Target-URI", &vl))) {
