@@ -158,6 +158,11 @@ set_tests_properties(integration.obs_browser PROPERTIES LABELS "integration;mpi;
 add_test(NAME integration.error_paths
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/error_paths.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.error_paths PROPERTIES TIMEOUT 120 LABELS "integration;san")
+# grit eval: logits, perplexity, multiple choice and cloze against the PyTorch reference
+add_test(NAME reference.eval
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/eval.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
+set_tests_properties(reference.eval PROPERTIES TIMEOUT 300 LABELS "reference")
 # the dashboard server under 300 slow or silent clients (deadlines no trickle extends)
 add_test(NAME integration.obs_slow_clients
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/obs_slow_clients.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})

@@ -21,6 +21,7 @@ static void usage(FILE *f)
             "  launch ... -- CMD   run CMD supervised: detect failures, replace nodes, resume\n"
             "  tokenize INPUT...   text / JSONL / directories -> Megatron .bin/.idx\n"
             "  generate            prompt -> text from a checkpoint\n"
+            "  eval                perplexity, log-probabilities and zero-shot tasks of checkpoints\n"
             "  dashboard RUN_DIR   serve a run's dashboard and Prometheus /metrics\n"
             "  prep [CONFIG] ...   web pages (WARC/HTML/text/JSONL) -> clean, deduplicated shards\n"
             "  s3 ...              put, get, list and delete S3 objects (s3:// checkpoints)\n"
@@ -62,6 +63,8 @@ int main(int argc, char **argv)
         return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "generate"))
         return cmd_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval"))
+        return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "dashboard"))
         return cmd_dashboard(argc - 1, argv + 1);
     if (!strcmp(cmd, "prep"))

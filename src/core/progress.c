@@ -28,13 +28,17 @@ void progress_init(progress *p, FILE *out, long total, long every)
 {
     p->out = out;
     p->total = total > 0 ? total : 1;
-    p->tty = isatty(fileno(out));
+    p->tty = out && isatty(fileno(out));
     p->every = every > 0 ? every : 1;
     p->t0 = now_seconds();
 }
 
 void progress_update(progress *p, long done, const char *text)
 {
+    if (!p->out)
+        return;
+    if (!text)
+        text = "";
     if (!p->tty && done % p->every != 0 && done != p->total)
         return;
     double el = now_seconds() - p->t0;
@@ -54,6 +58,8 @@ void progress_update(progress *p, long done, const char *text)
 
 void progress_finish(progress *p)
 {
+    if (!p->out)
+        return;
     if (p->tty)
         fputc('\n', p->out);
     fflush(p->out);

@@ -20,8 +20,9 @@ typedef struct progress {
 
 double now_seconds(void); /* monotonic clock */
 
+/* out NULL: a silent progress (every call a no-op). */
 void progress_init(progress *p, FILE *out, long total, long every);
-/* done: units finished; text: extra fields shown after the bar. */
+/* done: units finished; text (may be NULL): extra fields shown after the bar. */
 void progress_update(progress *p, long done, const char *text);
 void progress_finish(progress *p);
 
