@@ -19,6 +19,11 @@ check 2 "unknown option or missing value: .--bogus." health --bogus
 check 0 "usage: grit tokenize" tokenize --help
 check 2 "missing -o PREFIX" tokenize x.txt --tokenizer t.json
 check 0 "usage: grit generate" generate --help
+check 0 "usage: grit eval" eval --help
+check 2 "missing --checkpoint DIR" eval --ids 1,2
+check 2 "give exactly one of --data, --jsonl, --text, --ids, --task" eval --checkpoint x --ids 1,2 --data y
+check 2 "--task needs --task-type mc or cloze" eval --checkpoint x --task t.jsonl --tokenizer t.json
+check 2 "--seq-len: expected an integer" eval --checkpoint x --data y --seq-len 0
 check 0 "usage: grit dashboard" dashboard --help
 check 2 "RUN_DIR is required" dashboard
 check 2 "--port: expected a number" dashboard /tmp --port 99999
