@@ -19,6 +19,7 @@ Main entry points:
     make_optimizer(model, optim_cfg), lr_at(step, optim_cfg)
     train_step(model, optimizer, micro_batches, step, optim_cfg)
     run_reference(cfg, weights, tokens, steps, dtype): the whole parity computation
+    AdamEnvelope: how far the final weights can move if every step's gradients err by a bound
 """
 
 import dataclasses
@@ -340,6 +341,69 @@ def train_step(model, optimizer, micro_batches, step, optim, capture=False):
     return out
 
 
+def adam_update_bound(beta1, beta2, t):
+    """An upper bound on |m_hat / sqrt(v_hat)| at 1-based step t for any gradient sequence.
+
+    m_t = (1-b1) sum_k b1^(t-k) g_k and v_t = (1-b2) sum_k b2^(t-k) g_k^2, so by Cauchy-Schwarz
+    |m_t| <= (1-b1)/sqrt(1-b2) * sqrt(sum_j (b1^2/b2)^j) * sqrt(v_t), j = 0..t-1; bias
+    correction divides m by 1-b1^t and v by 1-b2^t.
+    """
+    s = sum((beta1 * beta1 / beta2) ** j for j in range(t))
+    return ((1 - beta1) / (1 - beta1 ** t)) * math.sqrt((1 - beta2 ** t) / (1 - beta2)) \
+        * math.sqrt(s)
+
+
+class AdamEnvelope:
+    """Per element, how far a parameter can end up from the reference trajectory when every
+    step's gradient is off by up to `rel` times the largest |gradient| of its tensor at that
+    step (the bar the step-0 gradients are held to).
+
+    After each optimizer step (update(t, lr)) it propagates interval bounds on Adam's state:
+    |dm| <= b1 |dm| + (1-b1) d (one number per tensor), |dv| <= b2 |dv| + (1-b2)(2|g| d + d^2),
+    the update u = m_hat / (sqrt(v_hat) + eps) is bounded over the box [m_hat +- dm_hat] x
+    [v_hat +- dv_hat] (it is monotone in each), capped by |u| + adam_update_bound(t) (no
+    perturbed update can exceed that bound), and |dp| <= |dp| (1 - lr wd) + lr |du|.
+    Where the gradient is large the envelope is tiny (Adam is then insensitive); where the
+    gradient is at rounding-noise level the update's sign is undetermined and the envelope
+    grows by about 2 lr per step: exactly the elements where any fp32 trainer lands anywhere.
+    This is first order in the parameters: it does not follow a perturbation through the
+    model into later gradients (the step-loss bar covers that).
+    """
+
+    def __init__(self, optimizer, rel):
+        self.opt, self.rel = optimizer, float(rel)
+        self.dm, self.dv, self.dp = {}, {}, {}
+
+    @torch.no_grad()
+    def update(self, t, lr):
+        for group in self.opt.param_groups:
+            b1, b2 = group["betas"]
+            eps, wd = group["eps"], group["weight_decay"]
+            bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+            cap = adam_update_bound(b1, b2, t)
+            for p in group["params"]:
+                g, st = p.grad, self.opt.state[p]
+                d = self.rel * g.abs().max().item()
+                dm = b1 * self.dm.get(p, 0.0) + (1 - b1) * d
+                dv = b2 * self.dv.get(p, 0.0) + (1 - b2) * (2 * d * g.abs() + d * d)
+                self.dm[p], self.dv[p] = dm, dv
+                mh, vh = st["exp_avg"] / bc1, st["exp_avg_sq"] / bc2
+                dmh, dvh = dm / bc1, dv / bc2
+                s_lo = (vh - dvh).clamp(min=0).sqrt() + eps
+                s_hi = (vh + dvh).sqrt() + eps
+                u = mh / (vh.sqrt() + eps)
+                hi, lo = mh + dmh, mh - dmh
+                u_max = torch.where(hi > 0, hi / s_lo, hi / s_hi)
+                u_min = torch.where(lo > 0, lo / s_hi, lo / s_lo)
+                du = torch.minimum(torch.maximum(u_max - u, u - u_min), u.abs() + cap)
+                self.dp[p] = self.dp.get(p, 0.0) * (1 - lr * wd) + lr * du
+
+    def bounds(self, model):
+        """{name: envelope tensor} for every parameter (zeros before any step)."""
+        return {n: (self.dp[p] if p in self.dp else torch.zeros_like(p)).detach()
+                for n, p in model.named_parameters()}
+
+
 def split_batches(tokens, step, micro_batch, grad_accum):
     """Micro-batches of optimiser step `step` from the [rows, T+1] token table (parity.md)."""
     base = step * grad_accum * micro_batch
@@ -347,13 +411,16 @@ def split_batches(tokens, step, micro_batch, grad_accum):
             for i in range(grad_accum)]
 
 
-def run_reference(cfg, weights, tokens, steps, dtype=torch.float64):
+def run_reference(cfg, weights, tokens, steps, dtype=torch.float64, envelope=None,
+                  all_grads=False):
     """The full parity computation in `dtype`, starting from `weights` ({name: np.ndarray}).
 
     cfg: grit config dict with "model" and "optim"; tokens: int [steps*ga*mb, seq+1].
     Returns {"logits": step-0 micro-batch-0 logits, "loss0", "grads": step-0 grads (mean over
     micro-batches, before clipping), "loss"/"grad_norm"/"lr": per-step lists, "final":
-    parameters after `steps` steps}; tensors are torch tensors in `dtype`.
+    parameters after `steps` steps}; tensors are torch tensors in `dtype`.  With envelope=REL
+    also "envelope": AdamEnvelope(REL) bounds on how far each final parameter may lie; with
+    all_grads=True also "step_grads": [{name: gradient before clipping}] for every step.
     """
     mcfg = ModelConfig.from_dict(cfg["model"])
     optim = cfg["optim"]
@@ -368,12 +435,20 @@ def run_reference(cfg, weights, tokens, steps, dtype=torch.float64):
     model = GPTNeoXForCausalLM(mcfg, dtype)
     load_weights_(model, weights)
     opt = make_optimizer(model, optim)
-    res = {"loss": [], "grad_norm": [], "lr": []}
+    env = AdamEnvelope(opt, envelope) if envelope is not None else None
+    res = {"loss": [], "grad_norm": [], "lr": [], "step_grads": []}
     for s in range(steps):
-        r = train_step(model, opt, split_batches(tok, s, mb, ga), s, optim, capture=(s == 0))
+        r = train_step(model, opt, split_batches(tok, s, mb, ga), s, optim,
+                       capture=(s == 0 or all_grads))
+        if all_grads:
+            res["step_grads"].append(r["grads"])
+        if env is not None:
+            env.update(s + 1, r["lr"])
         if s == 0:
             res["logits"], res["grads"], res["loss0"] = r["logits"], r["grads"], r["loss"]
         for k in ("loss", "grad_norm", "lr"):
             res[k].append(r[k])
     res["final"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if env is not None:
+        res["envelope"] = env.bounds(model)
     return res
