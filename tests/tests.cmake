@@ -39,7 +39,7 @@ add_test(NAME reference.parity.planted_adam_ulp
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_planted.sh
           $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON}
           ${CMAKE_SOURCE_DIR}/tests/reference/configs/tiny.json)
-set_tests_properties(reference.parity.planted_adam_ulp PROPERTIES TIMEOUT 300 LABELS "reference")
+set_tests_properties(reference.parity.planted_adam_ulp PROPERTIES TIMEOUT 600 LABELS "reference")
 add_test(NAME reference.checker_selftest
   COMMAND ${GRIT_PYTHON} ${CMAKE_SOURCE_DIR}/tests/reference/compare.py --self-test)
 set_tests_properties(reference.checker_selftest PROPERTIES TIMEOUT 600 LABELS "reference")

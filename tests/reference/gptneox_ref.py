@@ -358,16 +358,18 @@ class AdamEnvelope:
     step's gradient is off by up to `rel` times the largest |gradient| of its tensor at that
     step (the bar the step-0 gradients are held to).
 
-    After each optimizer step (update(t, lr)) it propagates interval bounds on Adam's state:
-    |dm| <= b1 |dm| + (1-b1) d (one number per tensor), |dv| <= b2 |dv| + (1-b2)(2|g| d + d^2),
-    the update u = m_hat / (sqrt(v_hat) + eps) is bounded over the box [m_hat +- dm_hat] x
-    [v_hat +- dv_hat] (it is monotone in each), capped by |u| + adam_update_bound(t) (no
-    perturbed update can exceed that bound), and |dp| <= |dp| (1 - lr wd) + lr |du|.
-    Where the gradient is large the envelope is tiny (Adam is then insensitive); where the
-    gradient is at rounding-noise level the update's sign is undetermined and the envelope
-    grows by about 2 lr per step: exactly the elements where any fp32 trainer lands anywhere.
-    This is first order in the parameters: it does not follow a perturbation through the
-    model into later gradients (the step-loss bar covers that).
+    After each optimizer step (update(t, lr)) it propagates bounds on Adam's state:
+    |dm| <= b1 |dm| + (1-b1) d (one number per tensor), |dv| <= b2 |dv| + (1-b2)(2|g| d + d^2).
+    Over the box |m' - m_hat| <= dm_hat, |v' - v_hat| <= dv_hat the update u = m/(sqrt(v)+eps)
+    moves by at most (|m_hat| + dm_hat) / s_lo - |m_hat| / s_hi, s_lo/hi = sqrt(v_hat -/+
+    dv_hat) + eps (both signs of u' checked in docs/parity.md), and by at most 2 U_t, where
+    U_t = adam_update_bound(t) bounds |u| for any gradients; then
+    |dp| <= |dp| (1 - lr wd) + lr |du|.  Where the gradient is large the envelope is tiny
+    (Adam is then insensitive); where the gradient is at rounding-noise level the update's sign
+    is undetermined and the envelope grows by up to 2 U_t lr per step: exactly the elements
+    where any fp32 trainer lands anywhere.  First order in the parameters: a perturbation is
+    not followed through the model into later gradients (the step-loss bar covers that).
+    Kept in float32 (it is a bound, not a value), in place, to stay cheap beside the model.
     """
 
     def __init__(self, optimizer, rel):
@@ -380,27 +382,28 @@ class AdamEnvelope:
             b1, b2 = group["betas"]
             eps, wd = group["eps"], group["weight_decay"]
             bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
-            cap = adam_update_bound(b1, b2, t)
+            cap = 2 * adam_update_bound(b1, b2, t)
             for p in group["params"]:
                 g, st = p.grad, self.opt.state[p]
                 d = self.rel * g.abs().max().item()
                 dm = b1 * self.dm.get(p, 0.0) + (1 - b1) * d
-                dv = b2 * self.dv.get(p, 0.0) + (1 - b2) * (2 * d * g.abs() + d * d)
-                self.dm[p], self.dv[p] = dm, dv
-                mh, vh = st["exp_avg"] / bc1, st["exp_avg_sq"] / bc2
-                dmh, dvh = dm / bc1, dv / bc2
-                s_lo = (vh - dvh).clamp(min=0).sqrt() + eps
-                s_hi = (vh + dvh).sqrt() + eps
-                u = mh / (vh.sqrt() + eps)
-                hi, lo = mh + dmh, mh - dmh
-                u_max = torch.where(hi > 0, hi / s_lo, hi / s_hi)
-                u_min = torch.where(lo > 0, lo / s_hi, lo / s_lo)
-                du = torch.minimum(torch.maximum(u_max - u, u - u_min), u.abs() + cap)
-                self.dp[p] = self.dp.get(p, 0.0) * (1 - lr * wd) + lr * du
+                self.dm[p] = dm
+                dv = self.dv.get(p)
+                if dv is None:
+                    dv = self.dv[p] = torch.zeros_like(p, dtype=torch.float32)
+                    self.dp[p] = torch.zeros_like(p, dtype=torch.float32)
+                dv.mul_(b2).add_(g.abs().float(), alpha=(1 - b2) * 2 * d).add_((1 - b2) * d * d)
+                vh = st["exp_avg_sq"].to(torch.float32, copy=True).mul_(1 / bc2)
+                s_lo = vh.sub(dv, alpha=1 / bc2).clamp_(min=0).sqrt_().add_(eps)
+                s_hi = vh.add_(dv, alpha=1 / bc2).sqrt_().add_(eps)
+                a = st["exp_avg"].to(torch.float32, copy=True).abs_().mul_(1 / bc1)
+                du = a.add(dm / bc1).div_(s_lo).sub_(a.div_(s_hi)).clamp_(max=cap)
+                self.dp[p].mul_(1 - lr * wd).add_(du, alpha=lr)
 
     def bounds(self, model):
-        """{name: envelope tensor} for every parameter (zeros before any step)."""
-        return {n: (self.dp[p] if p in self.dp else torch.zeros_like(p)).detach()
+        """{name: envelope tensor, float64} for every parameter (zeros before any step)."""
+        return {n: (self.dp[p].to(torch.float64) if p in self.dp
+                    else torch.zeros_like(p, dtype=torch.float64)).detach()
                 for n, p in model.named_parameters()}
 
 

@@ -4,7 +4,8 @@
  *
  *   grit-tok-check check gpt2 VOCAB.json MERGES.txt DIR BASE...
  *   grit-tok-check check neox TOKENIZER.json DIR BASE...
- *       encodes the raw bytes DIR/BASE (invalid UTF-8 included: grit replaces
+ *       encodes the raw bytes DIR/BASE (or DIR/BASE.txt when there is no raw
+ *       file; invalid UTF-8 included: grit replaces
  *       it with U+FFFD as the references' decoders do), compares with
  *       DIR/BASE.<mode>.ids; prints the first differing position with context
  *       and the bytes replaced; for gpt2 also checks that decoding gives back
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/fsutil.h"
 #include "data/bpe.h"
@@ -104,8 +106,14 @@ static int check_one(const bpe *t, bpe_ctx *c, const char *mode, const char *dir
     size_t tlen, rlen, blen;
     bpe_ids ids = {0};
     int bad = 1, flags = strcmp(mode, "neox") == 0 ? BPE_ALLOW_SPECIAL : 0;
-    if (fs_read_all(tp, &text, &tlen) || fs_read_all(ip, &raw, &rlen) ||
-        fs_read_all(rp, &bytes, &blen)) {
+    if (fs_read_all(tp, &text, &tlen) || fs_read_all(ip, &raw, &rlen)) {
+        fprintf(stderr, "tok-check: %s\n", grit_errmsg());
+        goto out;
+    }
+    if (access(rp, F_OK) != 0) { /* no raw file: the text is the input */
+        snprintf(rp, sizeof rp, "%s", tp);
+    }
+    if (fs_read_all(rp, &bytes, &blen)) {
         fprintf(stderr, "tok-check: %s\n", grit_errmsg());
         goto out;
     }
