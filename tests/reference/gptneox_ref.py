@@ -362,7 +362,7 @@ class AdamEnvelope:
     |dm| <= b1 |dm| + (1-b1) d (one number per tensor), |dv| <= b2 |dv| + (1-b2)(2|g| d + d^2).
     Over the box |m' - m_hat| <= dm_hat, |v' - v_hat| <= dv_hat the update u = m/(sqrt(v)+eps)
     moves by at most (|m_hat| + dm_hat) / s_lo - |m_hat| / s_hi, s_lo/hi = sqrt(v_hat -/+
-    dv_hat) + eps (both signs of u' checked in docs/parity.md), and by at most 2 U_t, where
+    dv_hat) + eps (both signs of u' covered: docs/parity.md), and by at most 2 U_t, where
     U_t = adam_update_bound(t) bounds |u| for any gradients; then
     |dp| <= |dp| (1 - lr wd) + lr |du|.  Where the gradient is large the envelope is tiny
     (Adam is then insensitive); where the gradient is at rounding-noise level the update's sign
