@@ -182,11 +182,19 @@ class Report:
 
 # ----------------------------------------------------------------------------- final weights
 
-FINAL_NOTE = """final weights: error = max_i |a_i - b_i| / (env_i + steps * ulp32(b_i)), must be <= 1,
-where env_i (gptneox_ref.AdamEnvelope) bounds how far element i can land when every step's
-gradients err by up to rtol * max|g| of their tensor (the bar step-0 gradients pass), and
-steps * ulp32 is float32 storage rounding; and L2 = ||max(|a - b| - env, 0)|| / ||b - w0|| (the
-error the envelope does not explain, relative to how far the tensor moved) <= l2_tol."""
+FINAL_NOTE = """final weights: error = max_i |a_i - b_i| / (2 env_i + steps * ulp32(b_i)), must
+be <= 1, where env_i (gptneox_ref.AdamEnvelope) bounds how far element i can land when every
+step's gradients err by up to rtol * max|g| of their tensor (the bar step-0 gradients pass),
+doubled (ENV_SAFETY), and steps * ulp32 is float32 storage rounding; and
+L2 = ||max(|a - b| - 2 env, 0)|| / ||b - w0|| (the error the envelope does not explain,
+relative to how far the tensor moved) <= l2_tol."""
+
+
+# The envelope is first order: a difference in one parameter does not travel through the
+# model into later gradients. Those later differences are real (elements driven by noise move
+# by ~lr and change every later gradient a little), so the bound is doubled; measured over 8
+# OpenBLAS kernel families and 3 models the worst element sits at 0.73 of the undoubled bound.
+ENV_SAFETY = 2.0
 
 
 def ulp32(x):
@@ -205,6 +213,7 @@ def final_weights(report, sec, name, got, want, env, w0, steps, l2_tol, g0):
                                       f"{list(want.shape)}", shape)
     a = torch.from_numpy(np.ascontiguousarray(got)).to(torch.float64)
     diff = torch.nan_to_num((a - want).abs(), nan=math.inf)
+    env = ENV_SAFETY * env
     tol = env + steps * ulp32(want)
     ratio = diff / tol
     i = int(ratio.reshape(-1).argmax())
