@@ -26,6 +26,20 @@ foreach(variant pythia14m rotary_full sequential)
             ${CMAKE_SOURCE_DIR}/tests/reference/configs/${variant}.json)
   set_tests_properties(reference.parity.${variant} PROPERTIES TIMEOUT 600 LABELS "reference")
 endforeach()
+# The parity rule must judge grit, not the BLAS kernel: a small variant under every OpenBLAS
+# x86-64 core type this CPU runs; and it must stay strict: a planted one-ulp-per-step AdamW
+# defect must be rejected (docs/parity.md).
+add_test(NAME reference.parity.blas_coretypes
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_coretypes.sh
+          $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/reference/configs/tiny.json)
+set_tests_properties(reference.parity.blas_coretypes PROPERTIES TIMEOUT 600 LABELS "reference"
+  SKIP_RETURN_CODE 77)
+add_test(NAME reference.parity.planted_adam_ulp
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_planted.sh
+          $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/reference/configs/tiny.json)
+set_tests_properties(reference.parity.planted_adam_ulp PROPERTIES TIMEOUT 600 LABELS "reference")
 add_test(NAME reference.checker_selftest
   COMMAND ${GRIT_PYTHON} ${CMAKE_SOURCE_DIR}/tests/reference/compare.py --self-test)
 set_tests_properties(reference.checker_selftest PROPERTIES TIMEOUT 600 LABELS "reference")
@@ -174,6 +188,10 @@ set_tests_properties(integration.prep_warc PROPERTIES TIMEOUT 120 LABELS "integr
 add_test(NAME integration.prep_resume
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_resume.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.prep_resume PROPERTIES TIMEOUT 300 LABELS "integration")
+add_test(NAME integration.prep_tokenize_idx
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_tokenize_idx.sh $<TARGET_FILE:grit>
+          ${GRIT_PYTHON})
+set_tests_properties(integration.prep_tokenize_idx PROPERTIES TIMEOUT 300 LABELS "integration")
 # s3:// checkpoints (src/s3, src/ckpt/store_s3.c) against a real S3 server each test starts
 # on loopback (scripts/s3-local.sh: OpenStack Swift's S3 API): save/resume bitwise, kills at
 # every commit phase, awscli interoperability, truncation; wrong secret, 5xx, killed server.

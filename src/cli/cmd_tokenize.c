@@ -31,6 +31,9 @@ static void usage(FILE *f)
             "  --format F            auto (by extension: .jsonl/.json are JSONL), text, jsonl\n"
             "  --field NAME          JSONL field holding the text (default \"text\")\n"
             "  --eod TOKEN           end-of-document token (default \"<|endoftext|>\")\n"
+            "  --byte-exact          encode invalid UTF-8 as raw bytes (default: as U+FFFD, as\n"
+            "                        Hugging Face tokenizers and tiktoken see it); a byte the\n"
+            "                        vocabulary has no token for is then an error\n"
             "  --quiet               no progress line or summary\n"
             "  -h, --help            show this help\n");
 }
@@ -63,7 +66,7 @@ int cmd_tokenize(int argc, char **argv)
     const char *out = NULL, *hf = NULL, *vocab = NULL, *merges = NULL, *field = NULL;
     const char *eod_tok = "<|endoftext|>";
     const char **inputs = calloc((size_t)argc, sizeof *inputs);
-    int n_in = 0, quiet = 0, format = TOKENIZE_AUTO;
+    int n_in = 0, quiet = 0, byte_exact = 0, format = TOKENIZE_AUTO;
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
     int code = 2;
     bpe *tok = NULL;
@@ -76,6 +79,8 @@ int cmd_tokenize(int argc, char **argv)
             usage(stdout);
             code = 0;
             goto done;
+        } else if (!strcmp(a, "--byte-exact")) {
+            byte_exact = 1;
         } else if (!strcmp(a, "--quiet")) {
             quiet = 1;
         } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && has_val) {
@@ -136,7 +141,8 @@ int cmd_tokenize(int argc, char **argv)
         goto done;
     }
     prog pg = {.on = !quiet};
-    tokenize_opts o = {.tok = tok, .encode_flags = hf ? BPE_ALLOW_SPECIAL : 0, .eod = eod,
+    int flags = (hf ? BPE_ALLOW_SPECIAL : 0) | (byte_exact ? BPE_BYTE_EXACT : 0);
+    tokenize_opts o = {.tok = tok, .encode_flags = flags, .eod = eod,
                        .inputs = inputs, .n_inputs = n_in, .output_prefix = out,
                        .format = format, .field = field, .threads = (int)threads,
                        .on_progress = on_progress, .arg = &pg};
@@ -162,6 +168,10 @@ int cmd_tokenize(int argc, char **argv)
                 st.tokens ? (double)st.bytes_done / (double)st.tokens : 0.0, st.seconds,
                 st.seconds > 0 ? mb / st.seconds : 0.0,
                 st.seconds > 0 ? (double)st.tokens / st.seconds / 1e6 : 0.0, threads);
+        if (st.replaced_bytes)
+            fprintf(stderr, "grit tokenize: %llu bytes of invalid UTF-8 encoded as U+FFFD (as "
+                            "the reference tokenizers see them; --byte-exact keeps the bytes)\n",
+                    (unsigned long long)st.replaced_bytes);
     }
     code = 0;
 done:

@@ -17,12 +17,17 @@
  * vocabulary is emitted as that token without running merges. Hugging Face
  * files: merges always run (unless the model sets ignore_merges).
  *
- * Any byte string encodes, invalid UTF-8 included, and decode(encode(x)) ==
- * x byte for byte when the vocabulary has a token for each of the 256 bytes
- * (GPT-2). Exceptions, both as in Hugging Face: a tokenizer that normalizes
- * returns the NFC text (NFC is skipped for text that is not valid UTF-8), and
- * a byte with no token (GPT-NeoX-20B lacks 0xC0, 0xC1, 0xF5-0xFF, which never
- * occur in UTF-8) is dropped.
+ * Text that is not valid UTF-8: by default it is first decoded the way the
+ * references receive it (Hugging Face tokenizers and tiktoken take Unicode
+ * strings, i.e. bytes decoded with replacement): each maximal subpart of an
+ * ill-formed sequence becomes U+FFFD (pretok_utf8_lossy), and the ctx counts
+ * the replaced bytes (bpe_ctx_replaced). With BPE_BYTE_EXACT the bytes are
+ * encoded as they are, and decode(encode(x)) == x byte for byte when the
+ * vocabulary has a token for every byte of x (GPT-2 has all 256); a byte
+ * with no token (GPT-NeoX-20B lacks 0xC0, 0xC1, 0xF5-0xFF, which never occur
+ * in UTF-8) is an error naming it, never silently dropped. A tokenizer that
+ * normalizes returns the NFC text (NFC is skipped for text that is not valid
+ * UTF-8, which only byte-exact mode lets through).
  *
  * Threads: a `bpe` is immutable once opened and may be shared by any number
  * of threads. Each encoding thread owns a `bpe_ctx` (its word cache and
@@ -53,7 +58,8 @@ typedef struct bpe_ids {
 void bpe_ids_free(bpe_ids *ids);
 
 enum {
-    BPE_ALLOW_SPECIAL = 1 /* recognise special tokens (<|endoftext|>) in the text */
+    BPE_ALLOW_SPECIAL = 1, /* recognise special tokens (<|endoftext|>) in the text */
+    BPE_BYTE_EXACT = 2     /* encode invalid UTF-8 as bytes instead of as U+FFFD */
 };
 
 /* GPT-2: vocab.json maps byte-mapped strings to ids; merges.txt lists one
@@ -80,9 +86,15 @@ const char *bpe_token_bytes(const bpe *t, uint32_t id, size_t *len);
 grit_err bpe_ctx_open(bpe_ctx **out, const bpe *t);
 void bpe_ctx_close(bpe_ctx *c);
 
-/* Appends the ids of text[0..len) to ids. flags: BPE_ALLOW_SPECIAL.
- * Errors: GRIT_ENOMEM. */
+/* Appends the ids of text[0..len) to ids. flags: BPE_ALLOW_SPECIAL,
+ * BPE_BYTE_EXACT. Errors: GRIT_ENOMEM; GRIT_EINVAL for a byte the vocabulary
+ * has no token for (byte-exact mode only; the message names byte and offset).
+ * On error ids may hold part of the text's ids. */
 grit_err bpe_encode(bpe_ctx *c, const char *text, size_t len, int flags, bpe_ids *ids);
+
+/* Input bytes this ctx has replaced with U+FFFD since it was opened (invalid
+ * UTF-8 outside byte-exact mode). */
+uint64_t bpe_ctx_replaced(const bpe_ctx *c);
 
 /* Writes the bytes of ids into out (at most cap bytes) and the full length to
  * *outlen (call with cap 0 to size the buffer). GRIT_EINVAL names an unknown

@@ -15,6 +15,7 @@
  * Not here: loading, token lookups and decoding (bpe.c), pre-tokenisation
  * (pretok.c).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -45,6 +46,9 @@ struct bpe_ctx {
     uint32_t *sym;
     int32_t *prev, *next;
     uint64_t *heap;
+    uint8_t *lossy; /* the U+FFFD-replaced copy of a text with invalid UTF-8 */
+    size_t lossy_cap;
+    uint64_t replaced; /* input bytes replaced so far */
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -108,7 +112,7 @@ void bpe_ctx_close(bpe_ctx *c)
 {
     if (!c)
         return;
-    void *owned[] = {c->slots, c->keys, c->cids, c->sym, c->prev, c->next, c->heap, c};
+    void *owned[] = {c->slots, c->keys, c->cids, c->sym, c->prev, c->next, c->heap, c->lossy, c};
     bpe__free_all(owned, sizeof owned / sizeof *owned);
 }
 
@@ -187,7 +191,7 @@ static size_t merge_piece(bpe_ctx *c, const uint8_t *w, size_t n)
     for (size_t i = 0; i < n; i++) {
         uint32_t id = t->byte_id[w[i]];
         if (id == SYM_DEAD)
-            continue; /* a byte with no token is dropped, as Hugging Face does without unk */
+            continue; /* unreachable: bpe_encode refuses bytes with no token first */
         c->sym[alive] = id;
         c->prev[alive] = (int32_t)alive - 1;
         c->next[alive] = (int32_t)alive + 1;
@@ -392,10 +396,39 @@ static grit_err encode_segment(bpe_ctx *c, const uint8_t *s, size_t n, int allow
     return rc;
 }
 
+uint64_t bpe_ctx_replaced(const bpe_ctx *c) { return c->replaced; }
+
 grit_err bpe_encode(bpe_ctx *c, const char *text, size_t len, int flags, bpe_ids *ids)
 {
     const bpe *t = c->t;
     const uint8_t *s = (const uint8_t *)text;
+    if (!(flags & BPE_BYTE_EXACT)) {
+        size_t ok = pretok_utf8_valid_len(s, len);
+        if (ok < len) {
+            if (len > (SIZE_MAX - ok) / 3)
+                return grit_errf(GRIT_ENOMEM, "text of %zu bytes too large to decode", len);
+            size_t need = ok + 3 * (len - ok);
+            if (need > c->lossy_cap) {
+                uint8_t *p = realloc(c->lossy, need);
+                if (!p)
+                    return grit_errf(GRIT_ENOMEM, "out of memory decoding invalid UTF-8");
+                c->lossy = p;
+                c->lossy_cap = need;
+            }
+            size_t rep;
+            memcpy(c->lossy, s, ok);
+            len = ok + pretok_utf8_lossy(s + ok, len - ok, c->lossy + ok, &rep);
+            c->replaced += rep;
+            s = c->lossy;
+        }
+    }
+    /* never drop input: a byte the vocabulary cannot express is an error (valid UTF-8
+     * never holds the bytes byte-level vocabularies leave out) */
+    for (size_t i = 0; i < len; i++)
+        if (t->byte_id[s[i]] == SYM_DEAD)
+            return grit_errf(GRIT_EINVAL, "byte 0x%02X at offset %zu has no token in this "
+                             "vocabulary (byte-exact mode; without it invalid UTF-8 becomes "
+                             "U+FFFD)", s[i], i);
     int allow_special = (flags & BPE_ALLOW_SPECIAL) != 0;
     int any_raw = 0;
     for (int k = 0; k < t->nadded; k++)

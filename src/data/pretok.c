@@ -7,6 +7,8 @@
  */
 #include "data/pretok.h"
 
+#include <string.h>
+
 #include <utf8proc.h>
 
 /* Class of each ASCII byte: letters, digits, the six ASCII White_Space
@@ -60,6 +62,79 @@ size_t pretok_utf8(const uint8_t *s, size_t n, size_t i, uint32_t *cp)
         return 0;
     *cp = c;
     return len;
+}
+
+/* Length of the maximal subpart at s[i] (the WHATWG / Unicode "best practice" unit of
+ * replacement): the longest prefix of a well-formed sequence, at least 1 byte. Returns it
+ * with *ok = 1 when it is a whole well-formed sequence. */
+static size_t utf8_unit(const uint8_t *s, size_t n, size_t i, int *ok)
+{
+    uint8_t b0 = s[i], lo = 0x80, hi = 0xBF;
+    size_t need;
+    *ok = 1;
+    if (b0 < 0x80)
+        return 1;
+    if (b0 >= 0xC2 && b0 <= 0xDF)
+        need = 1;
+    else if (b0 >= 0xE0 && b0 <= 0xEF) {
+        need = 2;
+        lo = b0 == 0xE0 ? 0xA0 : 0x80; /* no overlong forms */
+        hi = b0 == 0xED ? 0x9F : 0xBF; /* no surrogates */
+    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+        need = 3;
+        lo = b0 == 0xF0 ? 0x90 : 0x80; /* no overlong forms */
+        hi = b0 == 0xF4 ? 0x8F : 0xBF; /* nothing past U+10FFFF */
+    } else {
+        *ok = 0;
+        return 1;
+    }
+    size_t k = 1;
+    for (; k <= need && i + k < n; k++) {
+        if (s[i + k] < lo || s[i + k] > hi)
+            break;
+        lo = 0x80;
+        hi = 0xBF;
+    }
+    *ok = k == need + 1;
+    return k;
+}
+
+size_t pretok_utf8_valid_len(const uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    int ok;
+    while (i < n) {
+        while (i < n && s[i] < 0x80)
+            i++;
+        if (i == n)
+            break;
+        size_t k = utf8_unit(s, n, i, &ok);
+        if (!ok)
+            return i;
+        i += k;
+    }
+    return n;
+}
+
+size_t pretok_utf8_lossy(const uint8_t *s, size_t n, uint8_t *out, size_t *replaced)
+{
+    size_t i = 0, o = 0;
+    int ok;
+    *replaced = 0;
+    while (i < n) {
+        size_t k = utf8_unit(s, n, i, &ok);
+        if (ok) {
+            memcpy(out + o, s + i, k);
+            o += k;
+        } else {
+            out[o++] = 0xEF; /* U+FFFD */
+            out[o++] = 0xBF;
+            out[o++] = 0xBD;
+            *replaced += k;
+        }
+        i += k;
+    }
+    return o;
 }
 
 static int unicode_class(uint32_t cp)

@@ -44,4 +44,14 @@ size_t pretok_next(const uint8_t *s, size_t n, size_t i);
  * (overlong forms, surrogates and values past U+10FFFF are invalid). */
 size_t pretok_utf8(const uint8_t *s, size_t n, size_t i, uint32_t *cp);
 
+/* Length of the longest prefix of s[0..n) that is valid UTF-8 (n when all of it is). */
+size_t pretok_utf8_valid_len(const uint8_t *s, size_t n);
+
+/* Lossy UTF-8 decoding as WHATWG's TextDecoder, Rust's from_utf8_lossy and Python's
+ * errors="replace" do it: each maximal subpart of an ill-formed sequence (the longest
+ * prefix of a well-formed sequence, else one byte) becomes U+FFFD (EF BF BD); valid
+ * sequences are copied. out must hold 3 * n bytes. Returns the bytes written and stores
+ * the number of input bytes replaced in *replaced. */
+size_t pretok_utf8_lossy(const uint8_t *s, size_t n, uint8_t *out, size_t *replaced);
+
 #endif

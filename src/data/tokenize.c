@@ -20,6 +20,8 @@ typedef struct file_list {
 
 typedef struct doc_span {
     size_t off, len;
+    const char *path; /* the file it came from (owned by the file list) */
+    size_t line;      /* its JSONL line, 0 for a text file */
 } doc_span;
 
 typedef struct tk_round {
@@ -148,7 +150,7 @@ static grit_err push_doc(reader *rd, tk_round *r, const char *s, size_t len)
     if (rc != GRIT_OK)
         return rc;
     memcpy(r->text + r->tlen, s, len);
-    r->docs[r->nd++] = (doc_span){r->tlen, len};
+    r->docs[r->nd++] = (doc_span){r->tlen, len, rd->path, rd->line_no};
     r->tlen += len;
     return GRIT_OK;
 }
@@ -179,7 +181,7 @@ static grit_err read_text_file(reader *rd, tk_round *r, const char *path)
     if (r->tlen == start)
         rd->st->empty_docs++;
     else
-        r->docs[r->nd++] = (doc_span){start, r->tlen - start};
+        r->docs[r->nd++] = (doc_span){start, r->tlen - start, path, 0};
     return GRIT_OK;
 }
 
@@ -250,35 +252,54 @@ static grit_err read_round(reader *rd, tk_round *r, size_t limit)
     return rc;
 }
 
-/* Encodes the round's documents in parallel; each gets its ids + eod. */
+/* Encodes the round's documents in parallel; each gets its ids + eod. On an encoding error
+ * the first failing document (in input order) is encoded again on this thread, so the
+ * message is its own, and named with its file (and line). */
 static grit_err encode_round(const tokenize_opts *o, tk_round *r, bpe_ctx **ctx, int nt)
 {
-    int failed = 0;
-    long nd = (long)r->nd;
+    long nd = (long)r->nd, first_bad = nd;
+    int oom = 0;
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
     for (long i = 0; i < nd; i++) {
         bpe_ctx *c = ctx[omp_get_thread_num()];
         bpe_ids *ids = &r->ids[i];
         ids->n = 0;
         const doc_span *d = &r->docs[i];
-        int bad = bpe_encode(c, r->text + d->off, d->len, o->encode_flags, ids) != GRIT_OK;
-        if (!bad && ids->n == ids->cap) {
+        grit_err rc = bpe_encode(c, r->text + d->off, d->len, o->encode_flags, ids);
+        if (rc == GRIT_OK && ids->n == ids->cap) {
             uint32_t *v = realloc(ids->v, sizeof *v * (ids->cap + 1));
             if (v) {
                 ids->v = v;
                 ids->cap++;
             } else {
-                bad = 1;
+                rc = GRIT_ENOMEM;
             }
         }
-        if (bad) {
-#pragma omp atomic write
-            failed = 1;
-        } else {
+        if (rc == GRIT_OK) {
             ids->v[ids->n++] = o->eod;
+        } else if (rc == GRIT_ENOMEM) {
+#pragma omp atomic write
+            oom = 1;
+        } else {
+#pragma omp critical(tokenize_bad)
+            if (i < first_bad)
+                first_bad = i;
         }
     }
-    return failed ? grit_errf(GRIT_ENOMEM, "out of memory encoding") : GRIT_OK;
+    if (oom)
+        return grit_errf(GRIT_ENOMEM, "out of memory encoding");
+    if (first_bad < nd) {
+        const doc_span *d = &r->docs[first_bad];
+        bpe_ids tmp = {0};
+        grit_err rc = bpe_encode(ctx[0], r->text + d->off, d->len, o->encode_flags, &tmp);
+        bpe_ids_free(&tmp);
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", grit_errmsg());
+        if (d->line)
+            return grit_errf(rc, "%s:%zu: %s", d->path, d->line, msg);
+        return grit_errf(rc, "%s: %s", d->path, msg);
+    }
+    return GRIT_OK;
 }
 
 grit_err tokenize_run(const tokenize_opts *o, tokenize_stats *st)
@@ -306,6 +327,9 @@ grit_err tokenize_run(const tokenize_opts *o, tokenize_stats *st)
             break;
         if ((rc = encode_round(o, &r, ctx, nt)) != GRIT_OK)
             break;
+        st->replaced_bytes = 0;
+        for (int i = 0; i < nt; i++)
+            st->replaced_bytes += bpe_ctx_replaced(ctx[i]);
         for (size_t i = 0; rc == GRIT_OK && i < r.nd; i++) {
             rc = idx_writer_add(w, r.ids[i].v, r.ids[i].n);
             if (rc == GRIT_OK)

@@ -23,6 +23,12 @@
  * ids, plus the writer's 12 bytes per document; independent of corpus size
  * except for a single document larger than a round.
  *
+ * Text that is not valid UTF-8 (possible in text files; JSON strings are
+ * UTF-8) is encoded as the references see it, invalid sequences as U+FFFD,
+ * and the replaced bytes are counted in the stats; with BPE_BYTE_EXACT the
+ * bytes are encoded as they are, and a byte the vocabulary has no token for
+ * is an error naming the file (nothing is dropped silently).
+ *
  * Ownership: everything tokenize_run allocates it frees before returning.
  */
 #ifndef GRIT_DATA_TOKENIZE_H
@@ -39,12 +45,13 @@ typedef struct tokenize_stats {
     uint64_t files, docs, empty_docs, tokens; /* tokens include the eod tokens */
     uint64_t bytes_total;                     /* input file bytes */
     uint64_t bytes_done;                      /* input bytes consumed so far */
+    uint64_t replaced_bytes; /* invalid UTF-8 bytes encoded as U+FFFD (not in byte-exact mode) */
     double seconds;
 } tokenize_stats;
 
 typedef struct tokenize_opts {
     const bpe *tok;                 /* borrowed, shared by the threads */
-    int encode_flags;               /* bpe_encode flags, e.g. BPE_ALLOW_SPECIAL */
+    int encode_flags;               /* bpe_encode flags: BPE_ALLOW_SPECIAL, BPE_BYTE_EXACT */
     uint32_t eod;                   /* end-of-document id */
     const char *const *inputs;      /* files or directories */
     int n_inputs;

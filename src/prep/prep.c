@@ -390,7 +390,7 @@ static grit_err shard_tokenize(tctx *t, size_t s)
     idx_writer *iw = NULL;
     json_t *st = json_object();
     grit_err rc = st ? prep_reader_open(&rd, in, PREP_FMT_JSONL, "text") : GRIT_ENOMEM;
-    uint64_t di = r->first_doc[s], tokens = 0;
+    uint64_t di = r->first_doc[s], tokens = 0, replaced = 0;
     double t0 = now_seconds();
     t->docs.len = 0;
     if (rc != GRIT_OK)
@@ -419,12 +419,27 @@ static grit_err shard_tokenize(tctx *t, size_t s)
         for (int cp = 0; cp < copies; cp++) {
             prep__stage_add(st, "tokenize", 0, 1, 0, (double)d.len);
             if (iw) {
+                /* one sequence per document, its end-of-document token appended to it, as
+                 * grit tokenize and Megatron's preprocess_data write it */
                 t->ids.n = 0;
-                if ((rc = bpe_encode(t->bc, d.body, d.len, BPE_ALLOW_SPECIAL, &t->ids)) ||
-                    (rc = idx_writer_add(iw, t->ids.v, t->ids.n)) ||
-                    (rc = idx_writer_add(iw, &r->eod, 1)) || (rc = idx_writer_end_doc(iw)))
+                uint64_t rep0 = bpe_ctx_replaced(t->bc);
+                if ((rc = bpe_encode(t->bc, d.body, d.len, BPE_ALLOW_SPECIAL, &t->ids)))
                     goto out;
-                tokens += t->ids.n + 1;
+                replaced += bpe_ctx_replaced(t->bc) - rep0;
+                if (t->ids.n == t->ids.cap) {
+                    uint32_t *v = realloc(t->ids.v, sizeof *v * (t->ids.cap + 1));
+                    if (!v) {
+                        rc = grit_errf(GRIT_ENOMEM, "out of memory tokenizing");
+                        goto out;
+                    }
+                    t->ids.v = v;
+                    t->ids.cap++;
+                }
+                t->ids.v[t->ids.n++] = r->eod;
+                if ((rc = idx_writer_add(iw, t->ids.v, t->ids.n)) ||
+                    (rc = idx_writer_end_doc(iw)))
+                    goto out;
+                tokens += t->ids.n;
             } else {
                 json_t *o = json_pack("{s:s%, s:s%}", "url", d.url, d.url_len, "text", d.body,
                                       d.len);
@@ -445,6 +460,8 @@ static grit_err shard_tokenize(tctx *t, size_t s)
     if (rc != GRIT_OK)
         goto out;
     prep__jadd(st, "output", "tokens", (double)tokens, 1);
+    if (r->tok) /* invalid UTF-8 bytes the tokenizer saw as U+FFFD */
+        prep__jadd(st, "output", "replaced_utf8_bytes", (double)replaced, 1);
     prep__stage_time(st, "tokenize", now_seconds() - t0);
     prep__pathf(outp, sizeof outp, r, "done/tokenize.%05zu.json", s);
     rc = prep__write_marker(r, outp, st);

@@ -87,9 +87,13 @@ grit_err prep__report(run *r, double wall)
         fprintf(stderr, "\nnear-duplicate clusters (size: count):");
         json_object_foreach(json_object_get(all, "clusters"), k, v)
             fprintf(stderr, " %s: %lld", k, (long long)json_integer_value(v));
-        fprintf(stderr, "\ntokens: %lld; report: %s\n",
-                (long long)json_integer_value(json_object_get(json_object_get(all, "output"),
-                                                              "tokens")), p);
+        json_t *outp = json_object_get(all, "output");
+        fprintf(stderr, "\ntokens: %lld", (long long)json_integer_value(json_object_get(outp,
+                                                                                     "tokens")));
+        long long rep = json_integer_value(json_object_get(outp, "replaced_utf8_bytes"));
+        if (rep)
+            fprintf(stderr, " (%lld bytes of invalid UTF-8 tokenized as U+FFFD)", rep);
+        fprintf(stderr, "; report: %s\n", p);
     }
     json_decref(all);
     return rc;

@@ -126,6 +126,18 @@ expect_error "not a string" 'bad3.jsonl:1: field "text": expected a string' "$tm
 printf '[1, 2]\n' > "$tmp/bad4.jsonl"
 expect_error "not an object" "bad4.jsonl:1: expected a JSON object" "$tmp/bad4.jsonl"
 expect_error "missing file" "nope.txt: No such file" "$tmp/nope.txt"
+# invalid UTF-8: U+FFFD by default (counted in the summary, same ids as the replaced text);
+# --byte-exact refuses a byte NeoX has no token for, naming file and byte, writing nothing
+printf 'world\xffhello \xe2\x82 end' > "$tmp/inv.txt"
+printf 'world\xef\xbf\xbdhello \xef\xbf\xbd end' > "$tmp/rep.txt"
+o=$("$grit" tokenize "$tmp/inv.txt" -o "$tmp/inv" --tokenizer "$neox" --threads 1 2>&1) ||
+  fail "invalid UTF-8 refused by default: $o"
+grep -q "3 bytes of invalid UTF-8 encoded as U+FFFD" <<<"$o" || fail "no replaced-bytes count in: $o"
+"$grit" tokenize "$tmp/rep.txt" -o "$tmp/rep" --tokenizer "$neox" --threads 1 --quiet
+cmp -s "$tmp/inv.bin" "$tmp/rep.bin" && echo "ok   invalid UTF-8 tokenized as U+FFFD, counted" ||
+  fail "invalid UTF-8: ids differ from the U+FFFD-replaced text"
+expect_error "byte-exact, byte without token" "inv.txt: byte 0xFF at offset 5 has no token" \
+  "$tmp/inv.txt" --byte-exact
 o=$("$grit" tokenize "$tmp/corpus" -o "$tmp/x" --tokenizer "$tmp/none.json" 2>&1) && fail "missing tokenizer accepted"
 grep -q "none.json" <<<"$o" || fail "missing tokenizer: message lacks the file: $o"
 

@@ -19,6 +19,7 @@ Main entry points:
     make_optimizer(model, optim_cfg), lr_at(step, optim_cfg)
     train_step(model, optimizer, micro_batches, step, optim_cfg)
     run_reference(cfg, weights, tokens, steps, dtype): the whole parity computation
+    AdamEnvelope: how far the final weights can move if every step's gradients err by a bound
 """
 
 import dataclasses
@@ -340,6 +341,72 @@ def train_step(model, optimizer, micro_batches, step, optim, capture=False):
     return out
 
 
+def adam_update_bound(beta1, beta2, t):
+    """An upper bound on |m_hat / sqrt(v_hat)| at 1-based step t for any gradient sequence.
+
+    m_t = (1-b1) sum_k b1^(t-k) g_k and v_t = (1-b2) sum_k b2^(t-k) g_k^2, so by Cauchy-Schwarz
+    |m_t| <= (1-b1)/sqrt(1-b2) * sqrt(sum_j (b1^2/b2)^j) * sqrt(v_t), j = 0..t-1; bias
+    correction divides m by 1-b1^t and v by 1-b2^t.
+    """
+    s = sum((beta1 * beta1 / beta2) ** j for j in range(t))
+    return ((1 - beta1) / (1 - beta1 ** t)) * math.sqrt((1 - beta2 ** t) / (1 - beta2)) \
+        * math.sqrt(s)
+
+
+class AdamEnvelope:
+    """Per element, how far a parameter can end up from the reference trajectory when every
+    step's gradient is off by up to `rel` times the largest |gradient| of its tensor at that
+    step (the bar the step-0 gradients are held to).
+
+    After each optimizer step (update(t, lr)) it propagates bounds on Adam's state:
+    |dm| <= b1 |dm| + (1-b1) d (one number per tensor), |dv| <= b2 |dv| + (1-b2)(2|g| d + d^2).
+    Over the box |m' - m_hat| <= dm_hat, |v' - v_hat| <= dv_hat the update u = m/(sqrt(v)+eps)
+    moves by at most (|m_hat| + dm_hat) / s_lo - |m_hat| / s_hi, s_lo/hi = sqrt(v_hat -/+
+    dv_hat) + eps (both signs of u' covered: docs/parity.md), and by at most 2 U_t, where
+    U_t = adam_update_bound(t) bounds |u| for any gradients; then
+    |dp| <= |dp| (1 - lr wd) + lr |du|.  Where the gradient is large the envelope is tiny
+    (Adam is then insensitive); where the gradient is at rounding-noise level the update's sign
+    is undetermined and the envelope grows by up to 2 U_t lr per step: exactly the elements
+    where any fp32 trainer lands anywhere.  First order in the parameters: a perturbation is
+    not followed through the model into later gradients (the step-loss bar covers that).
+    Kept in float32 (it is a bound, not a value), in place, to stay cheap beside the model.
+    """
+
+    def __init__(self, optimizer, rel):
+        self.opt, self.rel = optimizer, float(rel)
+        self.dm, self.dv, self.dp = {}, {}, {}
+
+    @torch.no_grad()
+    def update(self, t, lr):
+        for group in self.opt.param_groups:
+            b1, b2 = group["betas"]
+            eps, wd = group["eps"], group["weight_decay"]
+            bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+            cap = 2 * adam_update_bound(b1, b2, t)
+            for p in group["params"]:
+                g, st = p.grad, self.opt.state[p]
+                d = self.rel * g.abs().max().item()
+                dm = b1 * self.dm.get(p, 0.0) + (1 - b1) * d
+                self.dm[p] = dm
+                dv = self.dv.get(p)
+                if dv is None:
+                    dv = self.dv[p] = torch.zeros_like(p, dtype=torch.float32)
+                    self.dp[p] = torch.zeros_like(p, dtype=torch.float32)
+                dv.mul_(b2).add_(g.abs().float(), alpha=(1 - b2) * 2 * d).add_((1 - b2) * d * d)
+                vh = st["exp_avg_sq"].to(torch.float32, copy=True).mul_(1 / bc2)
+                s_lo = vh.sub(dv, alpha=1 / bc2).clamp_(min=0).sqrt_().add_(eps)
+                s_hi = vh.add_(dv, alpha=1 / bc2).sqrt_().add_(eps)
+                a = st["exp_avg"].to(torch.float32, copy=True).abs_().mul_(1 / bc1)
+                du = a.add(dm / bc1).div_(s_lo).sub_(a.div_(s_hi)).clamp_(max=cap)
+                self.dp[p].mul_(1 - lr * wd).add_(du, alpha=lr)
+
+    def bounds(self, model):
+        """{name: envelope tensor, float64} for every parameter (zeros before any step)."""
+        return {n: (self.dp[p].to(torch.float64) if p in self.dp
+                    else torch.zeros_like(p, dtype=torch.float64)).detach()
+                for n, p in model.named_parameters()}
+
+
 def split_batches(tokens, step, micro_batch, grad_accum):
     """Micro-batches of optimiser step `step` from the [rows, T+1] token table (parity.md)."""
     base = step * grad_accum * micro_batch
@@ -347,13 +414,16 @@ def split_batches(tokens, step, micro_batch, grad_accum):
             for i in range(grad_accum)]
 
 
-def run_reference(cfg, weights, tokens, steps, dtype=torch.float64):
+def run_reference(cfg, weights, tokens, steps, dtype=torch.float64, envelope=None,
+                  all_grads=False):
     """The full parity computation in `dtype`, starting from `weights` ({name: np.ndarray}).
 
     cfg: grit config dict with "model" and "optim"; tokens: int [steps*ga*mb, seq+1].
     Returns {"logits": step-0 micro-batch-0 logits, "loss0", "grads": step-0 grads (mean over
     micro-batches, before clipping), "loss"/"grad_norm"/"lr": per-step lists, "final":
-    parameters after `steps` steps}; tensors are torch tensors in `dtype`.
+    parameters after `steps` steps}; tensors are torch tensors in `dtype`.  With envelope=REL
+    also "envelope": AdamEnvelope(REL) bounds on how far each final parameter may lie; with
+    all_grads=True also "step_grads": [{name: gradient before clipping}] for every step.
     """
     mcfg = ModelConfig.from_dict(cfg["model"])
     optim = cfg["optim"]
@@ -368,12 +438,20 @@ def run_reference(cfg, weights, tokens, steps, dtype=torch.float64):
     model = GPTNeoXForCausalLM(mcfg, dtype)
     load_weights_(model, weights)
     opt = make_optimizer(model, optim)
-    res = {"loss": [], "grad_norm": [], "lr": []}
+    env = AdamEnvelope(opt, envelope) if envelope is not None else None
+    res = {"loss": [], "grad_norm": [], "lr": [], "step_grads": []}
     for s in range(steps):
-        r = train_step(model, opt, split_batches(tok, s, mb, ga), s, optim, capture=(s == 0))
+        r = train_step(model, opt, split_batches(tok, s, mb, ga), s, optim,
+                       capture=(s == 0 or all_grads))
+        if all_grads:
+            res["step_grads"].append(r["grads"])
+        if env is not None:
+            env.update(s + 1, r["lr"])
         if s == 0:
             res["logits"], res["grads"], res["loss0"] = r["logits"], r["grads"], r["loss"]
         for k in ("loss", "grad_norm", "lr"):
             res[k].append(r[k])
     res["final"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if env is not None:
+        res["envelope"] = env.bounds(model)
     return res

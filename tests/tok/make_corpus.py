@@ -80,6 +80,7 @@ def adversarial():
         b"digits 0 12 345 6789 1234567890123 3.14159 1,000,000 0x1F 1e10 v2.0.1 \xd9\xa3\xd9\xa4 \xe2\x85\xa0\xe2\x85\xa1",
         "bom \ufeffat start \ufeff\ufeff and NEL \u0085here\u0085\u0085 and NBSP\u00a0x \u2003em \u3000ideo \u2028ls \u2029ps".encode(),
         b"invalid utf8: \xff\xfe \xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \xe2\x82 trunc \x80\x80 lone \xc3 end",
+        b"world\xffhello \xf0\x9f\x98 \xe0\x80\x80 \xf8\x88\x80\x80\x80 \xef\xbf\xbd\xc2",
         b"control \x00\x01\x1f\x7f chars",
         "punct!!! ??? ... --- *** ((( ))) [[[ ]]] {{{ }}} ''' \"\"\" ``` ~~~ «» „“ ‚‘ ¿¡ …".encode(),
         "mixed scripts: Москва Tōkyō 東京 北京 Ελληνικά العربية עברית हिन्दी ไทย".encode(),

@@ -4,9 +4,15 @@
  *
  *   grit-tok-check check gpt2 VOCAB.json MERGES.txt DIR BASE...
  *   grit-tok-check check neox TOKENIZER.json DIR BASE...
- *       encodes DIR/BASE.txt, compares with DIR/BASE.<mode>.ids; prints the
- *       first differing position with context; for gpt2 also checks that
- *       decoding gives back the text. Exit 1 on any difference.
+ *       encodes the raw bytes DIR/BASE (or DIR/BASE.txt when there is no raw
+ *       file; invalid UTF-8 included: grit replaces
+ *       it with U+FFFD as the references' decoders do), compares with
+ *       DIR/BASE.<mode>.ids; prints the first differing position with context
+ *       and the bytes replaced; for gpt2 also checks that decoding gives back
+ *       DIR/BASE.txt (the string the reference saw). Byte-exact mode too:
+ *       gpt2 must decode back to the raw bytes; neox must refuse a byte it has
+ *       no token for (naming it) and encode everything else.
+ *       Exit 1 on any difference.
  *   grit-tok-check bench gpt2|neox MODEL... FILE [REPEAT]
  *       encodes FILE REPEAT times (one thread) and prints tokens/s and MB/s.
  */
@@ -14,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/fsutil.h"
 #include "data/bpe.h"
@@ -44,23 +51,78 @@ static void context(const bpe *t, const char *name, const uint32_t *v, size_t n,
     printf("\n");
 }
 
+/* Byte-exact mode on the raw bytes (see the header). Returns 1 on a failure. */
+static int check_exact(const bpe *t, bpe_ctx *c, const char *mode, const char *base, const char *raw,
+                       size_t rlen, int flags)
+{
+    bpe_ids ids = {0};
+    int dead = -1, bad = 1;
+    for (size_t i = 0; i < rlen && dead < 0; i++) {
+        uint32_t id;
+        char b = raw[i];
+        if (bpe_token_id(t, &b, 1, &id) != GRIT_OK)
+            dead = (unsigned char)b;
+    }
+    grit_err rc = bpe_encode(c, raw, rlen, flags | BPE_BYTE_EXACT, &ids);
+    if (dead >= 0) {
+        char want[32];
+        snprintf(want, sizeof want, "byte 0x%02X", dead);
+        if (rc != GRIT_EINVAL || !strstr(grit_errmsg(), want) || !strstr(grit_errmsg(), "no token")) {
+            printf("FAIL %s [%s byte-exact]: byte 0x%02X has no token; expected an error naming "
+                   "it, got rc %d (%s)\n", base, mode, dead, rc, rc ? grit_errmsg() : "success");
+            goto out;
+        }
+        printf("ok   %s [%s byte-exact]: refused: %s\n", base, mode, grit_errmsg());
+    } else if (rc) {
+        printf("FAIL %s [%s byte-exact]: encode: %s\n", base, mode, grit_errmsg());
+        goto out;
+    } else if (strcmp(mode, "gpt2") == 0) {
+        size_t dl;
+        char *d = malloc(rlen + 1);
+        if (bpe_decode(t, ids.v, ids.n, d, rlen, &dl) || dl != rlen || memcmp(d, raw, rlen) != 0) {
+            printf("FAIL %s [%s byte-exact]: decode(encode(bytes)) != bytes\n", base, mode);
+            free(d);
+            goto out;
+        }
+        free(d);
+        printf("ok   %s [%s byte-exact]: %zu tokens decode to the %zu raw bytes\n", base, mode, ids.n,
+               rlen);
+    } else {
+        printf("ok   %s [%s byte-exact]: %zu tokens\n", base, mode, ids.n);
+    }
+    bad = 0;
+out:
+    bpe_ids_free(&ids);
+    return bad;
+}
+
 static int check_one(const bpe *t, bpe_ctx *c, const char *mode, const char *dir, const char *base)
 {
-    char tp[4096], ip[4096];
+    char tp[4096], ip[4096], rp[4096];
+    snprintf(rp, sizeof rp, "%s/%s", dir, base);
     snprintf(tp, sizeof tp, "%s/%s.txt", dir, base);
     snprintf(ip, sizeof ip, "%s/%s.%s.ids", dir, base, mode);
-    char *text = NULL, *raw = NULL;
-    size_t tlen, rlen;
+    char *text = NULL, *raw = NULL, *bytes = NULL;
+    size_t tlen, rlen, blen;
     bpe_ids ids = {0};
-    int bad = 1;
+    int bad = 1, flags = strcmp(mode, "neox") == 0 ? BPE_ALLOW_SPECIAL : 0;
     if (fs_read_all(tp, &text, &tlen) || fs_read_all(ip, &raw, &rlen)) {
         fprintf(stderr, "tok-check: %s\n", grit_errmsg());
         goto out;
     }
-    if (bpe_encode(c, text, tlen, strcmp(mode, "neox") == 0 ? BPE_ALLOW_SPECIAL : 0, &ids)) {
+    if (access(rp, F_OK) != 0) { /* no raw file: the text is the input */
+        snprintf(rp, sizeof rp, "%s", tp);
+    }
+    if (fs_read_all(rp, &bytes, &blen)) {
+        fprintf(stderr, "tok-check: %s\n", grit_errmsg());
+        goto out;
+    }
+    uint64_t rep0 = bpe_ctx_replaced(c);
+    if (bpe_encode(c, bytes, blen, flags, &ids)) {
         fprintf(stderr, "tok-check: %s: encode: %s\n", base, grit_errmsg());
         goto out;
     }
+    uint64_t replaced = bpe_ctx_replaced(c) - rep0;
     size_t nref = rlen / 4;
     uint32_t *ref = malloc((nref ? nref : 1) * 4);
     memcpy(ref, raw, nref * 4);
@@ -86,12 +148,14 @@ static int check_one(const bpe *t, bpe_ctx *c, const char *mode, const char *dir
         }
         free(d);
     }
-    printf("ok   %s [%s]: %zu tokens, %zu bytes identical\n", base, mode, ids.n, tlen);
-    bad = 0;
+    printf("ok   %s [%s]: %zu tokens, %zu bytes identical, %llu invalid UTF-8 bytes replaced\n", base,
+           mode, ids.n, blen, (unsigned long long)replaced);
+    bad = check_exact(t, c, mode, base, bytes, blen, flags);
 out:
     bpe_ids_free(&ids);
     free(text);
     free(raw);
+    free(bytes);
     return bad;
 }
 

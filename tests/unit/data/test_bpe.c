@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "data/bpe.h"
+#include "data/pretok.h"
 
 static char dir[256];
 
@@ -181,16 +182,16 @@ static void test_gpt2(void)
 
     /* Round trip on random bytes, and the cache gives the same ids twice. */
     srand(7);
-    char *buf = malloc(20000), *back = malloc(20000);
+    char *buf = malloc(20000), *back = malloc(60000), *lossy_buf = malloc(60000);
     for (int iter = 0; iter < 200; iter++) {
         size_t n = (size_t)(rand() % 20000);
         for (size_t i = 0; i < n; i++) {
             int r = rand() % 10;
             buf[i] = r < 4 ? "hello wabc '\n"[rand() % 13] : (char)(rand() % 256);
         }
-        bpe_ids a = {0}, b = {0};
-        CHECK(bpe_encode(c, buf, n, 0, &a) == GRIT_OK);
-        CHECK(bpe_encode(c, buf, n, 0, &b) == GRIT_OK);
+        bpe_ids a = {0}, b = {0}, l = {0};
+        CHECK(bpe_encode(c, buf, n, BPE_BYTE_EXACT, &a) == GRIT_OK);
+        CHECK(bpe_encode(c, buf, n, BPE_BYTE_EXACT, &b) == GRIT_OK);
         CHECK(a.n == b.n && memcmp(a.v, b.v, a.n * 4) == 0);
         size_t dl;
         CHECK(bpe_decode(t, a.v, a.n, back, 20000, &dl) == GRIT_OK);
@@ -199,8 +200,19 @@ static void test_gpt2(void)
             check_failures++;
             break;
         }
+        /* default mode: the text decoded with U+FFFD replacement, every bad byte counted */
+        uint64_t rep0 = bpe_ctx_replaced(c);
+        size_t rep, ln = pretok_utf8_lossy((const uint8_t *)buf, n, (uint8_t *)lossy_buf, &rep);
+        CHECK(bpe_encode(c, buf, n, 0, &l) == GRIT_OK);
+        CHECK(bpe_decode(t, l.v, l.n, back, 60000, &dl) == GRIT_OK);
+        if (dl != ln || memcmp(back, lossy_buf, ln) != 0 || bpe_ctx_replaced(c) - rep0 != rep) {
+            fprintf(stderr, "lossy round trip failed at iteration %d\n", iter);
+            check_failures++;
+            break;
+        }
         bpe_ids_free(&a);
         bpe_ids_free(&b);
+        bpe_ids_free(&l);
     }
 
     /* More distinct words than the cache holds: it resets, ids stay right. */
@@ -234,6 +246,7 @@ static void test_gpt2(void)
     CHECK(bpe_token_id(t, "nope", 4, &id) == GRIT_ENOTFOUND);
     free(buf);
     free(back);
+    free(lossy_buf);
     bpe_ctx_close(c);
     bpe_close(t);
 }

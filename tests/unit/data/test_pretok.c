@@ -34,6 +34,31 @@ static void expect(const char *text, size_t n, const char *want)
 
 #define EXPECT(text, want) expect(text, sizeof(text) - 1, want)
 
+/* Lossy UTF-8 decoding (pretok_utf8_lossy) must replace exactly what WHATWG's TextDecoder
+ * and Python's errors="replace" replace: one U+FFFD per maximal subpart. `want` uses '?'
+ * for U+FFFD (none of the inputs hold a real '?'). */
+static void lossy(const char *in, size_t n, const char *want, size_t want_replaced)
+{
+    uint8_t out[256];
+    char got[256];
+    size_t rep, len = pretok_utf8_lossy((const uint8_t *)in, n, out, &rep), k = 0;
+    for (size_t i = 0; i < len; k++) {
+        if (i + 2 < len && out[i] == 0xEF && out[i + 1] == 0xBF && out[i + 2] == 0xBD) {
+            got[k] = '?';
+            i += 3;
+        } else {
+            got[k] = (char)out[i++];
+        }
+    }
+    got[k] = 0;
+    if (strcmp(got, want) != 0 || rep != want_replaced) {
+        fprintf(stderr, "lossy: got \"%s\" (%zu replaced), want \"%s\" (%zu)\n", got, rep, want,
+                want_replaced);
+        check_failures++;
+    }
+    CHECK_INT(pretok_utf8_valid_len((const uint8_t *)in, n) == n, want_replaced == 0);
+}
+
 int main(void)
 {
     EXPECT("Hello world", "Hello| world");
@@ -62,5 +87,19 @@ int main(void)
     CHECK_EQ_LL(pretok_utf8((const uint8_t *)"\xf4\x90\x80\x80", 4, 0, &cp), 0); /* > U+10FFFF */
     CHECK_EQ_LL(pretok_utf8((const uint8_t *)"\xf0\x9f\x98\x80", 4, 0, &cp), 4);
     CHECK_EQ_LL(cp, 0x1F600);
+    /* invalid UTF-8 -> U+FFFD per maximal subpart */
+    lossy("world\xffhello", 11, "world?hello", 1);
+    lossy("a\xc0\xaf" "b", 4, "a??b", 2);          /* C0, C1 never start a sequence */
+    lossy("\xed\xa0\x80", 3, "???", 3);          /* a surrogate: ED takes 80-9F only */
+    lossy("\xf4\x90\x80\x80", 4, "????", 4);    /* past U+10FFFF */
+    lossy("\xe0\x80\x80", 3, "???", 3);          /* overlong: E0 takes A0-BF only */
+    lossy("\xe2\x82", 2, "?", 2);                 /* truncated at the end: one unit */
+    lossy("\xe2\x82z", 3, "?z", 2);
+    lossy("\xf0\x9f\x98 x", 5, "? x", 3);
+    lossy("\xf8\x88\x80\x80\x80", 5, "?????", 5);
+    lossy("\x80\x80", 2, "??", 2);
+    lossy("ok \xc3\xa9 \xf0\x9f\x98\x80", 10, "ok \xc3\xa9 \xf0\x9f\x98\x80", 0);
+    lossy("\xef\xbf\xbd", 3, "?", 0);             /* a real U+FFFD is valid, not replaced */
+    lossy("", 0, "", 0);
     return CHECK_RESULT();
 }
