@@ -43,10 +43,6 @@ grit_err faults_init(faults *fs, int rank, const char *node)
         if (mine && fs->n < FAULTS_MAX)
             fs->f[fs->n++] = f;
     }
-    const char *skip = getenv("GRIT_SKIP_STEPS");
-    snprintf(buf, sizeof buf, "%s", skip ? skip : "");
-    for (char *s1 = NULL, *it = strtok_r(buf, ",", &s1); it && fs->nskip < 64; it = strtok_r(NULL, ",", &s1))
-        fs->skip[fs->nskip++] = atol(it);
     return GRIT_OK;
 }
 
@@ -64,14 +60,6 @@ double faults_spike(const faults *fs, long step)
         if (!strcmp(fs->f[i].kind, "spike") && fs->f[i].step == step)
             return 100.0;
     return 1.0;
-}
-
-bool faults_skip(const faults *fs, long step)
-{
-    for (int i = 0; i < fs->nskip; i++)
-        if (fs->skip[i] == step)
-            return true;
-    return false;
 }
 
 void faults_slow_compute(const faults *fs, double compute_time)

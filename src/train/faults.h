@@ -12,8 +12,6 @@
  *                        update itself is unchanged: a stand-in for a bad batch)
  * Before a fault fires, the heartbeat client reports it (EV1 kind=fault_KIND),
  * so the supervisor can measure detection latency.
- * GRIT_SKIP_STEPS=S1,S2 (set by the supervisor after a NaN repeats at the same
- * step) makes those steps apply no update.
  */
 #ifndef GRIT_TRAIN_FAULTS_H
 #define GRIT_TRAIN_FAULTS_H
@@ -34,8 +32,6 @@ typedef struct fault {
 typedef struct faults {
     fault f[FAULTS_MAX];
     int n;
-    long skip[64];
-    int nskip;
 } faults;
 
 /* Parses the environment for this rank/node; errors name the bad entry. */
@@ -45,8 +41,6 @@ grit_err faults_init(faults *fs, int rank, const char *node);
 bool faults_nan_at(const faults *fs, long step);
 /* Factor for the loss step reports (100 for an injected spike, else 1). */
 double faults_spike(const faults *fs, long step);
-/* True when step's update must be skipped (GRIT_SKIP_STEPS). */
-bool faults_skip(const faults *fs, long step);
 /* After this rank's forward/backward (compute_time seconds), before the gradient
  * exchange: a slow rank takes factor x as long, as a slow node would. */
 void faults_slow_compute(const faults *fs, double compute_time);
