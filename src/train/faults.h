@@ -1,10 +1,14 @@
 /*
- * faults.h - fault injection inside a training process (tests and demos).
+ * faults.h - fault injection inside a training process (tests and demos): the
+ * injection point of GRIT_FAULTS (core/fault.h). Nothing here decides anything about
+ * the run; the step policies are in policy.h.
  *
  * GRIT_FAULTS is a comma list of KIND:key=value[:key=value...]; a fault applies
  * to this process when its rank= or node= matches (or neither is given):
  *   kill:step=S          SIGKILL this process after step S (node=X: every rank
- *                        of node X, i.e. the node dies)
+ *                        of node X, i.e. the node dies: first it creates the
+ *                        marker GRIT_FAULT_NODE_DOWN names, {node} replaced by X,
+ *                        so that the node's health check fails from then on)
  *   hang:step=S          SIGSTOP this process after step S (a hung rank)
  *   slow:factor=F        every step takes F times as long (a straggler)
  *   nan:step=S           the loss of step S becomes NaN
@@ -27,11 +31,13 @@ typedef struct fault {
     char kind[16];
     long step;
     double factor;
+    char node[64]; /* node=X given: the fault is the whole node's */
 } fault;
 
 typedef struct faults {
     fault f[FAULTS_MAX];
     int n;
+    char down[1024]; /* GRIT_FAULT_NODE_DOWN, "" when not set */
 } faults;
 
 /* Parses the environment for this rank/node; errors name the bad entry. */

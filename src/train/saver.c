@@ -302,9 +302,6 @@ grit_err saver_open(saver *r, const train_cfg *cfg, comm *d, events *ev, FILE *l
         snprintf(path, sizeof path, "%s", cfg->ckpt_dir);
     else
         snprintf(path, sizeof path, "%s/ckpt", cfg->run_dir);
-    const char *fault_rank = getenv("GRIT_CKPT_FAULT_RANK"); /* tests: faults on one rank */
-    if (fault_rank && *fault_rank && atoi(fault_rank) != d->rank)
-        unsetenv("GRIT_CKPT_FAULT");
     grit_err rc = store_open_ex2(path, cfg->ckpt_cache, &cfg->ckpt_s3, &r->ck);
     if (rc != GRIT_OK)
         return rc;

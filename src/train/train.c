@@ -15,6 +15,7 @@
 
 #include "ckpt/safetensors.h"
 #include "core/events.h"
+#include "core/fault.h"
 #include "core/fsutil.h"
 #include "core/progress.h"
 #include "train/data.h"
@@ -159,6 +160,7 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
     int32_t *tokens = NULL;
     grit_err rc;
     log = leader ? log : NULL;
+    fault_set_rank(d->rank); /* rank-scoped injected faults (core/fault.h) */
     train_node_name(d->rank, node, sizeof node);
     if ((rc = faults_init(&fs, d->rank, node)) != GRIT_OK ||
         (rc = policy_init(&pol, getenv("GRIT_SKIP_STEPS"))) != GRIT_OK)
