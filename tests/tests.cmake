@@ -28,6 +28,16 @@ add_test(NAME unit.layers_selftest
           ${CMAKE_SOURCE_DIR}/scripts/check-layers.sh ${CMAKE_SOURCE_DIR}/scripts/layers.txt)
 set_tests_properties(unit.layers unit.layers_selftest PROPERTIES TIMEOUT 60 LABELS "unit")
 
+# Every GRIT_* variable the code reads is listed in docs/env.md; the selftest plants
+# an undocumented one.
+add_test(NAME unit.env_doc
+  COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/check-env-doc.sh ${CMAKE_SOURCE_DIR}/docs/env.md
+          ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/plugins)
+add_test(NAME unit.env_doc_selftest
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/unit/env/selftest.sh
+          ${CMAKE_SOURCE_DIR}/scripts/check-env-doc.sh ${CMAKE_SOURCE_DIR}/docs/env.md)
+set_tests_properties(unit.env_doc unit.env_doc_selftest PROPERTIES TIMEOUT 60 LABELS "unit")
+
 # Parity against the PyTorch reference: three model variants.
 foreach(variant pythia14m rotary_full sequential)
   add_test(NAME reference.parity.${variant}
