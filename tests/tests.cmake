@@ -18,6 +18,26 @@ foreach(src ${GRIT_UNIT_TESTS})
   set_tests_properties(unit.${name} PROPERTIES TIMEOUT 120 LABELS "unit;san")
 endforeach()
 
+# The layer order (scripts/layers.txt, docs/architecture.md): no #include in src/
+# points to a higher layer or a sibling; the selftest plants violations.
+add_test(NAME unit.layers
+  COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/check-layers.sh ${CMAKE_SOURCE_DIR}/src
+          ${CMAKE_SOURCE_DIR}/scripts/layers.txt)
+add_test(NAME unit.layers_selftest
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/unit/layers/selftest.sh
+          ${CMAKE_SOURCE_DIR}/scripts/check-layers.sh ${CMAKE_SOURCE_DIR}/scripts/layers.txt)
+set_tests_properties(unit.layers unit.layers_selftest PROPERTIES TIMEOUT 60 LABELS "unit")
+
+# Every GRIT_* variable the code reads is listed in docs/env.md; the selftest plants
+# an undocumented one.
+add_test(NAME unit.env_doc
+  COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/check-env-doc.sh ${CMAKE_SOURCE_DIR}/docs/env.md
+          ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/plugins)
+add_test(NAME unit.env_doc_selftest
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/unit/env/selftest.sh
+          ${CMAKE_SOURCE_DIR}/scripts/check-env-doc.sh ${CMAKE_SOURCE_DIR}/docs/env.md)
+set_tests_properties(unit.env_doc unit.env_doc_selftest PROPERTIES TIMEOUT 60 LABELS "unit")
+
 # Parity against the PyTorch reference: three model variants.
 foreach(variant pythia14m rotary_full sequential)
   add_test(NAME reference.parity.${variant}

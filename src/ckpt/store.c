@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fault.h"
 #include "core/fsutil.h"
 
 /* --- POSIX ------------------------------------------------------------------- */
@@ -405,7 +406,7 @@ grit_err store_open_ex2(const char *location, const char *cache_dir, const struc
                                                    : store_open_posix(location, &s);
     if (rc != GRIT_OK)
         return rc;
-    rc = store_wrap_faults(s, getenv("GRIT_CKPT_FAULT"), out);
+    rc = store_wrap_faults(s, fault_spec(FAULT_CKPT), out);
     if (rc != GRIT_OK)
         store_close(s);
     return rc;

@@ -264,6 +264,11 @@ int cmd_health(int argc, char **argv)
         fprintf(stderr, "grit health: %s\n", grit_errmsg());
         return 2;
     }
+    char down[1200];
+    if (health_node_down(down, sizeof down)) { /* a node that is down runs no check */
+        printf("grit health: %s\n", down);
+        return 1;
+    }
     health_baseline bl;
     if (baseline_path) {
         if (health_baseline_load(&bl, baseline_path) != GRIT_OK) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/fault.h"
 #include "prep/langid.h"
 #include "prep/prep.h"
 
@@ -221,8 +222,8 @@ int cmd_prep(int argc, char **argv)
         goto done;
     }
     long crash_after = 0;
-    const char *ca = getenv("GRIT_PREP_CRASH_AFTER");
-    if (ca)
+    const char *ca = fault_spec(FAULT_PREP_CRASH_AFTER);
+    if (*ca)
         crash_after = strtol(ca, NULL, 10);
     prep_hooks h = {.on_marker = crash_after > 0 ? crash_hook : NULL, .arg = &crash_after};
     if (prep_run(&c, &h) != GRIT_OK) {

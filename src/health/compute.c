@@ -4,7 +4,7 @@
  *
  * Known answers: seeded inputs (core/rng.h) go through the trainer's own
  * code paths - sgemm via tensor/matmul.h in all three shapes the model uses,
- * op_layernorm_fwd, op_attention_fwd/bwd and optim_adamw - and every output
+ * op_layernorm_fwd, op_attention_fwd/bwd and adamw_update - and every output
  * element is compared with a double-precision reference computed here.
  * Errors are measured in units of u = 2^-24 (fp32 unit roundoff):
  *   gemm       |c - ref| / ((K+2) u sum_k |a_ik b_kj|)  <= 1
@@ -51,7 +51,7 @@
 #include "model/gptneox.h"
 #include "tensor/matmul.h"
 #include "tensor/ops.h"
-#include "train/optim.h"
+#include "tensor/adamw.h"
 
 #define U_F32 (1.0 / 16777216.0)
 #define LN_TOL_U 64.0
@@ -117,28 +117,12 @@ static void run_suite(const kat_dims *d, const kat_in *in, kat_out *o)
     op_attention_fwd(o->att, o->lse, in->qkv, d->ab, d->at, d->ah, d->ahd, in->scratch);
     op_attention_bwd(o->dqkv, in->dout, o->att, o->lse, in->qkv, d->ab, d->at, d->ah, d->ahd,
                      in->scratch);
-    /* AdamW through the trainer's optimiser on a one-tensor model. */
+    /* AdamW: the trainer's update (tensor/adamw.h), with weight decay. */
     memcpy(o->p, in->p0, sizeof(float) * (size_t)d->an);
     memcpy(o->m, in->m0, sizeof(float) * (size_t)d->an);
     memcpy(o->v, in->v0, sizeof(float) * (size_t)d->an);
-    gx_tensor tn;
-    memset(&tn, 0, sizeof tn);
-    snprintf(tn.name, sizeof tn.name, "health.adamw");
-    tn.numel = (size_t)d->an;
-    tn.ndim = 1;
-    tn.shape[0] = d->an;
-    tn.decay = true;
-    gx_model m;
-    memset(&m, 0, sizeof m);
-    m.num_params = (size_t)d->an;
-    m.num_tensors = 1;
-    m.tensors = &tn;
-    m.params = o->p;
-    m.grads = in->g0;
-    m.adam_m = o->m;
-    m.adam_v = o->v;
-    optim_cfg oc = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
-    optim_adamw(&m, &oc, 7, 3e-4, 0.75f);
+    adamw_cfg oc = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1};
+    adamw_update(&oc, 7, 3e-4, 0.75f, true, d->an, o->p, in->g0, o->m, o->v);
 }
 
 /* ---- double-precision references ----------------------------------------- */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fault.h"
 #include "core/progress.h"
 
 const char *const health_fault_names[HF_COUNT] = {
@@ -76,7 +77,7 @@ void health_opts_defaults(health_opts *o, health_mode mode)
 
 grit_err health_faults_from_env(health_opts *o)
 {
-    const char *s = getenv("GRIT_HEALTH_FAULT");
+    const char *s = fault_spec(FAULT_HEALTH);
     if (s && *s) {
         char buf[512];
         snprintf(buf, sizeof buf, "%s", s);
@@ -91,7 +92,7 @@ grit_err health_faults_from_env(health_opts *o)
             o->faults |= 1u << found;
         }
     }
-    const char *b = getenv("GRIT_HEALTH_FAULT_BIT");
+    const char *b = fault_spec(FAULT_HEALTH_BIT);
     if (b && *b) {
         char *end;
         errno = 0;
@@ -100,7 +101,7 @@ grit_err health_faults_from_env(health_opts *o)
             return grit_errf(GRIT_EINVAL, "GRIT_HEALTH_FAULT_BIT: expected 0..31, got '%s'", b);
         o->fault_bit = (int)v;
     }
-    const char *f = getenv("GRIT_HEALTH_SLOWDOWN");
+    const char *f = fault_spec(FAULT_HEALTH_SLOWDOWN);
     if (f && *f) {
         char *end;
         errno = 0;
@@ -109,7 +110,7 @@ grit_err health_faults_from_env(health_opts *o)
             return grit_errf(GRIT_EINVAL, "GRIT_HEALTH_SLOWDOWN: expected a factor in [1, 1000], got '%s'", f);
         o->slowdown = v;
     }
-    const char *fr = getenv("GRIT_HEALTH_FAULT_RANK");
+    const char *fr = fault_spec(FAULT_HEALTH_RANK);
     if (fr && *fr) {
         char *end;
         errno = 0;
@@ -118,7 +119,7 @@ grit_err health_faults_from_env(health_opts *o)
             return grit_errf(GRIT_EINVAL, "GRIT_HEALTH_FAULT_RANK: expected a rank >= 0, got '%s'", fr);
         o->fault_rank = (int)v;
     }
-    const char *dl = getenv("GRIT_HEALTH_NET_DELAY_US");
+    const char *dl = fault_spec(FAULT_HEALTH_NET_DELAY_US);
     if (dl && *dl) {
         char *end;
         errno = 0;
@@ -130,6 +131,15 @@ grit_err health_faults_from_env(health_opts *o)
     if (health_fault_on(o, HF_SLOW_COMPUTE) && o->slowdown == 1.0)
         o->slowdown = 3.0;
     return GRIT_OK;
+}
+
+int health_node_down(char *why, size_t cap)
+{
+    const char *marker = fault_spec(FAULT_NODE_DOWN);
+    if (!*marker || access(marker, F_OK) != 0)
+        return 0;
+    snprintf(why, cap, "node unreachable (injected: %s exists)", marker);
+    return 1;
 }
 
 void health_report_init(health_report *r, health_mode mode)

@@ -140,6 +140,11 @@ extern const char *const health_fault_names[HF_COUNT];
 /* Parses GRIT_HEALTH_FAULT, GRIT_HEALTH_FAULT_BIT and GRIT_HEALTH_SLOWDOWN from
  * the environment into o; GRIT_EINVAL (with context) on an unknown name. */
 grit_err health_faults_from_env(health_opts *o);
+
+/* Injected fault GRIT_FAULT_NODE_DOWN (core/fault.h): 1 when the marker file it names
+ * exists - this node is down, as if it could not be reached - with the reason in why;
+ * else 0. */
+int health_node_down(char *why, size_t cap);
 static inline int health_fault_on(const health_opts *o, health_fault f)
 {
     return (o->faults >> f) & 1u;

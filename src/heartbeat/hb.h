@@ -6,7 +6,7 @@
  *
  *   HB1 <secret> rank=<int> node=<name> step=<int> loss=<float> gnorm=<float>
  *       step_time=<seconds> comm_time=<seconds> pid=<int> host=<boot_id>
- *       [energy_j=<joules> power_w=<watts> esrc=<OBS_SRC_* mask> gpus=<int>]
+ *       [energy_j=<joules> power_w=<watts> esrc=<HB_ESRC_* mask> gpus=<int>]
  *   EV1 <secret> rank=<int> node=<name> kind=<word> step=<int> [detail=<word>]
  *
  * HB1 reports progress (a worker with nothing new sends its last step again
@@ -15,20 +15,27 @@
  * GRIT_SUP_SECRET; anything else is rejected and logged without the secret.
  * Unknown key=value pairs are ignored, so the protocol can grow.
  *
- * Energy: host= names the worker's machine (obs_host_id: the kernel's boot_id), so
- * the supervisor counts each machine once. A client started with meter=1 (one rank
- * per host: local rank 0) samples the machine's RAPL and NVML energy (obs/meter.h)
- * on its beat thread, never on the training thread, and adds energy_j (cumulative
- * since the worker started), power_w (latest interval), esrc (1 RAPL, 2 NVML, 3 both)
- * and gpus once something was measured; nothing readable: no energy fields, no
- * message.
+ * Energy: host= names the worker's machine (the caller passes its id: grit's trainer
+ * sends the kernel's boot_id, obs_host_id), so the supervisor counts each machine once.
+ * A client started with a sampler (one rank per host: local rank 0) calls it on its
+ * beat thread, never on the training thread, and adds energy_j (cumulative since the
+ * worker started), power_w (latest interval), esrc (1 RAPL, 2 NVML, 3 both) and gpus
+ * once something was measured; nothing readable: no energy fields, no message. The
+ * sampler is the caller's (grit's trainer passes the RAPL/NVML meter of obs/meter.h),
+ * so this module depends on core only.
+ *
+ * Files: hb.c the parser (both ends), hb_client.c the worker's thread, hb_server.c
+ * the supervisor's socket.
  */
-#ifndef GRIT_SUPERVISE_HB_H
-#define GRIT_SUPERVISE_HB_H
+#ifndef GRIT_HEARTBEAT_HB_H
+#define GRIT_HEARTBEAT_HB_H
 
 #include <stdbool.h>
 
 #include "core/error.h"
+
+#define HB_ESRC_RAPL 1 /* esrc bit: CPU package counters measured */
+#define HB_ESRC_NVML 2 /* esrc bit: GPU energy measured */
 
 typedef struct hb_msg {
     bool event;       /* EV1 (else HB1) */
@@ -39,7 +46,7 @@ typedef struct hb_msg {
     long pid;
     char host[64];             /* "" when absent (an older worker) */
     double energy_j, power_w;  /* valid when esrc != 0 (energy_j NaN when absent) */
-    int esrc, gpus;            /* OBS_SRC_* measured on host; 0: no energy fields */
+    int esrc, gpus;            /* HB_ESRC_* measured on host; 0: no energy fields */
     char kind[32], detail[64]; /* EV1 */
 } hb_msg;
 
@@ -51,15 +58,36 @@ grit_err hb_parse(const char *line, const char *secret, hb_msg *out);
 
 typedef struct hb_client hb_client;
 
+/* What a sampler measured so far on this machine. */
+typedef struct hb_energy {
+    double joules; /* cumulative since the sampler's first sample (a baseline) */
+    double watts;  /* over the latest interval */
+    int sources;   /* HB_ESRC_* measured at least once; 0: nothing (no fields sent) */
+    int gpus;      /* most GPUs measured in one interval */
+} hb_energy;
+
+/* Takes one sample and fills *out; called on the client's beat thread only (never
+ * concurrently with itself), once at start (the baseline) and before each beat. */
+typedef void (*hb_sample_fn)(void *ctx, hb_energy *out);
+
+typedef struct hb_client_opts {
+    int rank;
+    const char *node;      /* node name (NULL or "": "local") */
+    double period;         /* seconds between liveness beats */
+    const char *host;      /* this machine's id for host= (NULL or "": "-") */
+    hb_sample_fn sample;   /* NULL: no energy fields */
+    void *sample_ctx;      /* the caller's; must outlive the client */
+} hb_client_opts;
+
 /* From GRIT_SUP_ADDR / GRIT_SUP_SECRET; NULL (no error) when not supervised.
  * Starts a background thread that sends a beat at least every period seconds; with
- * meter, that thread also samples this machine's energy before each beat. */
-hb_client *hb_client_start(int rank, const char *node, double period, int meter);
+ * a sampler, that thread also samples this machine's energy before each beat. */
+hb_client *hb_client_start(const hb_client_opts *o);
 /* Records a finished step and sends it now. */
 void hb_client_step(hb_client *c, long step, double loss, double gnorm, double step_time,
                     double comm_time);
 void hb_client_event(hb_client *c, const char *kind, long step, const char *detail);
-/* Samples the energy meter once more (when this client has one) and sends a beat now:
+/* Samples the energy once more (when this client has a sampler) and sends a beat now:
  * for the end of a run, before the "done" event, so that the energy since the last
  * periodic beat (and that of a worker shorter than one period) is counted. NULL: no-op. */
 void hb_client_final(hb_client *c);

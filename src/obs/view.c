@@ -19,7 +19,10 @@
  *                counts the machines measured, the view's "energy_hosts" lists them
  *   cost         node_hours x price; failure_cost = lost_s x allocated x price / 3600
  *   co2_kg       energy_kwh x grid_gco2_kwh / 1000
- *   mfu          tokens_per_s x FLOPs per token / (active nodes x peak_tflops x 1e12)
+ *   mfu          tokens_per_s x FLOPs per token / (active nodes x peak_tflops x 1e12);
+ *                FLOPs per token from the trainer's train_start event, or for a run
+ *                from before grit recorded it there, from config.json's model shape
+ *                (model/gptneox.h); summary.flops_per_token_from says which
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -35,7 +38,6 @@
 #include "core/fsutil.h"
 #include "model/gptneox.h"
 #include "obs/obs.h"
-#include "train/config.h"
 
 static double now_s(void)
 {
@@ -189,6 +191,7 @@ typedef struct evstate {
     json_t *incidents, *restarts, *ckpts, *loads;
     double t0, t_end, t_train0, t_launch0;
     double done_goodput;
+    double fpt; /* FLOPs per token of the latest train_start; 0: not recorded */
     int nodes, spares, launches, ended, gave_up;
     char state[32], gave_up_reason[300];
 } evstate;
@@ -203,8 +206,12 @@ static void on_event(json_t *o, void *ctx)
             e->t0 = ts;
         e->nodes = (int)num(o, "nodes", e->nodes);
         e->spares = (int)num(o, "spares", e->spares);
-    } else if (!strcmp(name, "train_start") && e->t_train0 == 0) {
-        e->t_train0 = ts;
+    } else if (!strcmp(name, "train_start")) {
+        if (e->t_train0 == 0)
+            e->t_train0 = ts;
+        double f = num(o, "flops_per_token", 0);
+        if (isfinite(f) && f > 0)
+            e->fpt = f;
     } else if (!strcmp(name, "launch")) {
         if (e->launches++ == 0)
             e->t_launch0 = ts;
@@ -309,23 +316,21 @@ static json_t *load_json(const char *run_dir, const char *name)
     return json_load_file(path, 0, NULL);
 }
 
-static double flops_per_token(const char *run_dir)
+/* FLOPs per token from config.json's model shape and sequence length, for runs whose
+ * train_start event does not record it; 0 when the file lacks them. */
+static double flops_from_config(const char *run_dir)
 {
     json_t *j = load_json(run_dir, "config.json");
-    json_t *optim = json_object_get(j, "optim");
-    /* the resolved config carries both; the loader wants one (global_batch decides) */
-    if (json_object_get(optim, "global_batch"))
-        json_object_del(optim, "grad_accum");
-    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_t *mo = json_object_get(j, "model"), *op = json_object_get(j, "optim");
+    gx_config shape = {.hidden = (int)num(mo, "hidden_size", 0),
+                    .layers = (int)num(mo, "num_layers", 0),
+                    .intermediate = (int)num(mo, "intermediate_size", 0),
+                    .vocab = (int)num(mo, "vocab_size", 0)};
+    int T = (int)num(op, "seq_len", 0);
     json_decref(j);
-    train_cfg *tc = calloc(1, sizeof *tc);
-    double f = 0;
-    if (tc && text && train_cfg_load_string(tc, "config.json", text) == GRIT_OK)
-        f = gx_flops_per_token(&tc->model, tc->optim.seq_len);
-    free(tc);
-    free(text);
-    grit_errclear();
-    return f;
+    if (shape.hidden <= 0 || shape.layers <= 0 || shape.intermediate <= 0 || shape.vocab <= 0 || T <= 0)
+        return 0;
+    return gx_flops_per_token(&shape, T);
 }
 
 json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
@@ -376,7 +381,8 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
 
     /* series, thinned to max_points */
     size_t total = mc.n;
-    double fpt = c->peak_tflops > 0 ? flops_per_token(run_dir) : 0;
+    const char *fpt_from = e.fpt > 0 ? "train_start" : "config.json";
+    double fpt = c->peak_tflops <= 0 ? 0 : e.fpt > 0 ? e.fpt : flops_from_config(run_dir);
     static const int cols_out[] = {C_STEP, C_LOSS, C_GNORM, C_LR, C_TPS, C_STEPT};
     enum { NK = 6 };
     json_t *cols[NK + 1];
@@ -470,6 +476,8 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
         "ckpt_stall_s", stall_total, "energy_source",
         measured ? source : c->node_watts > 0 ? "configured" : "unknown", "power_w", power,
         "flops_per_token", FIN(fpt));
+    if (fpt > 0)
+        json_object_set_new(sum, "flops_per_token_from", json_string(fpt_from));
     if (measured && (sources & OBS_SRC_NVML))
         json_object_set_new(sum, "energy_gpus", json_integer(gpus));
     double nh = num(ns, "hosts_measured", 0);

@@ -17,11 +17,9 @@
  * last 32 steps); a failing periodic health check (grit health --quick in the
  * background every health_every seconds).
  *
- * Faults for tests and demos (--inject, comma list; attempt=K picks the launch,
- * default the first): trainer faults kill/hang/slow/nan (passed as GRIT_FAULTS),
- * ckpt_crash:phase=P (GRIT_CKPT_FAULT crash:P), health_fail:node=X (the node's
- * health check fails). A kill with node=X also marks X as dead hardware: its
- * health check then fails as unreachable.
+ * Faults for tests and demos (--inject) are sup_inject.c's: it puts them into the
+ * environment of the processes they break (the job, a node's health check), and
+ * every detector and the diagnosis here see only what those processes do.
  */
 #define _GNU_SOURCE
 #include "supervise/sup.h"
@@ -101,65 +99,6 @@ static void load_state(sup *s)
     json_decref(j);
 }
 
-/* --- fault spec -------------------------------------------------------------------- */
-
-/* Splits --inject for this attempt into trainer faults, a checkpoint fault, and
- * health failures (the latter apply on every attempt; periodic_health_fail is read by
- * poll_health). */
-void sup_faults_for_attempt(sup *s, char *trainer, size_t tcap, char *ckpt, size_t ccap,
-                               char health[][32], int *nhealth)
-{
-    trainer[0] = ckpt[0] = '\0';
-    *nhealth = 0;
-    if (!s->o->inject)
-        return;
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", s->o->inject);
-    for (char *sv = NULL, *it = strtok_r(buf, ",", &sv); it; it = strtok_r(NULL, ",", &sv)) {
-        int attempt = 0;
-        char kept[256] = "", node[32] = "", phase[64] = "";
-        char item[256];
-        snprintf(item, sizeof item, "%s", it);
-        char *sv2 = NULL, *kind = strtok_r(item, ":", &sv2);
-        snprintf(kept, sizeof kept, "%s", kind ? kind : "");
-        for (char *kv; (kv = strtok_r(NULL, ":", &sv2));) {
-            if (!strncmp(kv, "attempt=", 8))
-                attempt = atoi(kv + 8);
-            else {
-                if (!strncmp(kv, "node=", 5))
-                    snprintf(node, sizeof node, "%s", kv + 5);
-                if (!strncmp(kv, "phase=", 6))
-                    snprintf(phase, sizeof phase, "%s", kv + 6);
-                size_t l = strlen(kept);
-                snprintf(kept + l, sizeof kept - l, ":%s", kv);
-            }
-        }
-        if (!kind)
-            continue;
-        if (!strcmp(kind, "periodic_health_fail")) {
-            continue;
-        } else if (!strcmp(kind, "health_fail")) {
-            if (*nhealth < 8)
-                snprintf(health[(*nhealth)++], 32, "%s", node);
-        } else if (attempt == s->attempt) {
-            if (!strcmp(kind, "ckpt_crash"))
-                snprintf(ckpt, ccap, "crash:%s", phase[0] ? phase : "manifest");
-            else {
-                size_t l = strlen(trainer);
-                snprintf(trainer + l, tcap - l, "%s%s", l ? "," : "", kept);
-            }
-        }
-    }
-}
-
-int sup_is_dead(sup *s, const char *node)
-{
-    for (int i = 0; i < s->ndead; i++)
-        if (!strcmp(s->dead[i], node))
-            return 1;
-    return 0;
-}
-
 static void on_reject(void *ctx, const char *why);
 
 /* --- launching and stopping -------------------------------------------------------- */
@@ -171,10 +110,9 @@ static grit_err launch(sup *s)
     s->nranks = act * R;
     if (s->nranks > MAX_RANKS)
         return grit_errf(GRIT_EINVAL, "%d ranks exceed %d", s->nranks, MAX_RANKS);
-    char names[1024], trainer[1024], ckpt[128], health[8][32], logpath[1200], rpn[16];
-    int nh;
+    char names[1024], trainer[2048], logpath[1200], rpn[16];
     cluster_names(&s->cl, names, sizeof names);
-    sup_faults_for_attempt(s, trainer, sizeof trainer, ckpt, sizeof ckpt, health, &nh);
+    sup_inject_job_faults(s->inj, s->attempt, trainer, sizeof trainer); /* for the event */
     snprintf(logpath, sizeof logpath, "%s/attempt_%02d.log", s->logdir, s->attempt);
     snprintf(rpn, sizeof rpn, "%d", R);
     memset(s->rk, 0, sizeof s->rk);
@@ -216,14 +154,7 @@ static grit_err launch(sup *s)
         setenv("GRIT_SUP_SECRET", s->hb.secret, 1);
         setenv("GRIT_NODES", names, 1);
         setenv("GRIT_RANKS_PER_NODE", rpn, 1);
-        if (trainer[0])
-            setenv("GRIT_FAULTS", trainer, 1);
-        else
-            unsetenv("GRIT_FAULTS");
-        if (ckpt[0])
-            setenv("GRIT_CKPT_FAULT", ckpt, 1);
-        else
-            unsetenv("GRIT_CKPT_FAULT");
+        sup_inject_export_job(s->inj, s->attempt);
         if (s->skip_steps[0])
             setenv("GRIT_SKIP_STEPS", s->skip_steps, 1);
         if (getuid() == 0) {
@@ -367,20 +298,13 @@ static void fail(sup *s, const char *kind, int rank, const char *detail)
         memcpy(s->implicated[s->nimplicated++], s->rk[rank].node, 64);
 }
 
-static void note_fault(sup *s, const hb_msg *m)
+static void note_fault(sup *s)
 {
     if (s->ninc >= MAX_INCIDENTS)
         return;
     incident *in = &s->inc[s->ninc];
-    if (in->fault_ts == 0)
+    if (in->fault_ts == 0) /* for the detection latency only */
         in->fault_ts = now_seconds();
-    if (!strcmp(m->kind, "fault_kill") && s->o->inject) {
-        /* node=X kills are dead hardware: remember, so diagnosis fails the node */
-        char pat[96];
-        snprintf(pat, sizeof pat, "kill:node=%s", m->node);
-        if (strstr(s->o->inject, pat) && !sup_is_dead(s, m->node) && s->ndead < 8)
-            memcpy(s->dead[s->ndead++], m->node, 64);
-    }
 }
 
 static void on_reject(void *ctx, const char *why)
@@ -390,19 +314,19 @@ static void on_reject(void *ctx, const char *why)
     sup_event(s, "heartbeat_rejected", json_pack("{s:s}", "reason", why));
 }
 
-/* Starts `grit health --quick` (output discarded), with GRIT_HEALTH_FAULT=fault when
- * given (an injected failing node); returns its pid, or -1. */
-pid_t sup_spawn_health(sup *s, const char *fault)
+/* Starts `grit health --quick` as on node (NULL: this machine, for the periodic
+ * check), in that node's environment (sup_inject.c), its output into out (NULL:
+ * discarded); returns its pid, or -1. */
+pid_t sup_spawn_health(sup *s, const char *node, int periodic, const char *out)
 {
     pid_t pid = fork();
     if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
+        int fd = out ? open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644) : open("/dev/null", O_WRONLY);
         if (fd >= 0) {
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        if (fault)
-            setenv("GRIT_HEALTH_FAULT", fault, 1);
+        sup_inject_export_health(s->inj, node, periodic);
         execl(s->o->grit, s->o->grit, "health", "--quick", (char *)NULL);
         _exit(2);
     }
@@ -445,11 +369,8 @@ static int poll_health(sup *s)
     if (now_seconds() - s->health_ts < s->o->health_every)
         return 0;
     s->health_ts = now_seconds();
-    /* --inject periodic_health_fail: the first periodic check fails (a node that goes bad
-     * while training); the diagnosis that follows runs the real checks */
-    int inject = s->o->inject && strstr(s->o->inject, "periodic_health_fail") && !s->periodic_failed;
-    s->periodic_failed |= inject;
-    pid_t pid = sup_spawn_health(s, inject ? "gemm_bitflip" : NULL);
+    pid_t pid = sup_spawn_health(s, NULL, 1, NULL);
+    sup_inject_periodic_started(s->inj);
     s->health_pid = pid > 0 ? pid : 0;
     return 0;
 }
@@ -469,7 +390,7 @@ static int poll_running(sup *s)
             sup_event(s, "worker_event", json_pack("{s:s,s:i,s:s,s:I}", "kind", m.kind, "rank", m.rank,
                                                "node", m.node, "step", (json_int_t)m.step));
             if (!strncmp(m.kind, "fault_", 6))
-                note_fault(s, &m);
+                note_fault(s);
             if (!strcmp(m.kind, "done"))
                 ri->done = 1;
             if (!strcmp(m.kind, "nan")) {
@@ -620,6 +541,8 @@ int sup_run(const sup_opts *o)
                  : !s->be->hosts ? cluster_open(&s->cl, path, o->nodes, o->spares)
                  : s->be->hosts(o, hosts, CLUSTER_MAX, &nhosts) != GRIT_OK ? GRIT_EINVAL
                  : cluster_open_hosts(&s->cl, path, hosts, nhosts, o->spares);
+    if (crc == GRIT_OK)
+        crc = sup_inject_open(o->inject, o->run_dir, &s->inj);
     if (crc != GRIT_OK) {
         fprintf(stderr, "grit launch: %s\n", grit_errmsg());
         goto out;
@@ -727,6 +650,7 @@ out:
     }
     hb_server_close(&s->hb);
     events_close(&s->ev);
+    sup_inject_close(s->inj);
     free(s);
     return rc;
 }

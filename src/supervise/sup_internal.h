@@ -3,6 +3,7 @@
  *   sup.c         the loop, launching and stopping, the detectors
  *   sup_repair.c  diagnosis of suspect nodes and their replacement by spares
  *   sup_summary.c the incident table and goodput at the end
+ *   sup_inject.c  --inject: faults into the environment of the processes they break
  */
 #ifndef GRIT_SUP_INTERNAL_H
 #define GRIT_SUP_INTERNAL_H
@@ -24,6 +25,27 @@ typedef enum sup_state {
     S_PREFLIGHT, S_LAUNCHING, S_RUNNING, S_DETECTED, S_DIAGNOSING, S_REPAIRING, S_DONE, S_GAVE_UP
 } sup_state;
 
+
+/* --inject: faults for tests, put into the environment of the processes they break
+ * (sup_inject.c); nothing else of the supervisor reads them. */
+typedef struct sup_inject sup_inject;
+grit_err sup_inject_open(const char *spec, const char *run_dir, sup_inject **out);
+void sup_inject_close(sup_inject *in);
+/* The trainer faults (GRIT_FAULTS) of attempt, for the launch event ("" none). */
+void sup_inject_job_faults(const sup_inject *in, int attempt, char *trainer, size_t cap);
+/* In the job's process before exec: the attempt's faults into its environment. */
+void sup_inject_export_job(const sup_inject *in, int attempt);
+/* GRIT_HEALTH_FAULT of node's processes, for a backend that starts its check there
+ * (NULL: none of its own). */
+const char *sup_inject_node_fault(const sup_inject *in, const char *node);
+/* Whether node's processes have an injected environment of their own (so a check of
+ * this machine does not speak for it). */
+int sup_inject_node_env(const sup_inject *in, const char *node);
+/* In a health check's process before exec: node's faults (node NULL: this machine;
+ * periodic: a periodic check). */
+void sup_inject_export_health(sup_inject *in, const char *node, int periodic);
+/* A periodic check was started (periodic_health_fail is used up). */
+void sup_inject_periodic_started(sup_inject *in);
 
 typedef struct rank_info {
     long step, pid;
@@ -58,8 +80,6 @@ typedef struct sup {
     straggler strag; /* compute times by step, for the straggler detector */
     incident inc[MAX_INCIDENTS];
     int ninc;
-    char dead[8][64];
-    int ndead;
     long nan_steps[16];
     int nnan;
     char skip_steps[256];
@@ -72,8 +92,8 @@ typedef struct sup {
     double losses[32]; /* recent losses, for the spike detector */
     int nloss;
     pid_t health_pid;  /* periodic health check in flight */
-    int periodic_failed; /* the injected periodic failure fired */
     double health_ts;
+    sup_inject *inj; /* --inject, NULL without (sup_inject.c) */
 } sup;
 
 /* A line on stderr prefixed "grit launch: " (unless quiet). */
@@ -81,14 +101,9 @@ void sup_say(sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 /* An events.jsonl record from the supervisor; takes ownership of fields (may be NULL). */
 void sup_event(sup *s, const char *kind, json_t *fields);
 void sup_set_state(sup *s, sup_state st);
-/* Whether an injected kill marked node as dead hardware. */
-int sup_is_dead(sup *s, const char *node);
-/* Starts grit health --quick (with GRIT_HEALTH_FAULT=fault when not NULL); its pid. */
-pid_t sup_spawn_health(sup *s, const char *fault);
-/* This attempt's injected faults: trainer (GRIT_FAULTS), ckpt (GRIT_CKPT_FAULT), and
- * the nodes whose health check must fail. */
-void sup_faults_for_attempt(sup *s, char *trainer, size_t tcap, char *ckpt, size_t ccap,
-                            char health[][32], int *nh);
+/* Starts grit health --quick as on node (NULL: this machine), in node's environment,
+ * output into out (NULL: discarded); its pid, or -1. */
+pid_t sup_spawn_health(sup *s, const char *node, int periodic, const char *out);
 
 /* Checks the suspects of the current failure and replaces the bad ones by spares:
  * 0 to relaunch, -1 when the job cannot go on (no spare: requeued or given up). */

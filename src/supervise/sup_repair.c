@@ -14,41 +14,54 @@
 #include "core/progress.h"
 #include "supervise/sup_internal.h"
 
-/* 0 healthy, else failed (reason in why). */
-static int check_node(sup *s, const char *node, char health[][32], int nh, int *machine_ok,
-                      char *why, size_t cap)
+/* The reason grit health gave in its output file: its verdict line's first failing
+ * check, or a line of its own ("grit health: node unreachable ..."). */
+static void health_reason(const char *path, char *why, size_t cap)
 {
-    if (sup_is_dead(s, node)) {
-        snprintf(why, cap, "node unreachable (its ranks died with it)");
-        return 1;
-    }
-    int injected = 0;
-    for (int i = 0; i < nh; i++)
-        injected |= !strcmp(health[i], node);
+    char *text = NULL;
+    snprintf(why, cap, "grit health failed");
+    if (fs_read_all(path, &text, NULL) != GRIT_OK)
+        return;
+    const char *first = strstr(text, "failed, first "), *own = strstr(text, "grit health: ");
+    if (first)
+        snprintf(why, cap, "grit health: %.*s failed", (int)strcspn(first + 14, " \n"),
+                 first + 14);
+    else if (own)
+        snprintf(why, cap, "%.*s", (int)strcspn(own, "\n"), own);
+    free(text);
+}
+
+/* 0 healthy, else failed (reason in why): from the node's check, never from what was
+ * injected (a node's injected faults are in its checks' environment: sup_inject.c). */
+static int check_node(sup *s, const char *node, int *machine_ok, char *why, size_t cap)
+{
     if (s->be->check_node) /* the node's own check, run on it */
-        return s->be->check_node(s->o, node, injected ? "gemm_bitflip" : NULL, why, cap);
-    if (!injected && *machine_ok >= 0) { /* one real check covers the slots of this machine */
+        return s->be->check_node(s->o, node, sup_inject_node_fault(s->inj, node), why, cap);
+    int own_env = sup_inject_node_env(s->inj, node);
+    if (!own_env && *machine_ok >= 0) { /* one real check covers the slots of this machine */
         snprintf(why, cap, "%s", *machine_ok ? "healthy" : "grit health failed");
         return !*machine_ok;
     }
-    pid_t pid = sup_spawn_health(s, injected ? "gemm_bitflip" : NULL);
+    char out[1200];
+    snprintf(out, sizeof out, "%.1100s/health-%.64s.log", s->logdir, node);
+    pid_t pid = sup_spawn_health(s, node, 0, out);
     int status = 0;
     if (pid > 0)
         waitpid(pid, &status, 0);
     int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (!injected)
+    if (!own_env)
         *machine_ok = ok;
-    snprintf(why, cap, "%s", ok ? "healthy" : injected ? "grit health: compute check failed (SDC)"
-                                                       : "grit health failed");
+    if (ok)
+        snprintf(why, cap, "healthy");
+    else
+        health_reason(out, why, cap);
     return !ok;
 }
 
 int sup_diagnose_and_repair(sup *s)
 {
     sup_set_state(s, S_DIAGNOSING);
-    char trainer[1024], ckpt[128], health[8][32];
-    int nh, machine_ok = -1;
-    sup_faults_for_attempt(s, trainer, sizeof trainer, ckpt, sizeof ckpt, health, &nh);
+    int machine_ok = -1;
     char targets[CLUSTER_MAX][64];
     int nt = 0;
     if (!strcmp(s->f_kind, "nan") || !strcmp(s->f_kind, "spike")) {
@@ -62,19 +75,15 @@ int sup_diagnose_and_repair(sup *s)
     sup_set_state(s, S_REPAIRING);
     if (s->be->check_begin && strcmp(s->f_kind, "straggler")) { /* all suspects at once */
         const char *faults[CLUSTER_MAX];
-        for (int i = 0; i < nt; i++) {
-            faults[i] = NULL;
-            for (int k = 0; k < nh; k++)
-                if (!strcmp(health[k], targets[i]))
-                    faults[i] = "gemm_bitflip";
-        }
+        for (int i = 0; i < nt; i++)
+            faults[i] = sup_inject_node_fault(s->inj, targets[i]);
         s->be->check_begin(s->o, targets, nt, faults);
     }
     int shrink_ok = s->o->no_spare && !strcmp(s->o->no_spare, "shrink");
     for (int i = 0; i < nt; i++) {
         char why[200];
-        int bad = !strcmp(s->f_kind, "straggler") ? 1 : check_node(s, targets[i], health, nh,
-                                                                    &machine_ok, why, sizeof why);
+        int bad = !strcmp(s->f_kind, "straggler") ? 1 : check_node(s, targets[i], &machine_ok,
+                                                                    why, sizeof why);
         if (!strcmp(s->f_kind, "straggler"))
             snprintf(why, sizeof why, "straggler: %.180s", s->f_detail);
         sup_event(s, "diagnosis", json_pack("{s:s,s:s,s:s}", "node", targets[i], "verdict",

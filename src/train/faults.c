@@ -1,6 +1,9 @@
 /* faults.c - in-process fault injection (see faults.h). */
 #include "train/faults.h"
 
+#include <fcntl.h>
+
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,12 +11,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fault.h"
+
 grit_err faults_init(faults *fs, int rank, const char *node)
 {
     memset(fs, 0, sizeof *fs);
-    const char *spec = getenv("GRIT_FAULTS");
+    const char *spec = fault_spec(FAULT_TRAIN);
     char buf[1024];
-    snprintf(buf, sizeof buf, "%s", spec ? spec : "");
+    snprintf(buf, sizeof buf, "%s", spec);
+    snprintf(fs->down, sizeof fs->down, "%s", fault_spec(FAULT_NODE_DOWN));
     for (char *s1 = NULL, *item = strtok_r(buf, ",", &s1); item; item = strtok_r(NULL, ",", &s1)) {
         fault f = {.step = -1, .factor = 1.0};
         int mine = 1;
@@ -35,18 +41,16 @@ grit_err faults_init(faults *fs, int rank, const char *node)
                 f.factor = atof(v);
             else if (!strcmp(kv, "rank"))
                 mine &= atoi(v) == rank;
-            else if (!strcmp(kv, "node"))
+            else if (!strcmp(kv, "node")) {
                 mine &= node && !strcmp(v, node);
+                snprintf(f.node, sizeof f.node, "%s", v);
+            }
             else
                 return grit_errf(GRIT_EINVAL, "GRIT_FAULTS: unknown key '%s'", kv);
         }
         if (mine && fs->n < FAULTS_MAX)
             fs->f[fs->n++] = f;
     }
-    const char *skip = getenv("GRIT_SKIP_STEPS");
-    snprintf(buf, sizeof buf, "%s", skip ? skip : "");
-    for (char *s1 = NULL, *it = strtok_r(buf, ",", &s1); it && fs->nskip < 64; it = strtok_r(NULL, ",", &s1))
-        fs->skip[fs->nskip++] = atol(it);
     return GRIT_OK;
 }
 
@@ -66,14 +70,6 @@ double faults_spike(const faults *fs, long step)
     return 1.0;
 }
 
-bool faults_skip(const faults *fs, long step)
-{
-    for (int i = 0; i < fs->nskip; i++)
-        if (fs->skip[i] == step)
-            return true;
-    return false;
-}
-
 void faults_slow_compute(const faults *fs, double compute_time)
 {
     for (int i = 0; i < fs->n; i++) {
@@ -84,6 +80,22 @@ void faults_slow_compute(const faults *fs, double compute_time)
             nanosleep(&ts, NULL);
         }
     }
+}
+
+/* The node is going down: its marker (pattern with {node}) exists from now on. */
+static void mark_down(const char *pattern, const char *node)
+{
+    char path[1200] = "";
+    const char *at = strstr(pattern, "{node}");
+    if (at)
+        snprintf(path, sizeof path, "%.*s%s%s", (int)(at - pattern), pattern, node, at + 6);
+    else
+        snprintf(path, sizeof path, "%s", pattern);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0)
+        close(fd);
+    else
+        fprintf(stderr, "grit: fault injection: cannot create %s: %s\n", path, strerror(errno));
 }
 
 void faults_after_step(const faults *fs, hb_client *hb, long step, double step_time)
@@ -97,6 +109,8 @@ void faults_after_step(const faults *fs, hb_client *hb, long step, double step_t
             hb_client_event(hb, kind, step, "injected");
             fprintf(stderr, "grit: fault injection: %s after step %ld\n", f->kind, step);
             fflush(stderr);
+            if (!strcmp(f->kind, "kill") && f->node[0] && fs->down[0])
+                mark_down(fs->down, f->node);
             raise(!strcmp(f->kind, "kill") ? SIGKILL : SIGSTOP);
         }
     }

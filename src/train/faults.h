@@ -1,10 +1,14 @@
 /*
- * faults.h - fault injection inside a training process (tests and demos).
+ * faults.h - fault injection inside a training process (tests and demos): the
+ * injection point of GRIT_FAULTS (core/fault.h). Nothing here decides anything about
+ * the run; the step policies are in policy.h.
  *
  * GRIT_FAULTS is a comma list of KIND:key=value[:key=value...]; a fault applies
  * to this process when its rank= or node= matches (or neither is given):
  *   kill:step=S          SIGKILL this process after step S (node=X: every rank
- *                        of node X, i.e. the node dies)
+ *                        of node X, i.e. the node dies: first it creates the
+ *                        marker GRIT_FAULT_NODE_DOWN names, {node} replaced by X,
+ *                        so that the node's health check fails from then on)
  *   hang:step=S          SIGSTOP this process after step S (a hung rank)
  *   slow:factor=F        every step takes F times as long (a straggler)
  *   nan:step=S           the loss of step S becomes NaN
@@ -12,8 +16,6 @@
  *                        update itself is unchanged: a stand-in for a bad batch)
  * Before a fault fires, the heartbeat client reports it (EV1 kind=fault_KIND),
  * so the supervisor can measure detection latency.
- * GRIT_SKIP_STEPS=S1,S2 (set by the supervisor after a NaN repeats at the same
- * step) makes those steps apply no update.
  */
 #ifndef GRIT_TRAIN_FAULTS_H
 #define GRIT_TRAIN_FAULTS_H
@@ -29,13 +31,13 @@ typedef struct fault {
     char kind[16];
     long step;
     double factor;
+    char node[64]; /* node=X given: the fault is the whole node's */
 } fault;
 
 typedef struct faults {
     fault f[FAULTS_MAX];
     int n;
-    long skip[64];
-    int nskip;
+    char down[1024]; /* GRIT_FAULT_NODE_DOWN, "" when not set */
 } faults;
 
 /* Parses the environment for this rank/node; errors name the bad entry. */
@@ -45,8 +47,6 @@ grit_err faults_init(faults *fs, int rank, const char *node);
 bool faults_nan_at(const faults *fs, long step);
 /* Factor for the loss step reports (100 for an injected spike, else 1). */
 double faults_spike(const faults *fs, long step);
-/* True when step's update must be skipped (GRIT_SKIP_STEPS). */
-bool faults_skip(const faults *fs, long step);
 /* After this rank's forward/backward (compute_time seconds), before the gradient
  * exchange: a slow rank takes factor x as long, as a slow node would. */
 void faults_slow_compute(const faults *fs, double compute_time);

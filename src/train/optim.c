@@ -1,5 +1,8 @@
-/* optim.c - LR schedule, grad norm and AdamW (see optim.h). */
+/* optim.c - LR schedule, grad norm, clipping, and AdamW over the model's tensors
+ * (the update itself: tensor/adamw.c) (see optim.h). */
 #include "train/optim.h"
+
+#include "tensor/adamw.h"
 
 #include <math.h>
 
@@ -45,29 +48,16 @@ float optim_clip_coef(const optim_cfg *o, double norm)
 void optim_adamw_range(gx_model *m, const optim_cfg *o, long t, double lr, float clip_coef,
                        size_t lo, size_t hi, float *mm, float *vv)
 {
-    float b1 = (float)o->beta1, b2 = (float)o->beta2, eps = (float)o->eps;
-    float bc1 = (float)(1.0 - pow(o->beta1, (double)t));
-    float bc2s = (float)sqrt(1.0 - pow(o->beta2, (double)t));
-    float step = (float)lr / bc1;
+    adamw_cfg c = {.beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
+                   .weight_decay = o->weight_decay};
     for (int ti = 0; ti < m->num_tensors; ti++) {
         const gx_tensor *tn = &m->tensors[ti];
         size_t a = tn->offset > lo ? tn->offset : lo;
         size_t b = tn->offset + tn->numel < hi ? tn->offset + tn->numel : hi;
         if (a >= b)
             continue;
-        float decay = tn->decay ? (float)(1.0 - lr * o->weight_decay) : 1.0f;
-        float *p = m->params + a, *g = m->grads + a, *m1 = mm + (a - lo), *v1 = vv + (a - lo);
-        long n = (long)(b - a);
-#pragma omp parallel for simd schedule(static)
-        for (long i = 0; i < n; i++) {
-            float gi = g[i] * clip_coef;
-            float mi = b1 * m1[i] + (1.0f - b1) * gi;
-            float vi = b2 * v1[i] + (1.0f - b2) * gi * gi;
-            m1[i] = mi;
-            v1[i] = vi;
-            float denom = sqrtf(vi) / bc2s + eps;
-            p[i] = p[i] * decay - step * mi / denom;
-        }
+        adamw_update(&c, t, lr, clip_coef, tn->decay, (long)(b - a), m->params + a,
+                     m->grads + a, mm + (a - lo), vv + (a - lo));
     }
 }
 

@@ -1,5 +1,6 @@
 /*
- * optim.h - learning-rate schedule, global gradient-norm clipping and AdamW.
+ * optim.h - learning-rate schedule, global gradient-norm clipping and AdamW applied
+ * to a model's parameter tensors (the element-wise update is tensor/adamw.h).
  *
  * Semantics match torch.optim.AdamW and torch.nn.utils.clip_grad_norm_
  * (docs/parity.md states them exactly); the tests hold us to them.

@@ -14,6 +14,37 @@
 
 #define SECRET "00112233445566778899aabbccddeeff"
 
+/* The trainer's sampler (train/emit.c) in miniature: this machine's meter. */
+static void sample(void *ctx, hb_energy *out)
+{
+    obs_energy e;
+    obs_meter_sample(ctx, 0, NULL);
+    obs_meter_read(ctx, &e);
+    *out = (hb_energy){e.joules, e.watts, e.sources, e.gpus};
+}
+
+static obs_meter *meter_of[2];
+
+/* A client as the trainer starts one: host= this machine, a meter when asked. */
+static hb_client *start(int rank, const char *node, double period, int meter)
+{
+    char host[64];
+    obs_host_id(host, sizeof host);
+    obs_meter *m = meter ? obs_meter_open(NULL, NULL) : NULL;
+    hb_client_opts o = {.rank = rank, .node = node, .period = period, .host = host,
+                        .sample = m ? sample : NULL, .sample_ctx = m};
+    hb_client *c = hb_client_start(&o);
+    meter_of[meter != 0] = m;
+    return c;
+}
+
+static void stop(hb_client *c, int meter)
+{
+    hb_client_stop(c);
+    obs_meter_close(meter_of[meter != 0]);
+    meter_of[meter != 0] = NULL;
+}
+
 static void parse_energy(void)
 {
     hb_msg m;
@@ -76,7 +107,7 @@ static void client_line(int meter)
     /* nothing readable: powercap is usually root-only and there is no GPU here; even
      * where RAPL can be read the line must parse with the fields all or nothing */
     setenv("GRIT_NVML_LIB", "/nonexistent/libnvidia-ml.so.1", 1);
-    hb_client *c = hb_client_start(5, "nodeX", 0.05, meter);
+    hb_client *c = start(5, "nodeX", 0.05, meter);
     CHECK(c != NULL);
     hb_client_step(c, 11, 2.0, 1.0, 0.25, 0.05);
     hb_msg m = {0};
@@ -89,7 +120,7 @@ static void client_line(int meter)
         }
         usleep(10000);
     }
-    hb_client_stop(c);
+    stop(c, meter);
     CHECK(got >= 3);
     CHECK_INT(m.rank, 5);
     CHECK_INT(m.step, 11);
@@ -114,7 +145,7 @@ static void final_beat(void)
     CHECK_INT(hb_server_open(&s, NULL), GRIT_OK);
     setenv("GRIT_SUP_ADDR", s.addr, 1);
     setenv("GRIT_SUP_SECRET", s.secret, 1);
-    hb_client *c = hb_client_start(2, "nodeY", 60, 1);
+    hb_client *c = start(2, "nodeY", 60, 1);
     CHECK(c != NULL);
     usleep(50000); /* the thread has taken its baseline and waits for the period */
     struct timespec t0, t1;
@@ -132,7 +163,7 @@ static void final_beat(void)
     }
     CHECK(got);
     CHECK_INT(m.rank, 2);
-    hb_client_stop(c);
+    stop(c, 1);
     hb_client_final(NULL);
     hb_server_close(&s);
 }

@@ -1,0 +1,409 @@
+/* saver.c - checkpoint cadence, snapshot, rank-level commit and resume of a training
+ * run (see saver.h). */
+#include "train/saver.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/progress.h"
+
+static void on_reject(void *ctx, const char *dir, const char *why, int remote_next)
+{
+    saver *r = ctx;
+    if (remote_next) {
+        fprintf(stderr, "grit train: WARNING: the local copy of checkpoint %s is unusable: %s; "
+                        "trying the remote copy\n", dir, why);
+        events_emit(r->ev, "ckpt_local_rejected", json_pack("{s:s,s:s}", "dir", dir, "reason", why));
+        return;
+    }
+    fprintf(stderr, "grit train: WARNING: checkpoint %s/%s is unusable: %s; falling back to an "
+                    "older one\n", r->ck->root, dir, why);
+    events_emit(r->ev, "ckpt_rejected", json_pack("{s:s,s:s}", "dir", dir, "reason", why));
+}
+
+/* Logs a finished save; an error only when it failed and on_error is "stop". */
+static grit_err report_save(saver *r, const ckpt_result *res)
+{
+    if (res->step < 0)
+        return GRIT_OK;
+    if (res->rc == GRIT_OK) {
+        r->saves++;
+        events_emit(r->ev, "ckpt_saved",
+                    json_pack("{s:I,s:f,s:f,s:f,s:f,s:i,s:f}", "step", (json_int_t)res->step,
+                              "bytes", res->bytes, "seconds", res->seconds, "gb_per_s",
+                              res->bytes / 1e9 / (res->seconds > 0 ? res->seconds : 1e-9),
+                              "stall_s", r->last_stall, "pruned", res->pruned, "prune_seconds",
+                              res->prune_seconds));
+        if (res->err[0]) /* saved, but retention failed */
+            fprintf(stderr, "grit train: WARNING: checkpoint step %ld: %s\n", res->step, res->err);
+        return GRIT_OK;
+    }
+    r->failures++;
+    fprintf(stderr, "grit train: checkpoint step %ld FAILED: %s%s\n", res->step, res->err,
+            r->cfg->ckpt_stop_on_error ? "" : " (training continues; on_error is \"continue\")");
+    events_emit(r->ev, "ckpt_failed",
+                json_pack("{s:I,s:s}", "step", (json_int_t)res->step, "error", res->err));
+    if (r->cfg->ckpt_stop_on_error)
+        return grit_errf(GRIT_EIO, "checkpoint step %ld failed: %s", res->step, res->err);
+    return GRIT_OK;
+}
+
+/* Loads checkpoint dir (already verified by rank 0) into this rank's model and shard. */
+static grit_err load_checkpoint(saver *r, gx_model *m, dp_sync *dp, const char *dir,
+                                const char *fp, ckpt_state *st)
+{
+    const train_cfg *cfg = r->cfg;
+    grit_err rc = ckpt_read_state(r->ck, dir, st);
+    if (rc != GRIT_OK)
+        return rc;
+    if (strcmp(st->fingerprint, fp) != 0)
+        return grit_errf(GRIT_ECONFIG,
+                         "%s/%s was written by a different config (fingerprint %s, this config "
+                         "%s): use a new run_dir, or \"init_from\" to start from its weights only",
+                         r->ck->root, dir, st->fingerprint, fp);
+    if (cfg->optim.global_batch == 0 && st->world_size != r->d->size)
+        return grit_errf(GRIT_ECONFIG,
+                         "%s/%s was written by %d ranks, this run has %d: set optim.global_batch "
+                         "so the global batch stays the same across world sizes",
+                         r->ck->root, dir, st->world_size, r->d->size);
+    if ((rc = ckpt_load(r->ck, dir, m, NULL, true)) != GRIT_OK)
+        return rc;
+    if (!dp->zero1)
+        return ckpt_load_moments_range(r->ck, dir, m, 0, m->num_params, m->adam_m, m->adam_v);
+    /* ZeRO-1: this rank's element range only, resliced from whatever shards were written */
+    return ckpt_load_moments_range(r->ck, dir, m, dp->lo, dp->hi, dp->m_shard, dp->v_shard);
+}
+
+/* Restores state from the newest good checkpoint (rank 0 chooses and verifies it, every
+ * rank loads it) or init_from; *start = first step to run; *loaded tells whether the
+ * weights came from a file (else: initialise them). */
+grit_err saver_restore(saver *r, gx_model *m, dp_sync *dp, const char *fp, long *start,
+                        double *tokens, bool *loaded)
+{
+    const train_cfg *cfg = r->cfg;
+    *start = 0;
+    *tokens = 0;
+    *loaded = false;
+    if (cfg->resume) {
+        double t_load = now_seconds(); /* find + verify + load: the resume event's seconds */
+        char dir[64];
+        long chosen = -1; /* -1: none, -2: some exist but none verifies, -3: store error */
+        grit_err rc = GRIT_OK;
+        char why[1024] = "";
+        if (r->d->rank == 0) {
+            rc = ckpt_find(r->ck, dir, sizeof dir, on_reject, r);
+            if (rc == GRIT_OK)
+                chosen = strtol(dir + 5, NULL, 10);
+            else if (rc != GRIT_ENOTFOUND) {
+                chosen = rc == GRIT_EFORMAT ? -2 : -3;
+                snprintf(why, sizeof why, "%s", grit_errmsg());
+            }
+        }
+        if ((rc = comm_bcast(r->d, &chosen, sizeof chosen, 0)) != GRIT_OK)
+            return rc;
+        if (chosen == -3) /* the store could not be read (S3 refused, unreachable, ...) */
+            return grit_errf(GRIT_EIO, "%s", r->d->rank == 0 ? why : "rank 0 could not read "
+                                                                    "the checkpoint store");
+        if (chosen == -2)
+            return grit_errf(GRIT_EFORMAT, "%s; refusing to start over on top of them (move "
+                                           "them away, or set \"resume\": false)",
+                             r->d->rank == 0 ? why : "rank 0 found no usable checkpoint");
+        if (chosen >= 0) {
+            ckpt_state st;
+            ckpt_dirname(dir, sizeof dir, chosen);
+            rc = load_checkpoint(r, m, dp, dir, fp, &st);
+            store_release(r->ck); /* the objects a remote store kept for verify + load */
+            if (rc != GRIT_OK)
+                return rc;
+            if (st.threads != cfg->threads && r->log)
+                fprintf(stderr, "grit train: note: checkpoint was written with %d threads, this "
+                                "run uses %d: the continuation is exact but not bitwise equal "
+                                "to an uninterrupted %d-thread run\n",
+                        st.threads, cfg->threads, st.threads);
+            *start = st.step;
+            *tokens = st.tokens;
+            *loaded = true;
+            if (r->log)
+                fprintf(r->log, "grit train: resuming from %s/%s (step %ld, written by %d "
+                                "rank%s, now %d)\n",
+                        r->ck->root, dir, st.step, st.world_size, st.world_size > 1 ? "s" : "",
+                        r->d->size);
+            events_emit(r->ev, "resume",
+                        json_pack("{s:s,s:I,s:i,s:i,s:f}", "dir", dir, "step", (json_int_t)st.step,
+                                  "from_world", st.world_size, "world", r->d->size, "seconds",
+                                  now_seconds() - t_load));
+            return GRIT_OK;
+        }
+    }
+    if (cfg->init_from[0]) {
+        store *src;
+        grit_err rc = store_open_posix(cfg->init_from, &src);
+        if (rc == GRIT_OK)
+            rc = ckpt_load(src, ".", m, NULL, true);
+        store_close(src);
+        if (rc != GRIT_OK)
+            return rc;
+        events_emit(r->ev, "init_from", json_pack("{s:s}", "path", cfg->init_from));
+        *loaded = true;
+    }
+    return GRIT_OK;
+}
+
+/* A sharded save whose parts are all written (every rank calls this at the same
+ * step): each rank's shard entry (or error) is gathered to rank 0 - the gather
+ * completes only when every rank's part is durable - and rank 0 commits, or
+ * abandons the save if any part failed. */
+static grit_err finish_parts(saver *r)
+{
+    typedef struct part_msg {
+        int rc;
+        char err[400];
+        ckpt_file f;
+    } part_msg;
+    if (r->pending < 0)
+        return GRIT_OK;
+    long step = r->pending;
+    r->pending = -1;
+    const ckpt_file *mine;
+    const char *err;
+    int n;
+    part_msg msg = {0};
+    msg.rc = ckpt_async_part(&r->ca, &mine, &n, &err);
+    if (msg.rc == GRIT_OK)
+        msg.f = mine[0];
+    else
+        snprintf(msg.err, sizeof msg.err, "%s", err);
+    int W = r->d->size, leader = r->d->rank == 0;
+    part_msg *all = leader ? calloc((size_t)W, sizeof *all) : NULL;
+    ckpt_file *files = leader ? calloc((size_t)W + 3, sizeof *files) : NULL;
+    if (leader && (!all || !files)) {
+        free(all);
+        free(files);
+        return grit_errf(GRIT_ENOMEM, "out of memory");
+    }
+    grit_err rc = comm_gather(r->d, &msg, all, sizeof msg, 0);
+    if (rc == GRIT_OK && leader) {
+        char why[512] = "";
+        for (int k = 0; k < W && !why[0]; k++)
+            if (all[k].rc != GRIT_OK)
+                snprintf(why, sizeof why, "rank %d: %s", k, all[k].err);
+        if (why[0]) {
+            ckpt_async_fail(&r->ca, step, why);
+        } else {
+            memcpy(files, mine + 1, 3 * sizeof *files); /* model, config, state */
+            for (int k = 0; k < W; k++)
+                files[3 + k] = all[k].f;
+            rc = ckpt_async_commit(&r->ca, step, files, W + 3);
+        }
+    }
+    free(all);
+    free(files);
+    ckpt_result done;
+    if (rc == GRIT_OK && leader && !r->cfg->ckpt_async && ckpt_async_poll(&r->ca, &done))
+        rc = report_save(r, &done);
+    return rc;
+}
+
+/* Rank 0 reports the previous save and decides whether the run may go on; every
+ * rank learns the decision. */
+static grit_err gate(saver *r)
+{
+    int stop = 0;
+    grit_err rc = finish_parts(r);
+    if (rc != GRIT_OK)
+        return rc;
+    if (r->d->rank == 0) {
+        ckpt_result done;
+        ckpt_async_wait(&r->ca);
+        if (ckpt_async_poll(&r->ca, &done))
+            rc = report_save(r, &done);
+        stop = rc != GRIT_OK;
+    }
+    grit_err brc = comm_bcast(r->d, &stop, sizeof stop, 0);
+    if (rc != GRIT_OK)
+        return rc;
+    if (brc != GRIT_OK)
+        return brc;
+    return stop ? grit_errf(GRIT_EIO, "rank 0 stopped the run: a checkpoint save failed") : GRIT_OK;
+}
+
+/* World > 1: rank 0 makes the temp directory; then every rank snapshots its moment
+ * range (rank 0: and the parameters) and its writer starts on its part. */
+static grit_err save_sharded(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st,
+                                  double *stall)
+{
+    double t0 = now_seconds();
+    float *snap = ckpt_async_begin(&r->ca), *mm, *vv;
+    char why[512] = "";
+    if (r->d->rank == 0 && ckpt_begin(r->ck, st->step) != GRIT_OK)
+        snprintf(why, sizeof why, "%s", grit_errmsg());
+    grit_err rc = comm_bcast(r->d, why, sizeof why, 0); /* also: the directory exists now */
+    if (rc != GRIT_OK)
+        return rc;
+    if (why[0]) { /* nothing was started: report as a failed save */
+        *stall = r->last_stall = now_seconds() - t0;
+        if (r->d->rank != 0)
+            return GRIT_OK;
+        ckpt_result res = {.step = st->step, .rc = GRIT_EIO};
+        snprintf(res.err, sizeof res.err, "%s", why);
+        return report_save(r, &res);
+    }
+    size_t lo = dp->lo, n = dp->hi - dp->lo;
+    if (r->d->rank == 0)
+        ckpt_copy_parallel(snap, m->params, m->num_params);
+    ckpt_async_moments(&r->ca, &mm, &vv);
+    ckpt_copy_parallel(mm, dp->zero1 ? dp->m_shard : m->adam_m + lo, n);
+    ckpt_copy_parallel(vv, dp->zero1 ? dp->v_shard : m->adam_v + lo, n);
+    rc = ckpt_async_start(&r->ca, st);
+    r->pending = st->step;
+    *stall = r->last_stall = now_seconds() - t0;
+    if (rc == GRIT_OK && !r->cfg->ckpt_async) /* written already: commit now */
+        rc = finish_parts(r);
+    return rc;
+}
+
+/* Snapshot (params on rank 0, moments gathered from every rank) and start the save. */
+static grit_err save_now(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st,
+                                     double *stall)
+{
+    if (r->d->size > 1)
+        return save_sharded(r, m, dp, st, stall);
+    double t0 = now_seconds();
+    size_t np = m->num_params;
+    float *snap = r->d->rank == 0 ? ckpt_async_begin(&r->ca) : NULL;
+    if (snap)
+        ckpt_copy_parallel(snap, m->params, np);
+    grit_err rc = dp_gather_moments(dp, snap ? snap + np : NULL, snap ? snap + 2 * np : NULL, 0);
+    if (rc == GRIT_OK && snap)
+        rc = ckpt_async_start(&r->ca, st);
+    *stall = now_seconds() - t0;
+    r->last_stall = *stall;
+    ckpt_result done;
+    if (rc == GRIT_OK && snap && !r->cfg->ckpt_async && ckpt_async_poll(&r->ca, &done))
+        rc = report_save(r, &done);
+    return rc;
+}
+
+
+grit_err saver_open(saver *r, const train_cfg *cfg, comm *d, events *ev, FILE *log)
+{
+    memset(r, 0, sizeof *r);
+    r->cfg = cfg;
+    r->d = d;
+    r->ev = ev;
+    r->log = d->rank == 0 ? log : NULL;
+    r->on = train_cfg_ckpt_enabled(cfg);
+    r->pending = -1;
+    if (!r->on && !cfg->resume)
+        return GRIT_OK;
+    char path[1200];
+    if (cfg->ckpt_dir[0])
+        snprintf(path, sizeof path, "%s", cfg->ckpt_dir);
+    else
+        snprintf(path, sizeof path, "%s/ckpt", cfg->run_dir);
+    grit_err rc = store_open_ex2(path, cfg->ckpt_cache, &cfg->ckpt_s3, &r->ck);
+    if (rc != GRIT_OK)
+        return rc;
+    if (r->on && d->rank == 0) { /* before any save of this run: nothing of ours is in flight */
+        int n = 0;
+        if (store_cleanup(r->ck, &n) != GRIT_OK)
+            fprintf(stderr, "grit train: WARNING: could not look for unfinished uploads of an "
+                            "earlier run in %s: %s\n", r->ck->root, grit_errmsg());
+        else if (n > 0) {
+            fprintf(stderr, "grit train: aborted %d unfinished multipart upload%s left in %s by "
+                            "an earlier run (their parts were stored and billed)\n",
+                    n, n == 1 ? "" : "s", r->ck->root);
+            events_emit(r->ev, "ckpt_uploads_aborted", json_pack("{s:i}", "count", n));
+        }
+    }
+    return GRIT_OK;
+}
+
+grit_err saver_start(saver *r, const gx_model *m, const dp_sync *dp, double now)
+{
+    r->last_save = now;
+    r->ca_on = r->on && (r->d->rank == 0 || r->d->size > 1); /* world > 1: every rank
+                                                                writes its shard */
+    if (!r->ca_on)
+        return GRIT_OK;
+    const train_cfg *cfg = r->cfg;
+    grit_err rc = ckpt_async_init_rank(&r->ca, r->ck, m, cfg->ckpt_async, cfg->ckpt_keep_last,
+                                       cfg->ckpt_keep_every, r->d->rank, r->d->size, dp->lo,
+                                       dp->hi);
+    if (rc != GRIT_OK)
+        r->ca_on = false;
+    return rc;
+}
+
+double saver_part_written(saver *r)
+{
+    return r->pending >= 0 && !ckpt_async_busy(&r->ca) ? 1.0 : 0.0;
+}
+
+grit_err saver_parts_agreed(saver *r, double parts_written)
+{
+    if (r->pending >= 0 && parts_written == (double)r->d->size)
+        return finish_parts(r);
+    return GRIT_OK;
+}
+
+grit_err saver_poll(saver *r)
+{
+    ckpt_result done;
+    if (r->d->rank == 0 && r->on && ckpt_async_poll(&r->ca, &done))
+        return report_save(r, &done);
+    return GRIT_OK;
+}
+
+grit_err saver_due(saver *r, long step, int *due)
+{
+    const train_cfg *cfg = r->cfg;
+    *due = r->on &&
+           ((cfg->ckpt_interval_steps > 0 && step % cfg->ckpt_interval_steps == 0) ||
+            (cfg->ckpt_interval_minutes > 0 &&
+             now_seconds() - r->last_save >= 60.0 * cfg->ckpt_interval_minutes) ||
+            step == cfg->optim.total_steps);
+    if (r->d->size > 1 && cfg->ckpt_interval_minutes > 0) /* rank 0's clock decides for all */
+        return comm_bcast(r->d, due, sizeof *due, 0);
+    return GRIT_OK;
+}
+
+grit_err saver_save(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st, double *stall)
+{
+    double t_wait = now_seconds();
+    grit_err rc = gate(r);
+    if (rc != GRIT_OK)
+        return rc;
+    double waited = now_seconds() - t_wait;
+    if ((rc = save_now(r, m, dp, st, stall)) != GRIT_OK)
+        return rc;
+    *stall += waited;
+    r->last_stall = *stall;
+    r->stall_total += *stall;
+    r->last_save = now_seconds();
+    return GRIT_OK;
+}
+
+grit_err saver_finish(saver *r)
+{
+    grit_err rc;
+    if (r->ca_on && (rc = finish_parts(r)) != GRIT_OK)
+        return rc;
+    if (r->d->rank == 0 && r->on) {
+        ckpt_result done;
+        ckpt_async_wait(&r->ca);
+        if (ckpt_async_poll(&r->ca, &done))
+            return report_save(r, &done);
+    }
+    return GRIT_OK;
+}
+
+void saver_close(saver *r)
+{
+    if (r->ca_on)
+        ckpt_async_free(&r->ca);
+    r->ca_on = false;
+    store_close(r->ck);
+    r->ck = NULL;
+}
