@@ -185,6 +185,9 @@ static grit_err slurm_hosts(const sup_opts *o, char names[][32], int cap, int *n
     if (rc != 0)
         return grit_errf(GRIT_EIO, "scontrol show hostnames %s failed (status %d): %.200s", list,
                          rc, out);
+    if (strlen(out) >= sizeof out - 1) /* the capture is full: never a partial host list */
+        return grit_errf(GRIT_EINVAL, "allocation %s: scontrol printed more than %zu bytes of "
+                                      "host names (the most grit launch reads)", list, sizeof out - 1);
     *n = 0;
     for (char *sv = NULL, *h = strtok_r(out, "\n", &sv); h; h = strtok_r(NULL, "\n", &sv)) {
         if (!*h)
