@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # run_all.sh - every benchmark, one after the other (make bench). Each prints its own table.
-# BENCH=name[,name] picks some: train, ckpt, dp, recovery, tokenizer, health, obs.
+# BENCH=name[,name] picks some: train, ckpt, dp, recovery, tokenizer, health, obs, supervisor.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-want=${BENCH:-train,ckpt,dp,recovery,tokenizer,health,obs}
+want=${BENCH:-train,ckpt,dp,recovery,tokenizer,health,obs,supervisor}
 run() { case ",$want," in *",$1,"*) echo; echo "######## $1: $2"; shift 2; "$@" ;; esac; }
 run train "grit vs PyTorch training throughput" bash "$here/train_vs_pytorch.sh"
 run ckpt "checkpoint save, async stall, resume" bash "$here/ckpt_save.sh"
@@ -13,3 +13,4 @@ run recovery "grit launch recovery time and goodput (MINUTES=${MINUTES:=4}, FAUL
 run tokenizer "tokenizer throughput vs tiktoken" bash "$here/tokenizer.sh" "$here/../build"
 run health "grit health durations and sensitivity" bash "$here/health_sensitivity.sh"
 run obs "dashboard and /metrics request time on a 100k-step run" bash "$here/obs_view.sh"
+run supervisor "grit launch CPU per second of heartbeats at 4,096 ranks" bash "$here/supervisor_scale.sh" "$here/../build"

@@ -154,6 +154,15 @@ add_test(NAME integration.launch
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/launch.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.launch PROPERTIES TIMEOUT 600 LABELS "integration;mpi" RUN_SERIAL TRUE)
 
+# The supervisor at scale (src/supervise, tests/integration/sup_scale.c): 4,096 ranks on 512
+# nodes + 2 spares, heartbeats from one sender process over real UDP; a node dies, is
+# diagnosed, cordoned, a spare takes its place; 300 incidents all kept. The same binary is
+# the CPU bench (bench/supervisor_scale.sh).
+add_executable(grit-sup-scale tests/integration/sup_scale.c)
+target_link_libraries(grit-sup-scale PRIVATE gritcore)
+add_test(NAME integration.sup_scale COMMAND grit-sup-scale)
+set_tests_properties(integration.sup_scale PROPERTIES TIMEOUT 300 LABELS "integration" RUN_SERIAL TRUE)
+
 # grit health across MPI ranks (src/health/network.c, src/dist point-to-point): the
 # all-reduce sweep and pairwise ping-pong on 2 and 3 ranks, injected slow link and
 # corrupted all-reduce named by rank/pair, merged verdicts, a hung peer.

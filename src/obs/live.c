@@ -1,8 +1,13 @@
 /*
  * live.c - obs.json (cost figures), the heartbeat-fed node registry and the run's
- * measured energy (obs.h). The registry is a fixed table behind one mutex: obs_beat()
+ * measured energy (obs.h). The registry is a set of tables behind one mutex: obs_beat()
  * and obs_energy_beat() run in the supervisor's loop, the HTTP thread samples this
  * machine and persists the registry to nodes.json once a second.
+ *
+ * Size: the node and host tables grow with the job (doubling; no fixed count), and a
+ * beat finds its node or host through a hash index (a jansson object, name -> row), so
+ * a beat costs the same at 4 nodes and at 500. Out of memory, a new node or host is left
+ * out with one line on stderr, never a row overwritten.
  *
  * Energy is measured per host (a machine, named by its boot_id: obs_host_id):
  *
@@ -43,8 +48,6 @@
 #include "core/fsutil.h"
 #include "core/jcfg.h"
 
-#define OBS_NODES 64
-#define OBS_HOSTS 256
 #define HOST_STALE_S 10.0 /* a host silent this long: no power, its reporter may be replaced */
 
 typedef struct node_stat {
@@ -76,12 +79,13 @@ typedef struct node_host {
 
 static struct {
     pthread_mutex_t mu;
-    node_stat n[OBS_NODES];
-    int count;
-    host_stat h[OBS_HOSTS];
-    int nhosts;
-    node_host nh[OBS_NODES];
-    int nnh;
+    node_stat *n; /* [count] */
+    int count, ncap;
+    host_stat *h; /* [nhosts] */
+    int nhosts, hcap;
+    node_host *nh; /* [nnh] */
+    int nnh, nhcap;
+    json_t *n_idx, *h_idx, *nh_idx; /* name -> row of n, h, nh (NULL until the first) */
     char self_id[64]; /* "" until read (obs_host_id), or set by obs__set_host */
     int self_known;
     obs_energy self;  /* this machine, sampled by the live server */
@@ -135,6 +139,37 @@ grit_err obs_cfg_save(const char *run_dir, const obs_cfg *c)
     return rc;
 }
 
+/* reg.mu held: the row of key in idx, -1 when absent. */
+static int idx_get(json_t *idx, const char *key)
+{
+    json_t *v = idx ? json_object_get(idx, key) : NULL;
+    return v ? (int)json_integer_value(v) : -1;
+}
+
+/* reg.mu held: a new zeroed row at the end of *rows (*n rows, capacity *cap, size sz)
+ * indexed by key in *idx; its number, or -1 (out of memory: said once on stderr). */
+static int row_add(void **rows, int *n, int *cap, size_t sz, json_t **idx, const char *key)
+{
+    static int warned;
+    if (!*idx)
+        *idx = json_object();
+    if (*n == *cap) {
+        int c = *cap ? 2 * *cap : 64;
+        void *p = *idx ? realloc(*rows, (size_t)c * sz) : NULL;
+        if (!p) {
+            if (!warned++)
+                fprintf(stderr, "grit: out of memory for the node registry: %s left out\n", key);
+            return -1;
+        }
+        *rows = p;
+        *cap = c;
+    }
+    if (json_object_set_new(*idx, key, json_integer(*n)) != 0)
+        return -1;
+    memset((char *)*rows + (size_t)*n * sz, 0, sz);
+    return (*n)++;
+}
+
 static double now_s(void)
 {
     struct timespec t;
@@ -148,14 +183,11 @@ void obs_beat(const char *node, int rank, long step, double step_time, double co
     if (!node || !node[0] || step <= 0 || !isfinite(step_time))
         return;
     pthread_mutex_lock(&reg.mu);
-    int i;
-    for (i = 0; i < reg.count && strcmp(reg.n[i].name, node); i++)
-        ;
-    if (i == reg.count && reg.count < OBS_NODES) {
+    int i = idx_get(reg.n_idx, node);
+    if (i < 0 && (i = row_add((void **)&reg.n, &reg.count, &reg.ncap, sizeof *reg.n, &reg.n_idx,
+                              node)) >= 0)
         snprintf(reg.n[i].name, sizeof reg.n[i].name, "%s", node);
-        reg.count++;
-    }
-    if (i < reg.count && step >= reg.n[i].step) {
+    if (i >= 0 && step >= reg.n[i].step) {
         node_stat *n = &reg.n[i];
         if (step > n->step) { /* first rank to report this step sets it, others take the max */
             n->step = step;
@@ -219,6 +251,8 @@ void obs__power_reset(void)
     pthread_mutex_lock(&reg.mu);
     memset(&reg.self, 0, sizeof reg.self);
     reg.nhosts = reg.nnh = 0;
+    json_object_clear(reg.h_idx);
+    json_object_clear(reg.nh_idx);
     reg.self_known = 0;
     pthread_mutex_unlock(&reg.mu);
 }
@@ -248,16 +282,15 @@ static const char *self_id(void)
     return reg.self_id;
 }
 
-/* reg.mu held: the host entry for id, created when absent (NULL: table full). */
+/* reg.mu held: the host entry for id, created when absent (NULL: out of memory). */
 static host_stat *host_get(const char *id)
 {
-    for (int i = 0; i < reg.nhosts; i++)
-        if (!strcmp(reg.h[i].id, id))
-            return &reg.h[i];
-    if (reg.nhosts == OBS_HOSTS)
+    int i = idx_get(reg.h_idx, id);
+    if (i >= 0)
+        return &reg.h[i];
+    if ((i = row_add((void **)&reg.h, &reg.nhosts, &reg.hcap, sizeof *reg.h, &reg.h_idx, id)) < 0)
         return NULL;
-    host_stat *h = &reg.h[reg.nhosts++];
-    memset(h, 0, sizeof *h);
+    host_stat *h = &reg.h[i];
     snprintf(h->id, sizeof h->id, "%s", id);
     h->rank = -1;
     return h;
@@ -269,14 +302,11 @@ void obs_energy_beat(const obs_host_beat *b)
         return;
     double t = b->t > 0 ? b->t : now_s();
     pthread_mutex_lock(&reg.mu);
-    int k;
-    for (k = 0; k < reg.nnh && strcmp(reg.nh[k].name, b->node); k++)
-        ;
-    if (k == reg.nnh && reg.nnh < OBS_NODES) {
+    int k = idx_get(reg.nh_idx, b->node);
+    if (k < 0 && (k = row_add((void **)&reg.nh, &reg.nnh, &reg.nhcap, sizeof *reg.nh, &reg.nh_idx,
+                              b->node)) >= 0)
         snprintf(reg.nh[k].name, sizeof reg.nh[k].name, "%s", b->node);
-        reg.nnh++;
-    }
-    if (k < reg.nnh) /* a node's ranks move with it: the latest host wins */
+    if (k >= 0) /* a node's ranks move with it: the latest host wins */
         snprintf(reg.nh[k].id, sizeof reg.nh[k].id, "%s", b->host);
     host_stat *h = NULL;
     if (b->sources && isfinite(b->joules) && b->joules >= 0 && (h = host_get(b->host))) {
@@ -323,11 +353,7 @@ static void totals(double now, obs_energy *e, int *hosts, int *nodes, int *self_
             *self_counted = 0; /* the workers measured this machine: never count it twice */
     }
     for (int k = 0; k < reg.nnh; k++)
-        for (int i = 0; i < reg.nhosts; i++)
-            if (!strcmp(reg.nh[k].id, reg.h[i].id)) {
-                ++*nodes;
-                break;
-            }
+        *nodes += idx_get(reg.h_idx, reg.nh[k].id) >= 0;
     if (*self_counted) {
         e->joules += reg.self.joules;
         e->watts += reg.self.watts;

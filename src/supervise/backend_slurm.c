@@ -185,6 +185,9 @@ static grit_err slurm_hosts(const sup_opts *o, char names[][32], int cap, int *n
     if (rc != 0)
         return grit_errf(GRIT_EIO, "scontrol show hostnames %s failed (status %d): %.200s", list,
                          rc, out);
+    if (strlen(out) >= sizeof out - 1) /* the capture is full: never a partial host list */
+        return grit_errf(GRIT_EINVAL, "allocation %s: scontrol printed more than %zu bytes of "
+                                      "host names (the most grit launch reads)", list, sizeof out - 1);
     *n = 0;
     for (char *sv = NULL, *h = strtok_r(out, "\n", &sv); h; h = strtok_r(NULL, "\n", &sv)) {
         if (!*h)
@@ -229,19 +232,29 @@ static int slurm_job_argv(const sup_opts *o, const char *nodes, int count, int r
     PUT("--nodes=%d", count);
     PUT("--ntasks=%d", count * rpn);
     PUT("--job-name=grit-step-%d", attempt);
-    /* -w: every host once per rank, in position order */
-    char w[4096] = "";
-    size_t wl = 0;
-    char names[1024];
-    snprintf(names, sizeof names, "%s", nodes);
-    for (char *sv = NULL, *h = strtok_r(names, ",", &sv); h; h = strtok_r(NULL, ",", &sv))
+    /* -w: every host once per rank, in position order; written straight into buf */
+    const char *key = "--nodelist=";
+    size_t kl = strlen(key), wl = 0;
+    if (off + kl + 1 > cap)
+        return -1;
+    char *w = buf + off;
+    memcpy(w, key, kl);
+    wl = kl;
+    for (const char *h = nodes; *h;) {
+        size_t hl = strcspn(h, ",");
         for (int r = 0; r < rpn; r++) {
-            int x = snprintf(w + wl, sizeof w - wl, "%s%s", wl ? "," : "", h);
-            if (x < 0 || (size_t)x >= sizeof w - wl)
+            if (off + wl + hl + 2 > cap)
                 return -1;
-            wl += (size_t)x;
+            if (wl > kl)
+                w[wl++] = ',';
+            memcpy(w + wl, h, hl);
+            wl += hl;
         }
-    PUT("--nodelist=%s", w);
+        h += hl + (h[hl] == ',');
+    }
+    w[wl] = '\0';
+    argv[k++] = w;
+    off += wl + 1;
 #undef PUT
     for (int i = 0; i < ne; i++)
         argv[k++] = o->srun_args[i];
@@ -251,11 +264,13 @@ static int slurm_job_argv(const sup_opts *o, const char *nodes, int count, int r
     return 0;
 }
 
-/* Verdicts of the checks started together by check_begin, handed out by check_node. */
-static struct {
+/* Verdicts of the checks started together by check_begin, handed out by check_node
+ * (allocated for the suspects of the latest check_begin). */
+static struct verdict {
     char node[64], why[200];
     int bad, valid;
-} verdicts[CLUSTER_MAX];
+} *verdicts;
+static int nverdicts;
 
 static void health_argv(const sup_opts *o, const char *node, const char *fault, char *w,
                         size_t wcap, char *exp, size_t ecap, char **argv)
@@ -299,11 +314,18 @@ static int verdict(const proc *p, double secs, char *why, size_t cap)
 static void slurm_check_begin(const sup_opts *o, char targets[][64], int n,
                               const char *const *faults)
 {
-    static proc ps[CLUSTER_MAX];
-    char w[CLUSTER_MAX][96], exp[CLUSTER_MAX][128];
-    memset(verdicts, 0, sizeof verdicts);
-    if (n > CLUSTER_MAX)
-        n = CLUSTER_MAX;
+    free(verdicts);
+    nverdicts = 0;
+    verdicts = calloc(n > 0 ? (size_t)n : 1, sizeof *verdicts);
+    proc *ps = calloc(n > 0 ? (size_t)n : 1, sizeof *ps);
+    char (*w)[96] = calloc(n > 0 ? (size_t)n : 1, sizeof *w);
+    char (*exp)[128] = calloc(n > 0 ? (size_t)n : 1, sizeof *exp);
+    if (!verdicts || !ps || !w || !exp) { /* check_node then checks one by one */
+        free(verdicts), free(ps), free(w), free(exp);
+        verdicts = NULL;
+        return;
+    }
+    nverdicts = n;
     double t0 = now_seconds();
     for (int i = 0; i < n; i++) {
         char *argv[11];
@@ -317,12 +339,13 @@ static void slurm_check_begin(const sup_opts *o, char targets[][64], int n,
                                   sizeof verdicts[i].why);
         verdicts[i].valid = 1;
     }
+    free(ps), free(w), free(exp);
 }
 
 static int slurm_check_node(const sup_opts *o, const char *node, const char *fault, char *why,
                             size_t cap)
 {
-    for (int i = 0; i < CLUSTER_MAX; i++)
+    for (int i = 0; i < nverdicts; i++)
         if (verdicts[i].valid && !strcmp(verdicts[i].node, node)) {
             verdicts[i].valid = 0; /* each verdict is used once */
             snprintf(why, cap, "%s", verdicts[i].why);

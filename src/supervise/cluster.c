@@ -34,6 +34,23 @@ grit_err cluster_save(const cluster *c)
     return rc;
 }
 
+void cluster_free(cluster *c)
+{
+    free(c->n);
+    c->n = NULL;
+    c->count = 0;
+}
+
+/* Room for n slots in a fresh c; GRIT_EINVAL past CLUSTER_SLOTS_MAX. */
+static grit_err alloc_slots(cluster *c, long n, const char *what)
+{
+    if (n < 0 || n > CLUSTER_SLOTS_MAX)
+        return grit_errf(GRIT_EINVAL, "%s: %ld node slots, at most %d (CLUSTER_SLOTS_MAX)", what,
+                         n, CLUSTER_SLOTS_MAX);
+    c->n = calloc(n ? (size_t)n : 1, sizeof *c->n);
+    return c->n ? GRIT_OK : grit_errf(GRIT_ENOMEM, "%s: out of memory for %ld slots", what, n);
+}
+
 grit_err cluster_open(cluster *c, const char *path, int nodes, int spares)
 {
     memset(c, 0, sizeof *c);
@@ -43,9 +60,14 @@ grit_err cluster_open(cluster *c, const char *path, int nodes, int spares)
         json_error_t je;
         json_t *j = json_loads(text, 0, &je), *arr = json_object_get(j, "nodes");
         free(text);
-        if (!json_is_array(arr) || json_array_size(arr) > CLUSTER_MAX) {
+        if (!json_is_array(arr)) {
             json_decref(j);
             return grit_errf(GRIT_EFORMAT, "%s: expected {\"nodes\": [...]}", path);
+        }
+        grit_err rc = alloc_slots(c, (long)json_array_size(arr), path);
+        if (rc != GRIT_OK) {
+            json_decref(j);
+            return rc;
         }
         for (size_t i = 0; i < json_array_size(arr); i++) {
             json_t *o = json_array_get(arr, i);
@@ -54,6 +76,7 @@ grit_err cluster_open(cluster *c, const char *path, int nodes, int spares)
             const char *why = json_string_value(json_object_get(o, "reason"));
             if (!name || !st) {
                 json_decref(j);
+                cluster_free(c);
                 return grit_errf(GRIT_EFORMAT, "%s: nodes[%zu]: expected name and state", path, i);
             }
             node_slot *n = &c->n[c->count++];
@@ -68,9 +91,12 @@ grit_err cluster_open(cluster *c, const char *path, int nodes, int spares)
         json_decref(j);
         return GRIT_OK;
     }
-    if (nodes + spares > CLUSTER_MAX || nodes < 1)
+    if ((long)nodes + spares > CLUSTER_SLOTS_MAX || nodes < 1 || spares < 0)
         return grit_errf(GRIT_EINVAL, "--nodes %d --spares %d: expected 1..%d slots", nodes,
-                         spares, CLUSTER_MAX);
+                         spares, CLUSTER_SLOTS_MAX);
+    grit_err rc = alloc_slots(c, (long)nodes + spares, path);
+    if (rc != GRIT_OK)
+        return rc;
     for (int i = 0; i < nodes + spares; i++) {
         node_slot *n = &c->n[c->count++];
         snprintf(n->name, sizeof n->name, "node%d", i);
@@ -82,9 +108,9 @@ grit_err cluster_open(cluster *c, const char *path, int nodes, int spares)
 
 grit_err cluster_open_hosts(cluster *c, const char *path, char hosts[][32], int n, int spares)
 {
-    if (n < 1 || n > CLUSTER_MAX || spares < 0 || spares >= n)
+    if (n < 1 || n > CLUSTER_SLOTS_MAX || spares < 0 || spares >= n)
         return grit_errf(GRIT_EINVAL, "%d hosts with --spares %d: expected 1..%d hosts and "
-                                      "fewer spares than hosts", n, spares, CLUSTER_MAX);
+                                      "fewer spares than hosts", n, spares, CLUSTER_SLOTS_MAX);
     cluster old;
     if (cluster_open(&old, path, 1, 0) == GRIT_OK && old.count == n) {
         int same = 1;
@@ -95,8 +121,12 @@ grit_err cluster_open_hosts(cluster *c, const char *path, char hosts[][32], int 
             return GRIT_OK;
         }
     }
+    cluster_free(&old);
     memset(c, 0, sizeof *c);
     snprintf(c->path, sizeof c->path, "%s", path);
+    grit_err rc = alloc_slots(c, n, path);
+    if (rc != GRIT_OK)
+        return rc;
     for (int i = 0; i < n; i++) {
         node_slot *s = &c->n[c->count++];
         snprintf(s->name, sizeof s->name, "%s", hosts[i]);

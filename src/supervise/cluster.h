@@ -5,6 +5,11 @@
  * spares. A slot that fails diagnosis is cordoned with a reason and a spare
  * takes its place. The file is rewritten durably on every change, so a
  * restarted supervisor carries on with the same cluster.
+ *
+ * Size: the slots are allocated when the cluster is opened, as many as it has (up to
+ * CLUSTER_SLOTS_MAX, a sanity bound: more is refused at open, naming the limit).
+ * Ownership: a cluster is filled by cluster_open/cluster_open_hosts (which overwrite
+ * *c: free an opened one first) and released by cluster_free.
  */
 #ifndef GRIT_SUPERVISE_CLUSTER_H
 #define GRIT_SUPERVISE_CLUSTER_H
@@ -13,7 +18,7 @@
 
 #include "core/error.h"
 
-#define CLUSTER_MAX 64
+#define CLUSTER_SLOTS_MAX 100000
 
 typedef enum node_state { NODE_ACTIVE, NODE_SPARE, NODE_CORDONED } node_state;
 
@@ -25,7 +30,7 @@ typedef struct node_slot {
 } node_slot;
 
 typedef struct cluster {
-    node_slot n[CLUSTER_MAX];
+    node_slot *n; /* [count] */
     int count;
     char path[1100];
 } cluster;
@@ -36,6 +41,8 @@ grit_err cluster_open(cluster *c, const char *path, int nodes, int spares);
  * names (a restarted supervisor in the same allocation), else starts afresh with the
  * first n - spares hosts active and the rest spares. */
 grit_err cluster_open_hosts(cluster *c, const char *path, char hosts[][32], int n, int spares);
+/* Releases the slots; a zeroed or freed cluster is a no-op. */
+void cluster_free(cluster *c);
 grit_err cluster_save(const cluster *c);
 int cluster_active(const cluster *c);
 int cluster_spares(const cluster *c);

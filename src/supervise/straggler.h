@@ -4,7 +4,8 @@
  *
  * Pure and clock-free, so it can be tested with synthetic series: the supervisor feeds
  * each rank's compute time (step_time - comm_time from its heartbeat) keyed by the step
- * it belongs to, and asks for a verdict. No I/O, no allocation; nothing to free.
+ * it belongs to, and asks for a verdict. No I/O; storage is allocated by straggler_init
+ * for the job's ranks and nodes (none in record or check) and released by straggler_free.
  *
  * The rule (docs/heartbeat.md, README "a straggler"):
  *   1. Only aligned steps count: a step is compared once every rank has reported it.
@@ -27,6 +28,11 @@
  * Invariants: entries are tagged with their step, so a slot overwritten by a newer step
  * can never be mistaken for the old one; the decision reads only the newest
  * STRAGGLER_HISTORY steps of each rank.
+ *
+ * Size: any number of ranks up to STRAGGLER_MAX_RANKS (a sanity bound, refused loudly
+ * at init); memory is ranks x STRAGGLER_HISTORY x 16 bytes (4 MiB for 4,096 ranks).
+ * A check costs window x (ranks + nodes log nodes): about 0.1 ms at 4,096 ranks on 512
+ * nodes, so the supervisor can afford it every poll.
  */
 #ifndef GRIT_SUPERVISE_STRAGGLER_H
 #define GRIT_SUPERVISE_STRAGGLER_H
@@ -35,7 +41,7 @@
 
 #include "core/error.h"
 
-#define STRAGGLER_MAX_RANKS 256
+#define STRAGGLER_MAX_RANKS (1 << 20)
 #define STRAGGLER_MAX_WINDOW 32
 /* steps kept per rank: twice the largest window, so that a few lost or late beats
  * still leave a full window of aligned steps */
@@ -63,18 +69,22 @@ typedef struct straggler_entry {
     double compute;
 } straggler_entry;
 
-/* Caller-owned (it is large: embed it or make it static); straggler_init fills it. */
+/* Caller-owned; zero it before the first straggler_init, release with straggler_free. */
 typedef struct straggler {
     straggler_cfg cfg;
     int nranks, nnodes;
-    int node_of[STRAGGLER_MAX_RANKS];
-    long latest[STRAGGLER_MAX_RANKS]; /* newest step recorded per rank, -1 none */
-    straggler_entry hist[STRAGGLER_MAX_RANKS][STRAGGLER_HISTORY]; /* [rank][step % HISTORY] */
+    int *node_of;          /* [nranks] */
+    long *latest;          /* [nranks] newest step recorded per rank, -1 none */
+    straggler_entry *hist; /* [nranks * HISTORY]: rank r's step s at r * HISTORY + s % HISTORY */
+    double *scratch;       /* [6 * nnodes] for straggler_check */
+    int *iscratch;         /* [2 * nnodes] for straggler_check */
+    int cap_ranks, cap_nodes;
 } straggler;
 
-/* Empties st for a job of nranks ranks, rank r on node node_of[r]; node indices must
- * cover 0..nnodes-1, each with at least one rank. GRIT_EINVAL (with context) for a bad
- * configuration or node map; st is then unusable until a successful init. */
+/* Empties st (zeroed, or initialised before: its storage is reused or grown) for a job
+ * of nranks ranks, rank r on node node_of[r]; node indices must cover 0..nnodes-1, each
+ * with at least one rank. GRIT_EINVAL (with context) for a bad configuration or node
+ * map, GRIT_ENOMEM without memory; st is then unusable until a successful init. */
 grit_err straggler_init(straggler *st, const straggler_cfg *cfg, int nranks, const int *node_of);
 
 /* Records rank's compute time (seconds, >= 0) for step (> 0). A step recorded again
@@ -91,5 +101,8 @@ int straggler_check(const straggler *st, straggler_verdict *v);
  * steps (6-10)". Returns what snprintf returns. */
 int straggler_describe(const straggler *st, const straggler_verdict *v, const char *node_name,
                        char *buf, size_t cap);
+
+/* Releases st's storage; a zeroed or freed st is a no-op. */
+void straggler_free(straggler *st);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * sup.c - the supervisor state machine (drawn in sup.h) and its detectors.
+ * sup.c - the supervisor's loop (states and transitions: sup_fsm.h) and its detectors.
  *
  * One loop, one job at a time. While RUNNING it polls every 50 ms: the
  * heartbeat socket (progress, loss, per-rank compute and communication time,
@@ -20,11 +20,19 @@
  * Faults for tests and demos (--inject) are sup_inject.c's: it puts them into the
  * environment of the processes they break (the job, a node's health check), and
  * every detector and the diagnosis here see only what those processes do.
+ *
+ * Cost per second at scale (docs/supervisor.md; bench/supervisor_scale.sh): a beat is
+ * O(1) (its rank by index, the dashboard's node by hash); per 50 ms poll the work over
+ * all ranks is bounded: process liveness checks a slice of the ranks in turn (every
+ * rank within LIVE_ROUND_S), the hang timeout's median is recomputed at most every
+ * HANG_MEDIAN_S, the straggler check, O(window x (ranks + nodes log nodes)), runs every
+ * STRAG_EVERY_S. Jobs of at most LIVE_MIN ranks get all of it on every poll.
  */
 #define _GNU_SOURCE
 #include "supervise/sup.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -34,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -48,8 +57,11 @@
 #include "heartbeat/hb.h"
 #include "supervise/sup_internal.h"
 
-static const char *const state_names[] = {"PREFLIGHT",  "LAUNCHING", "RUNNING", "DETECTED",
-                                          "DIAGNOSING", "REPAIRING", "DONE",    "GAVE_UP"};
+#define LIVE_ROUND_S 2.0  /* every rank's process is looked at within this (large jobs) */
+#define STRAG_EVERY_S 0.25 /* the straggler check's period past LIVE_MIN ranks */
+#define LIVE_MIN 64       /* ranks looked at per poll at least (all of a small job) */
+#define HANG_MEDIAN_S 1.0 /* the derived hang timeout is recomputed this often */
+#define POLL_S 0.05
 
 void sup_say(sup *s, const char *fmt, ...)
 {
@@ -68,16 +80,58 @@ void sup_event(sup *s, const char *kind, json_t *fields)
     if (!fields)
         fields = json_object();
     json_object_set_new(fields, "source", json_string("supervisor"));
-    json_object_set_new(fields, "state", json_string(state_names[s->state]));
+    json_object_set_new(fields, "state", json_string(sup_state_name(s->state)));
     events_emit(&s->ev, kind, fields);
 }
 
-void sup_set_state(sup *s, sup_state st)
+grit_err sup_set_state(sup *s, sup_state st)
 {
-    if (s->state != st)
-        sup_event(s, "state", json_pack("{s:s,s:s}", "from", state_names[s->state], "to",
-                                    state_names[st]));
+    const sup_transition *t = sup_fsm_find(s->state, st);
+    if (!t) {
+        sup_event(s, "illegal_transition", json_pack("{s:s,s:s}", "from", sup_state_name(s->state),
+                                                     "to", sup_state_name(st)));
+        fprintf(stderr, "grit launch: illegal state transition %s -> %s (a bug: refused)\n",
+                sup_state_name(s->state), sup_state_name(st));
+        return grit_errf(GRIT_EINVAL, "illegal state transition %s -> %s",
+                         sup_state_name(s->state), sup_state_name(st));
+    }
+    sup_event(s, "state", json_pack("{s:s,s:s,s:s}", "from", sup_state_name(s->state), "to",
+                                    sup_state_name(st), "via", t->via));
     s->state = st;
+    return GRIT_OK;
+}
+
+grit_err sup_grow(void **p, int *cap, int n, size_t sz, const char *what)
+{
+    if (n <= *cap)
+        return GRIT_OK;
+    long want = *cap < 8 ? 16 : 2L * *cap;
+    if (want < n)
+        want = n;
+    if (want > INT_MAX / 2)
+        return grit_errf(GRIT_ENOMEM, "%s: %d entries is more than the supervisor can hold", what, n);
+    char *q = realloc(*p, (size_t)want * sz);
+    if (!q)
+        return grit_errf(GRIT_ENOMEM, "%s: out of memory for %ld entries", what, want);
+    memset(q + (size_t)*cap * sz, 0, (size_t)(want - *cap) * sz);
+    *p = q;
+    *cap = (int)want;
+    return GRIT_OK;
+}
+
+void sup_implicate(sup *s, const char *node)
+{
+    for (int i = 0; i < s->nimplicated; i++)
+        if (!strcmp(s->implicated[i], node))
+            return;
+    if (sup_grow((void **)&s->implicated, &s->impl_cap, s->nimplicated + 1,
+                 sizeof *s->implicated, "implicated nodes") != GRIT_OK) {
+        /* no memory for one more name: every active node is checked instead */
+        sup_say(s, "%s: diagnosing every node", grit_errmsg());
+        s->nimplicated = 0;
+        return;
+    }
+    snprintf(s->implicated[s->nimplicated++], sizeof *s->implicated, "%s", node);
 }
 
 static void save_state(sup *s)
@@ -103,42 +157,87 @@ static void on_reject(void *ctx, const char *why);
 
 /* --- launching and stopping -------------------------------------------------------- */
 
+/* The heartbeat socket's receive buffer holds one beat of every rank (a synchronous
+ * job's ranks finish a step together); where the kernel allows less, say so once. */
+static void size_socket(sup *s)
+{
+    int want = s->nranks > INT_MAX / 2048 ? INT_MAX : s->nranks * 2048, got = 0;
+    socklen_t len = sizeof got;
+    getsockopt(s->hb.fd, SOL_SOCKET, SO_RCVBUF, &got, &len);
+    if (got >= want)
+        return;
+    if (setsockopt(s->hb.fd, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof want) != 0)
+        setsockopt(s->hb.fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof want);
+    len = sizeof got;
+    getsockopt(s->hb.fd, SOL_SOCKET, SO_RCVBUF, &got, &len);
+    if (got < want && !s->rcvbuf_warned) {
+        s->rcvbuf_warned = 1;
+        sup_say(s, "heartbeat socket buffer %d bytes, %d wanted for %d ranks: beats of a burst "
+                   "may be lost (raise net.core.rmem_max)", got, want, s->nranks);
+        sup_event(s, "heartbeat_buffer", json_pack("{s:i,s:i,s:i}", "bytes", got, "wanted", want,
+                                                   "ranks", s->nranks));
+    }
+}
+
 static grit_err launch(sup *s)
 {
-    sup_set_state(s, S_LAUNCHING);
     int act = cluster_active(&s->cl), R = s->o->ranks_per_node;
+    if (R < 1 || act > INT_MAX / R)
+        return grit_errf(GRIT_EINVAL, "%d nodes x %d ranks per node: too many ranks", act, R);
     s->nranks = act * R;
-    if (s->nranks > MAX_RANKS)
-        return grit_errf(GRIT_EINVAL, "%d ranks exceed %d", s->nranks, MAX_RANKS);
-    char names[1024], trainer[2048], logpath[1200], rpn[16];
-    cluster_names(&s->cl, names, sizeof names);
+    grit_err grc = sup_grow((void **)&s->rk, &s->rk_cap, s->nranks, sizeof *s->rk, "ranks");
+    if (grc != GRIT_OK)
+        return grc;
+    size_t ncap = (size_t)act * sizeof s->cl.n->name + 1, acap = 8192 + (size_t)s->nranks * 40;
+    char *names = malloc(ncap), *argbuf = malloc(acap);
+    char **argv = malloc((BACKEND_ARGV_MAX + 1) * sizeof *argv);
+    int *node_of = malloc((size_t)(s->nranks ? s->nranks : 1) * sizeof *node_of);
+    const node_slot **at = calloc((size_t)(act ? act : 1), sizeof *at);
+    if (!names || !argbuf || !argv || !node_of || !at) {
+        free(names), free(argbuf), free(argv), free(node_of), free(at);
+        return grit_errf(GRIT_ENOMEM, "launch: out of memory for %d ranks", s->nranks);
+    }
+    char trainer[2048], logpath[1200], rpn[16];
+    cluster_names(&s->cl, names, ncap);
     sup_inject_job_faults(s->inj, s->attempt, trainer, sizeof trainer); /* for the event */
     snprintf(logpath, sizeof logpath, "%s/attempt_%02d.log", s->logdir, s->attempt);
     snprintf(rpn, sizeof rpn, "%d", R);
-    memset(s->rk, 0, sizeof s->rk);
-    int node_of[MAX_RANKS];
+    memset(s->rk, 0, (size_t)s->nranks * sizeof *s->rk);
+    for (int i = 0; i < s->cl.count; i++)
+        if (s->cl.n[i].state == NODE_ACTIVE && s->cl.n[i].position >= 0 && s->cl.n[i].position < act)
+            at[s->cl.n[i].position] = &s->cl.n[i];
     for (int r = 0; r < s->nranks; r++) {
-        const node_slot *n = cluster_at(&s->cl, r / R);
+        const node_slot *n = at[r / R];
         snprintf(s->rk[r].node, sizeof s->rk[r].node, "%s", n ? n->name : "?");
         s->rk[r].step = -1;
         node_of[r] = r / R;
     }
+    free(at);
+    s->live_next = 0;
+    s->hang_cache_ts = 0;
+    size_socket(s);
     straggler_cfg sc = {.factor = s->o->straggler_factor, .window = s->o->straggler_window,
                         .min_gap = s->o->straggler_min_gap};
     grit_err src = straggler_init(&s->strag, &sc, s->nranks, node_of);
-    if (src != GRIT_OK)
+    free(node_of);
+    if (src != GRIT_OK) {
+        free(names), free(argbuf), free(argv);
         return src;
+    }
     s->max_step = -1;
     s->log_size = 0;
     hb_msg stale; /* beats the previous job sent before it was stopped belong to no one now */
     while (hb_server_poll(&s->hb, &stale, on_reject, s)) /* forged ones are still reported */
         ;
-    char *argv[BACKEND_ARGV_MAX + 1], argbuf[8192];
-    if (s->be->job_argv(s->o, names, act, R, s->attempt, argv, argbuf, sizeof argbuf) != 0)
+    if (s->be->job_argv(s->o, names, act, R, s->attempt, argv, argbuf, acap) != 0) {
+        free(names), free(argbuf), free(argv);
         return grit_errf(GRIT_EINVAL, "the %s launch command is too long", s->be->name);
+    }
     pid_t pid = fork();
-    if (pid < 0)
+    if (pid < 0) {
+        free(names), free(argbuf), free(argv);
         return grit_errf(GRIT_EIO, "fork: %s", strerror(errno));
+    }
     if (pid == 0) {
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* a killed supervisor takes its job down */
@@ -155,7 +254,7 @@ static grit_err launch(sup *s)
         setenv("GRIT_NODES", names, 1);
         setenv("GRIT_RANKS_PER_NODE", rpn, 1);
         sup_inject_export_job(s->inj, s->attempt);
-        if (s->skip_steps[0])
+        if (s->skip_steps && s->skip_steps[0])
             setenv("GRIT_SKIP_STEPS", s->skip_steps, 1);
         if (getuid() == 0) {
             setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
@@ -174,9 +273,9 @@ static grit_err launch(sup *s)
                                  s->nranks, "nodes", names, "pid", (int)pid, "log", logpath,
                                  "faults", trainer[0] ? trainer : "-"));
     sup_say(s, "attempt %d: %d ranks on %s (log %s)", s->attempt, s->nranks, names, logpath);
+    free(names), free(argbuf), free(argv);
     save_state(s);
-    sup_set_state(s, S_RUNNING);
-    return GRIT_OK;
+    return sup_set_state(s, S_RUNNING);
 }
 
 /* SIGCONT + SIGTERM to the job's group and every known rank; SIGKILL after the grace. */
@@ -218,15 +317,17 @@ static char proc_state(long pid)
 {
     char p[64], line[512], state = 0;
     snprintf(p, sizeof p, "/proc/%ld/stat", pid);
-    FILE *st = fopen(p, "r");
-    if (!st)
+    int fd = open(p, O_RDONLY | O_CLOEXEC); /* no stdio: thousands of these a second */
+    if (fd < 0)
         return 0;
-    if (fgets(line, sizeof line, st)) {
+    ssize_t n = read(fd, line, sizeof line - 1);
+    close(fd);
+    if (n > 0) {
+        line[n] = '\0';
         char *rp = strrchr(line, ')');
         if (rp && rp[1] && rp[2])
             state = rp[2];
     }
-    fclose(st);
     return state;
 }
 
@@ -251,8 +352,8 @@ static void capture_stacks(sup *s)
                 fputs(line, f);
             fclose(st);
         }
-        if (state == 'T' && s->nimplicated < 8) {
-            snprintf(s->implicated[s->nimplicated++], 64, "%s", s->rk[r].node);
+        if (state == 'T') {
+            sup_implicate(s, s->rk[r].node);
             s->f_rank = r;
         }
     }
@@ -263,6 +364,13 @@ static void capture_stacks(sup *s)
 
 /* --- detection ------------------------------------------------------------------------- */
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts v (insertion sort: n is at most 32 here) and returns its median. */
 static double median(double *v, int n)
 {
     for (int i = 1; i < n; i++)
@@ -280,27 +388,37 @@ static double hang_timeout(sup *s)
         return s->o->startup_timeout;
     if (s->o->hang_timeout > 0)
         return s->max_step < 0 ? fmax(s->o->hang_timeout, s->o->startup_timeout) : s->o->hang_timeout;
-    double v[MAX_RANKS];
+    double now = now_seconds();
+    if (s->hang_cache_ts > 0 && now - s->hang_cache_ts < HANG_MEDIAN_S)
+        return s->hang_to; /* the median of thousands of ranks is not a per-poll cost */
+    double *v = malloc((size_t)(s->nranks ? s->nranks : 1) * sizeof *v);
     int n = 0;
-    for (int r = 0; r < s->nranks; r++)
+    for (int r = 0; v && r < s->nranks; r++)
         if (s->rk[r].ncompute)
             v[n++] = s->rk[r].compute;
-    double t = 10.0 * median(v, n);
-    return fmin(s->o->hang_cap, fmax(s->o->hang_floor, t));
+    double med = 0;
+    if (n) {
+        qsort(v, (size_t)n, sizeof *v, cmp_double);
+        med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    }
+    free(v);
+    s->hang_to = fmin(s->o->hang_cap, fmax(s->o->hang_floor, 10.0 * med));
+    s->hang_cache_ts = now;
+    return s->hang_to;
 }
 
-static void fail(sup *s, const char *kind, int rank, const char *detail)
+static void fail(sup *s, sup_fail kind, int rank, const char *detail)
 {
-    snprintf(s->f_kind, sizeof s->f_kind, "%s", kind);
+    s->f_kind = kind;
     snprintf(s->f_detail, sizeof s->f_detail, "%s", detail);
     s->f_rank = rank;
-    if (rank >= 0 && rank < s->nranks && s->nimplicated < 8)
-        memcpy(s->implicated[s->nimplicated++], s->rk[rank].node, 64);
+    if (rank >= 0 && rank < s->nranks)
+        sup_implicate(s, s->rk[rank].node);
 }
 
 static void note_fault(sup *s)
 {
-    if (s->ninc >= MAX_INCIDENTS)
+    if (s->ninc >= s->inc_cap) /* never: room for the next incident is kept (sup_run) */
         return;
     incident *in = &s->inc[s->ninc];
     if (in->fault_ts == 0) /* for the detection latency only */
@@ -375,7 +493,7 @@ static int poll_health(sup *s)
     return 0;
 }
 
-/* One poll of everything; returns 1 when the state changed. */
+/* One poll of everything: 0 nothing new, 1 a failure (s->f_*), 2 the job finished. */
 static int poll_running(sup *s)
 {
     hb_msg m;
@@ -396,7 +514,7 @@ static int poll_running(sup *s)
             if (!strcmp(m.kind, "nan")) {
                 char d[128];
                 snprintf(d, sizeof d, "non-finite %s at step %ld", m.detail, m.step);
-                fail(s, "nan", -1, d);
+                fail(s, F_NAN, -1, d);
                 s->f_nan_step = m.step; /* for the skip policy */
                 return 1;
             }
@@ -421,7 +539,8 @@ static int poll_running(sup *s)
                     in->recovered_ts = now_seconds();
                     in->resumed_at = m.step - 1;
                     double from = in->fault_ts > 0 ? in->fault_ts : in->detect_ts;
-                    sup_event(s, "recovered", json_pack("{s:s,s:I,s:f,s:I}", "kind", in->kind,
+                    sup_event(s, "recovered", json_pack("{s:s,s:I,s:f,s:I}", "kind",
+                                                    sup_fail_name(in->kind),
                                                     "resumed_at_step", (json_int_t)(m.step - 1),
                                                     "recovery_s", in->recovered_ts - from,
                                                     "steps_lost",
@@ -437,7 +556,7 @@ static int poll_running(sup *s)
                 char d[160];
                 snprintf(d, sizeof d, "loss %.4g at step %ld is a spike (robust z > %.1f)",
                          m.loss, m.step, s->o->spike_z);
-                fail(s, "spike", -1, d);
+                fail(s, F_SPIKE, -1, d);
                 s->f_nan_step = m.step; /* rolled back like a NaN; skipped if it repeats */
                 return 1;
             }
@@ -445,12 +564,20 @@ static int poll_running(sup *s)
         if (!isfinite(m.loss) && m.step > 0) {
             char d[64];
             snprintf(d, sizeof d, "non-finite loss at step %ld", m.step);
-            fail(s, "nan", -1, d);
+            fail(s, F_NAN, -1, d);
             return 1;
         }
     }
-    /* a rank process that is gone (or a zombie) is a failure now, before mpirun notices */
-    for (int r = 0; r < s->nranks; r++) {
+    /* a rank process that is gone (or a zombie) is a failure now, before mpirun notices;
+     * a large job's ranks are looked at a slice per poll, each within LIVE_ROUND_S */
+    int slice = (int)ceil(s->nranks * POLL_S / LIVE_ROUND_S);
+    if (slice < LIVE_MIN)
+        slice = LIVE_MIN;
+    if (slice > s->nranks)
+        slice = s->nranks;
+    for (int k = 0; k < slice; k++) {
+        int r = s->live_next;
+        s->live_next = s->live_next + 1 < s->nranks ? s->live_next + 1 : 0;
         if (s->rk[r].pid <= 0 || s->rk[r].done)
             continue;
         char state = proc_state(s->rk[r].pid);
@@ -458,7 +585,7 @@ static int poll_running(sup *s)
             char d[160];
             snprintf(d, sizeof d, "rank %d (pid %ld) died", r, s->rk[r].pid);
             s->rk[r].pid = 0;
-            fail(s, "exit", r, d);
+            fail(s, F_EXIT, r, d);
             return 1;
         }
     }
@@ -467,8 +594,7 @@ static int poll_running(sup *s)
     if (w == s->job) {
         s->job = 0;
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-            sup_set_state(s, S_DONE);
-            return 1;
+            return 2; /* finished: the loop moves to DONE */
         }
         /* which rank: the launcher's report in the log (backend.h failed_rank) */
         char path[1300], *text = NULL, detail[200];
@@ -481,7 +607,7 @@ static int poll_running(sup *s)
         snprintf(detail, sizeof detail, "job %s %d%s", WIFSIGNALED(status) ? "killed by signal" : "exited with",
                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
                  rank >= 0 ? " (a rank died)" : "");
-        fail(s, "exit", rank, detail);
+        fail(s, F_EXIT, rank, detail);
         return 1;
     }
     /* progress for programs without heartbeats: their log grows */
@@ -498,18 +624,21 @@ static int poll_running(sup *s)
         char d[128];
         snprintf(d, sizeof d, "no progress for %.1f s (timeout %.1f s) after step %ld",
                  now_seconds() - s->progress_ts, to, s->max_step);
-        fail(s, "hang", -1, d);
+        fail(s, F_HANG, -1, d);
         return 1;
     }
     if (poll_health(s)) {
-        fail(s, "health", -1, "periodic grit health --quick failed");
+        fail(s, F_HEALTH, -1, "periodic grit health --quick failed");
         return 1;
     }
-    straggler_verdict sv;
-    if (straggler_check(&s->strag, &sv)) {
+    straggler_verdict sv; /* a large job's steps are not milliseconds: not every poll */
+    int strag_due = s->nranks <= LIVE_MIN || now_seconds() - s->strag_ts >= STRAG_EVERY_S;
+    if (strag_due)
+        s->strag_ts = now_seconds();
+    if (strag_due && straggler_check(&s->strag, &sv)) {
         char d[200];
         straggler_describe(&s->strag, &sv, s->rk[sv.rank].node, d, sizeof d);
-        fail(s, "straggler", sv.rank, d);
+        fail(s, F_STRAGGLER, sv.rank, d);
         return 1;
     }
     return 0;
@@ -517,16 +646,111 @@ static int poll_running(sup *s)
 
 /* --- the loop ----------------------------------------------------------------------------- */
 
+/* Moves to st; an illegal move (a bug) is refused by sup_set_state, and the
+ * supervisor then gives up through ERROR rather than carry on in a state nobody drew.
+ * 0, or -1 after giving up. */
+static int move(sup *s, sup_state st);
+
+/* ERROR -> GAVE_UP: the one way out of an internal error, on purpose: the reason
+ * recorded (event gave_up, stderr), the job stopped, the summary written. */
+static void give_up_error(sup *s, const char *why)
+{
+    char reason[400];
+    snprintf(reason, sizeof reason, "%s", why);
+    fprintf(stderr, "grit launch: %s\n", reason);
+    if (s->state != S_ERROR && sup_set_state(s, S_ERROR) != GRIT_OK)
+        return; /* already final (DONE or GAVE_UP): nothing left to do */
+    sup_event(s, "gave_up", json_pack("{s:s}", "reason", reason));
+    sup_say(s, "giving up: %s", reason);
+    if (s->job > 0)
+        sup_event(s, "job_stopped", json_pack("{s:i}", "status", stop_job(s)));
+    sup_set_state(s, S_GAVE_UP);
+    sup_summary(s, 0);
+}
+
+static int move(sup *s, sup_state st)
+{
+    if (sup_set_state(s, st) == GRIT_OK)
+        return 0;
+    give_up_error(s, grit_errmsg());
+    return -1;
+}
+
+/* DETECTED: the incident recorded (a new row: the table grows, never overwrites). */
+static grit_err record_incident(sup *s)
+{
+    incident *in = &s->inc[s->ninc]; /* room kept: sup_run and below */
+    in->kind = s->f_kind;
+    snprintf(in->detail, sizeof in->detail, "%s", s->f_detail);
+    in->detect_ts = now_seconds();
+    in->step_seen = s->max_step;
+    in->rank = s->f_rank;
+    if (s->f_kind == F_HANG)
+        capture_stacks(s);
+    if (s->nimplicated)
+        snprintf(in->node, sizeof in->node, "%s", s->implicated[0]);
+    sup_event(s, "detected", json_pack("{s:s,s:s,s:s,s:I,s:f}", "kind", sup_fail_name(in->kind),
+                                       "node", in->node[0] ? in->node : "-", "detail", in->detail,
+                                       "step", (json_int_t)in->step_seen, "latency_s",
+                                       in->fault_ts > 0 ? in->detect_ts - in->fault_ts : -1.0));
+    sup_say(s, "detected %s%s%s: %s", sup_fail_name(in->kind), in->node[0] ? " on " : "",
+            in->node, in->detail);
+    s->ninc++;
+    /* the next incident's row exists before its fault can be noted (note_fault) */
+    return sup_grow((void **)&s->inc, &s->inc_cap, s->ninc + 1, sizeof *s->inc, "incidents");
+}
+
+/* A numeric failure at the same step twice: that step's batch is skipped from now on. */
+static grit_err skip_policy(sup *s, long nan_step)
+{
+    for (int i = 0; i < s->nnan; i++)
+        if (s->nan_steps[i] == nan_step) {
+            size_t l = s->skip_steps ? strlen(s->skip_steps) : 0;
+            grit_err rc = sup_grow((void **)&s->skip_steps, &s->skip_cap, (int)l + 24, 1,
+                                   "skipped steps");
+            if (rc != GRIT_OK)
+                return rc;
+            snprintf(s->skip_steps + l, (size_t)s->skip_cap - l, "%s%ld", l ? "," : "", nan_step);
+            sup_event(s, "skip_batches", json_pack("{s:s}", "steps", s->skip_steps));
+            sup_say(s, "%s at step %ld again: skipping that step's batch", sup_fail_name(s->f_kind),
+                    nan_step);
+            return GRIT_OK;
+        }
+    grit_err rc = sup_grow((void **)&s->nan_steps, &s->nan_cap, s->nnan + 1, sizeof *s->nan_steps,
+                           "numeric failure steps");
+    if (rc == GRIT_OK)
+        s->nan_steps[s->nnan++] = nan_step;
+    return rc;
+}
+
+/* PREFLIGHT: every active node's health before the first launch, the bad ones
+ * replaced; 0 to launch, -1 when it cannot start (no spare: reason recorded). */
+static int sup_preflight(sup *s)
+{
+    s->nimplicated = 0;
+    for (int p = 0; p < cluster_active(&s->cl); p++)
+        sup_implicate(s, cluster_at(&s->cl, p)->name);
+    s->f_kind = F_PREFLIGHT;
+    if (sup_diagnose(s) != GRIT_OK) {
+        give_up_error(s, grit_errmsg());
+        return -1;
+    }
+    int rc = sup_repair(s);
+    s->nimplicated = 0;
+    return rc;
+}
+
 int sup_run(const sup_opts *o)
 {
     sup *s = calloc(1, sizeof *s);
     if (!s)
         return 2;
     s->o = o;
-    s->be = sup_backend_find(o->backend);
+    s->be = o->backend_impl ? o->backend_impl : sup_backend_find(o->backend);
     s->f_rank = -1;
     int rc = 2;
     char path[1200];
+    char (*hosts)[32] = NULL;
     if (fs_mkdirs(o->run_dir) != GRIT_OK) {
         fprintf(stderr, "grit launch: %s\n", grit_errmsg());
         goto out;
@@ -534,15 +758,26 @@ int sup_run(const sup_opts *o)
     snprintf(s->logdir, sizeof s->logdir, "%s/logs", o->run_dir);
     snprintf(s->statepath, sizeof s->statepath, "%s/supervisor.json", o->run_dir);
     snprintf(path, sizeof path, "%s/cluster.json", o->run_dir);
-    char hosts[CLUSTER_MAX][32];
     int nhosts = 0;
+    if (s->be && s->be->hosts && !(hosts = calloc(CLUSTER_SLOTS_MAX, sizeof *hosts))) {
+        fprintf(stderr, "grit launch: out of memory\n");
+        goto out;
+    }
     grit_err crc = !s->be ? grit_errf(GRIT_EINVAL, "--backend %s: expected local or slurm", o->backend)
                  : fs_mkdirs(s->logdir) != GRIT_OK ? GRIT_EIO
                  : !s->be->hosts ? cluster_open(&s->cl, path, o->nodes, o->spares)
-                 : s->be->hosts(o, hosts, CLUSTER_MAX, &nhosts) != GRIT_OK ? GRIT_EINVAL
+                 : s->be->hosts(o, hosts, CLUSTER_SLOTS_MAX, &nhosts) != GRIT_OK ? GRIT_EINVAL
                  : cluster_open_hosts(&s->cl, path, hosts, nhosts, o->spares);
+    free(hosts);
     if (crc == GRIT_OK)
         crc = sup_inject_open(o->inject, o->run_dir, &s->inj);
+    if (crc == GRIT_OK) /* room for what grows with the cluster, and the first incident */
+        crc = sup_grow((void **)&s->implicated, &s->impl_cap, s->cl.count, sizeof *s->implicated,
+                       "implicated nodes");
+    if (crc == GRIT_OK)
+        crc = sup_grow((void **)&s->vd, &s->vd_cap, s->cl.count, sizeof *s->vd, "verdicts");
+    if (crc == GRIT_OK)
+        crc = sup_grow((void **)&s->inc, &s->inc_cap, 1, sizeof *s->inc, "incidents");
     if (crc != GRIT_OK) {
         fprintf(stderr, "grit launch: %s\n", grit_errmsg());
         goto out;
@@ -557,89 +792,76 @@ int sup_run(const sup_opts *o)
     sup_event(s, "supervisor_start", json_pack("{s:i,s:i,s:i,s:s,s:i}", "nodes", o->nodes, "spares",
                                            o->spares, "ranks_per_node", o->ranks_per_node,
                                            "heartbeat", s->hb.addr, "attempt", s->attempt));
-    /* PREFLIGHT: every active node's health before the first launch */
-    s->nimplicated = 0;
-    for (int p = 0; p < cluster_active(&s->cl) && s->nimplicated < 8; p++)
-        snprintf(s->implicated[s->nimplicated++], 64, "%s", cluster_at(&s->cl, p)->name);
-    snprintf(s->f_kind, sizeof s->f_kind, "preflight");
-    if (sup_diagnose_and_repair(s) != 0) {
-        sup_set_state(s, S_GAVE_UP);
-        rc = 1;
+    rc = 1;
+    if (sup_preflight(s) != 0) {
+        if (s->state == S_PREFLIGHT)
+            move(s, S_GAVE_UP);
         goto out;
     }
-    s->nimplicated = 0;
+    if (move(s, S_LAUNCHING) != 0)
+        goto out;
     for (;;) {
         if (launch(s) != GRIT_OK) {
-            fprintf(stderr, "grit launch: %s\n", grit_errmsg());
-            sup_set_state(s, S_GAVE_UP);
-            rc = 1;
+            give_up_error(s, grit_errmsg());
             break;
         }
-        while (!poll_running(s))
-            usleep(50000);
-        if (s->state == S_DONE) {
+        int r;
+        while (!(r = poll_running(s)))
+            usleep((useconds_t)(POLL_S * 1e6));
+        if (r == 2) {
+            if (move(s, S_DONE) != 0)
+                break;
             /* a recovery whose first new step came in the last beats */
             sup_summary(s, 1);
             rc = 0;
             break;
         }
-        sup_set_state(s, S_DETECTED);
-        incident *in = s->ninc < MAX_INCIDENTS ? &s->inc[s->ninc] : &s->inc[MAX_INCIDENTS - 1];
-        snprintf(in->kind, sizeof in->kind, "%s", s->f_kind);
-        snprintf(in->detail, sizeof in->detail, "%s", s->f_detail);
-        in->detect_ts = now_seconds();
-        in->step_seen = s->max_step;
-        in->rank = s->f_rank;
-        long nan_step = !strcmp(s->f_kind, "nan") || !strcmp(s->f_kind, "spike") ? s->f_nan_step : -1;
-        if (!strcmp(s->f_kind, "hang"))
-            capture_stacks(s);
-        if (s->nimplicated)
-            snprintf(in->node, sizeof in->node, "%s", s->implicated[0]);
-        sup_event(s, "detected", json_pack("{s:s,s:s,s:s,s:I,s:f}", "kind", in->kind, "node",
-                                       in->node[0] ? in->node : "-", "detail", in->detail, "step",
-                                       (json_int_t)in->step_seen,
-                                       "latency_s", in->fault_ts > 0 ? in->detect_ts - in->fault_ts : -1.0));
-        sup_say(s, "detected %s%s%s: %s", in->kind, in->node[0] ? " on " : "", in->node, in->detail);
-        if (s->ninc < MAX_INCIDENTS)
-            s->ninc++;
+        if (move(s, S_DETECTED) != 0)
+            break;
+        long nan_step = sup_fail_numeric(s->f_kind) ? s->f_nan_step : -1;
+        if (record_incident(s) != GRIT_OK) {
+            give_up_error(s, grit_errmsg());
+            break;
+        }
         int st = stop_job(s);
         sup_event(s, "job_stopped", json_pack("{s:i}", "status", st));
-        if (nan_step > 0) { /* the same step failing twice: skip its batch from now on */
-            int seen = 0;
-            for (int i = 0; i < s->nnan; i++)
-                seen |= s->nan_steps[i] == nan_step;
-            if (seen) {
-                size_t l = strlen(s->skip_steps);
-                snprintf(s->skip_steps + l, sizeof s->skip_steps - l, "%s%ld", l ? "," : "", nan_step);
-                sup_event(s, "skip_batches", json_pack("{s:s}", "steps", s->skip_steps));
-                sup_say(s, "%s at step %ld again: skipping that step's batch", s->f_kind, nan_step);
-            } else if (s->nnan < 16)
-                s->nan_steps[s->nnan++] = nan_step;
+        if (nan_step > 0 && skip_policy(s, nan_step) != GRIT_OK) {
+            give_up_error(s, grit_errmsg());
+            break;
         }
-        if (sup_diagnose_and_repair(s) != 0) {
-            sup_set_state(s, S_GAVE_UP);
-            sup_summary(s, 0);
-            rc = 1;
+        if (move(s, S_DIAGNOSING) != 0)
+            break;
+        if (sup_diagnose(s) != GRIT_OK) {
+            give_up_error(s, grit_errmsg());
+            break;
+        }
+        if (move(s, S_REPAIRING) != 0)
+            break;
+        if (sup_repair(s) != 0) {
+            if (move(s, S_GAVE_UP) == 0)
+                sup_summary(s, 0);
             break;
         }
         s->nimplicated = 0;
         s->f_rank = -1;
         s->f_nan_step = -1;
+        s->f_kind = F_NONE;
         if (++s->restarts > o->max_restarts) {
             char reason[128];
             snprintf(reason, sizeof reason, "%d restarts exceed --max-restarts %d", s->restarts,
                      o->max_restarts);
             sup_event(s, "gave_up", json_pack("{s:s}", "reason", reason));
             sup_say(s, "giving up: %s", reason);
-            sup_set_state(s, S_GAVE_UP);
-            sup_summary(s, 0);
-            rc = 1;
+            if (move(s, S_GAVE_UP) == 0)
+                sup_summary(s, 0);
             break;
         }
         double wait = fmin(30.0, o->backoff * pow(2.0, s->restarts - 1));
         sup_event(s, "backoff", json_pack("{s:f,s:i}", "seconds", wait, "restart", s->restarts));
         usleep((useconds_t)(wait * 1e6));
         s->attempt++;
+        if (move(s, S_LAUNCHING) != 0)
+            break;
     }
 out:
     if (s->job > 0)
@@ -651,6 +873,10 @@ out:
     hb_server_close(&s->hb);
     events_close(&s->ev);
     sup_inject_close(s->inj);
+    cluster_free(&s->cl);
+    straggler_free(&s->strag);
+    free(s->rk), free(s->inc), free(s->nan_steps), free(s->skip_steps), free(s->implicated);
+    free(s->vd);
     free(s);
     return rc;
 }

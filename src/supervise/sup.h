@@ -1,21 +1,14 @@
 /*
  * sup.h - grit launch: supervise a job, detect failures, replace nodes, resume.
  *
- * The state machine (the function behind each transition in brackets):
+ * The states and the function behind each transition are drawn in sup_fsm.h, where
+ * the table that enforces them lives:
  *
- *   PREFLIGHT --[preflight: health of every active node]--> LAUNCHING
- *   LAUNCHING --[launch: mpirun in its own process group]--> RUNNING
- *   RUNNING  --[job exits 0]--> DONE
- *   RUNNING  --[detect: exit/signal, hang, NaN, straggler]--> DETECTED
- *   DETECTED --[stop_job: SIGTERM, grace, SIGKILL; stacks on a hang]--> DIAGNOSING
- *   DIAGNOSING --[diagnose: grit health on the implicated nodes]--> REPAIRING
- *   REPAIRING --[repair: cordon, spare in, backoff]--> LAUNCHING
- *   REPAIRING --[no spare and policy give_up | max restarts]--> GAVE_UP
- *   any      --[an error the supervisor cannot handle]--> GAVE_UP (reason recorded)
+ *   PREFLIGHT -> LAUNCHING -> RUNNING -> (DETECTED -> DIAGNOSING -> REPAIRING ->
+ *   LAUNCHING -> RUNNING)* -> DONE | GAVE_UP   (ERROR -> GAVE_UP on an internal error)
  *
- * GAVE_UP is left only by a person (re-running grit launch on the run
- * directory, which carries on from cluster.json and the checkpoints).
- * Every transition is an event in RUN/events.jsonl ("source":"supervisor").
+ * Every transition is an event in RUN/events.jsonl ("source":"supervisor"). Limits and
+ * the state machine for users: docs/supervisor.md.
  */
 #ifndef GRIT_SUPERVISE_SUP_H
 #define GRIT_SUPERVISE_SUP_H
@@ -40,6 +33,8 @@ typedef struct sup_opts {
     double health_timeout; /* slurm: a node's grit health must answer within S seconds */
     char *const *srun_args; /* slurm: extra srun options for every step (NULL-terminated) */
     int quiet;
+    /* tests: a backend that sup_backend_find does not know (NULL: by name) */
+    const struct sup_backend *backend_impl;
 } sup_opts;
 
 /* Runs the job to the end. Returns 0 when it finished, 1 when the supervisor

@@ -1,9 +1,16 @@
 /*
  * sup_internal.h - the supervisor's state, shared by its files:
  *   sup.c         the loop, launching and stopping, the detectors
+ *   sup_fsm.c     the legal transitions and the failure kinds
  *   sup_repair.c  diagnosis of suspect nodes and their replacement by spares
  *   sup_summary.c the incident table and goodput at the end
  *   sup_inject.c  --inject: faults into the environment of the processes they break
+ *
+ * Sizes: nothing here has a fixed capacity. Ranks are allocated at each launch for
+ * the attempt's world; implicated nodes and diagnosis verdicts for the cluster's slot
+ * count when it is opened; incidents, NaN steps and skipped steps grow as they come
+ * (sup_grow). An allocation that fails is an error (ERROR -> GAVE_UP), never a row
+ * overwritten or an entry dropped.
  */
 #ifndef GRIT_SUP_INTERNAL_H
 #define GRIT_SUP_INTERNAL_H
@@ -17,14 +24,7 @@
 #include "heartbeat/hb.h"
 #include "supervise/straggler.h"
 #include "supervise/sup.h"
-
-#define MAX_RANKS 256
-#define MAX_INCIDENTS 64
-
-typedef enum sup_state {
-    S_PREFLIGHT, S_LAUNCHING, S_RUNNING, S_DETECTED, S_DIAGNOSING, S_REPAIRING, S_DONE, S_GAVE_UP
-} sup_state;
-
+#include "supervise/sup_fsm.h"
 
 /* --inject: faults for tests, put into the environment of the processes they break
  * (sup_inject.c); nothing else of the supervisor reads them. */
@@ -57,7 +57,8 @@ typedef struct rank_info {
 } rank_info;
 
 typedef struct incident {
-    char kind[16], node[64], detail[200];
+    sup_fail kind;
+    char node[64], detail[200];
     int rank;
     long step_seen, resumed_at;
     double fault_ts, detect_ts, recovered_ts;
@@ -75,39 +76,64 @@ typedef struct sup {
     pid_t job;
     double launch_ts, progress_ts, first_launch_ts;
     long max_step, log_size;
-    rank_info rk[MAX_RANKS];
-    int nranks;
+    rank_info *rk; /* [nranks], this attempt's ranks (capacity rk_cap) */
+    int nranks, rk_cap;
+    int rcvbuf_warned; /* the heartbeat socket buffer warning was given */
+    int live_next; /* the next rank whose process poll_running checks (round robin) */
+    double hang_cache_ts; /* when hang_to was computed (the median is not per poll) */
+    double hang_to;
+    double strag_ts; /* the last straggler check (large jobs: not every poll) */
     straggler strag; /* compute times by step, for the straggler detector */
-    incident inc[MAX_INCIDENTS];
-    int ninc;
-    long nan_steps[16];
-    int nnan;
-    char skip_steps[256];
+    incident *inc; /* [ninc] every incident of this supervisor, in order (capacity inc_cap) */
+    int ninc, inc_cap;
+    long *nan_steps; /* steps that failed numerically once (capacity nan_cap) */
+    int nnan, nan_cap;
+    char *skip_steps; /* comma list for GRIT_SKIP_STEPS (NULL: none; capacity skip_cap) */
+    int skip_cap;
     /* the current failure */
-    char f_kind[16], f_detail[200];
-    char implicated[8][64];
-    int nimplicated;
+    sup_fail f_kind;
+    char f_detail[200];
+    char (*implicated)[64]; /* [nimplicated] distinct node names (capacity: cluster slots) */
+    int nimplicated, impl_cap;
+    struct sup_verdict { /* sup_diagnose's findings, one per suspect, for sup_repair */
+        char node[64], why[200];
+        int bad;
+    } *vd;
+    int nvd, vd_cap;
     int f_rank;
     long f_nan_step;
     double losses[32]; /* recent losses, for the spike detector */
     int nloss;
     pid_t health_pid;  /* periodic health check in flight */
-    double health_ts;
     sup_inject *inj; /* --inject, NULL without (sup_inject.c) */
+    double health_ts;
 } sup;
 
 /* A line on stderr prefixed "grit launch: " (unless quiet). */
 void sup_say(sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* An events.jsonl record from the supervisor; takes ownership of fields (may be NULL). */
 void sup_event(sup *s, const char *kind, json_t *fields);
-void sup_set_state(sup *s, sup_state st);
+/* Moves to st when sup_fsm.h allows it (a "state" event naming the function behind
+ * the transition). An illegal transition is GRIT_EINVAL, an "illegal_transition"
+ * event and a line on stderr; the state is left as it was. */
+grit_err sup_set_state(sup *s, sup_state st);
+/* Makes room for n elements of size sz in *p (capacity *cap, doubled as needed).
+ * GRIT_ENOMEM (with what) when it cannot; *p and *cap unchanged then. */
+grit_err sup_grow(void **p, int *cap, int n, size_t sz, const char *what);
+/* Adds node to the implicated list unless it is there already. */
+void sup_implicate(sup *s, const char *node);
 /* Starts grit health --quick as on node (NULL: this machine), in node's environment,
  * output into out (NULL: discarded); its pid, or -1. */
 pid_t sup_spawn_health(sup *s, const char *node, int periodic, const char *out);
 
-/* Checks the suspects of the current failure and replaces the bad ones by spares:
- * 0 to relaunch, -1 when the job cannot go on (no spare: requeued or given up). */
-int sup_diagnose_and_repair(sup *s);
+/* The verdict on every suspect of the current failure into s->vd (the implicated
+ * nodes, or every active node when none is; none for a numeric failure): a diagnosis
+ * event each. No state change, no repair. */
+grit_err sup_diagnose(sup *s);
+/* Cordons the nodes sup_diagnose found bad and brings in spares (with none left:
+ * wait, shrink, requeue or give up as the policy says): 0 to relaunch, -1 when the
+ * job cannot go on (the reason recorded). No state change. */
+int sup_repair(sup *s);
 /* Prints the incident table and totals, and records the final event. */
 void sup_summary(sup *s, int ok);
 

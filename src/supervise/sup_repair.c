@@ -1,7 +1,10 @@
 /*
- * sup_repair.c - diagnosis and repair: which suspect nodes are unhealthy (grit health
- * on them, or the backend's own check), cordon them and bring in spares; with none
- * left, wait, shrink, requeue or give up as the policy says.
+ * sup_repair.c - diagnosis and repair, two steps of the state machine (sup_fsm.h):
+ *   sup_diagnose  (DIAGNOSING) which suspect nodes are unhealthy: grit health on them,
+ *                 or the backend's own check; a verdict and an event for each
+ *   sup_repair    (REPAIRING) cordon the unhealthy and bring in spares; with none
+ *                 left, wait, shrink, requeue or give up as the policy says
+ * Preflight runs both on every active node before the first launch (PREFLIGHT).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -58,69 +61,90 @@ static int check_node(sup *s, const char *node, int *machine_ok, char *why, size
     return !ok;
 }
 
-int sup_diagnose_and_repair(sup *s)
+grit_err sup_diagnose(sup *s)
 {
-    sup_set_state(s, S_DIAGNOSING);
     int machine_ok = -1;
-    char targets[CLUSTER_MAX][64];
-    int nt = 0;
-    if (!strcmp(s->f_kind, "nan") || !strcmp(s->f_kind, "spike")) {
-        nt = 0; /* numeric: no hardware implicated; roll back */
-    } else if (s->nimplicated) {
-        for (int i = 0; i < s->nimplicated; i++)
-            snprintf(targets[nt++], 64, "%s", s->implicated[i]);
-    } else
-        for (int p = 0; p < cluster_active(&s->cl); p++)
-            snprintf(targets[nt++], 64, "%s", cluster_at(&s->cl, p)->name);
-    sup_set_state(s, S_REPAIRING);
-    if (s->be->check_begin && strcmp(s->f_kind, "straggler")) { /* all suspects at once */
-        const char *faults[CLUSTER_MAX];
+    /* the suspects: none for a numeric failure (no hardware implicated; roll back), the
+     * implicated nodes, or every active node when nothing names one */
+    int act = cluster_active(&s->cl);
+    int nt = sup_fail_numeric(s->f_kind) ? 0 : s->nimplicated ? s->nimplicated : act;
+    char (*targets)[64] = calloc((size_t)(nt ? nt : 1), sizeof *targets);
+    const char **faults = calloc((size_t)(nt ? nt : 1), sizeof *faults);
+    grit_err rc = sup_grow((void **)&s->vd, &s->vd_cap, nt, sizeof *s->vd, "verdicts");
+    if (!targets || !faults || rc != GRIT_OK) {
+        free(targets), free(faults);
+        return rc != GRIT_OK ? rc : grit_errf(GRIT_ENOMEM, "diagnosis: out of memory for %d nodes", nt);
+    }
+    for (int i = 0; i < nt; i++)
+        snprintf(targets[i], sizeof *targets, "%s",
+                 s->nimplicated ? s->implicated[i] : cluster_at(&s->cl, i)->name);
+    int slow = s->f_kind == F_STRAGGLER;
+    if (s->be->check_begin && !slow) { /* all suspects at once */
         for (int i = 0; i < nt; i++)
             faults[i] = sup_inject_node_fault(s->inj, targets[i]);
         s->be->check_begin(s->o, targets, nt, faults);
     }
-    int shrink_ok = s->o->no_spare && !strcmp(s->o->no_spare, "shrink");
+    s->nvd = 0;
     for (int i = 0; i < nt; i++) {
-        char why[200];
-        int bad = !strcmp(s->f_kind, "straggler") ? 1 : check_node(s, targets[i], &machine_ok,
-                                                                    why, sizeof why);
-        if (!strcmp(s->f_kind, "straggler"))
-            snprintf(why, sizeof why, "straggler: %.180s", s->f_detail);
-        sup_event(s, "diagnosis", json_pack("{s:s,s:s,s:s}", "node", targets[i], "verdict",
-                                        bad ? "unhealthy" : "healthy", "detail", why));
-        node_slot *ns = cluster_find(&s->cl, targets[i]);
-        if (!bad || !ns || ns->state != NODE_ACTIVE)
+        struct sup_verdict *v = &s->vd[s->nvd++];
+        snprintf(v->node, sizeof v->node, "%s", targets[i]);
+        /* a straggler was judged by its step times: no health check would see it */
+        v->bad = slow ? 1 : check_node(s, targets[i], &machine_ok, v->why, sizeof v->why);
+        if (slow)
+            snprintf(v->why, sizeof v->why, "straggler: %.180s", s->f_detail);
+        sup_event(s, "diagnosis", json_pack("{s:s,s:s,s:s}", "node", v->node, "verdict",
+                                            v->bad ? "unhealthy" : "healthy", "detail", v->why));
+    }
+    free(targets), free(faults);
+    return GRIT_OK;
+}
+
+/* Marks cordoned slots that an operator turned back into spares in cluster.json. */
+static void reload_spares(sup *s)
+{
+    cluster fresh;
+    if (cluster_open(&fresh, s->cl.path, 0, 0) != GRIT_OK)
+        return;
+    for (int k = 0; k < fresh.count; k++) {
+        node_slot *mine = cluster_find(&s->cl, fresh.n[k].name);
+        if (mine && mine->state == NODE_CORDONED && fresh.n[k].state == NODE_SPARE) {
+            mine->state = NODE_SPARE;
+            mine->reason[0] = '\0';
+            sup_event(s, "spare_returned", json_pack("{s:s}", "node", mine->name));
+        }
+    }
+    cluster_free(&fresh);
+}
+
+int sup_repair(sup *s)
+{
+    int shrink_ok = s->o->no_spare && !strcmp(s->o->no_spare, "shrink");
+    for (int i = 0; i < s->nvd; i++) {
+        const char *node = s->vd[i].node, *why = s->vd[i].why;
+        node_slot *ns = cluster_find(&s->cl, node);
+        if (!s->vd[i].bad || !ns || ns->state != NODE_ACTIVE)
             continue;
         if (!cluster_spares(&s->cl) && !shrink_ok && s->o->no_spare &&
             !strcmp(s->o->no_spare, "wait")) {
             /* an operator (or a repair script) returns a node by editing cluster.json:
              * "state": "spare" */
             sup_say(s, "node %s is unhealthy and no spare is left: waiting up to %.0f s for one "
-                   "(set a node's state to \"spare\" in %s)", targets[i], s->o->spare_wait,
+                   "(set a node's state to \"spare\" in %s)", node, s->o->spare_wait,
                 s->cl.path);
-            sup_event(s, "waiting_for_spare", json_pack("{s:s,s:f}", "node", targets[i], "max_s",
+            sup_event(s, "waiting_for_spare", json_pack("{s:s,s:f}", "node", node, "max_s",
                                                     s->o->spare_wait));
             double t0 = now_seconds();
             while (!cluster_spares(&s->cl) && now_seconds() - t0 < s->o->spare_wait) {
                 usleep(500000);
-                cluster fresh;
-                if (cluster_open(&fresh, s->cl.path, 0, 0) == GRIT_OK)
-                    for (int k = 0; k < fresh.count; k++) {
-                        node_slot *mine = cluster_find(&s->cl, fresh.n[k].name);
-                        if (mine && mine->state == NODE_CORDONED && fresh.n[k].state == NODE_SPARE) {
-                            mine->state = NODE_SPARE;
-                            mine->reason[0] = '\0';
-                            sup_event(s, "spare_returned", json_pack("{s:s}", "node", mine->name));
-                        }
-                    }
+                reload_spares(s);
             }
         }
         if (!cluster_spares(&s->cl) && !shrink_ok) {
             char reason[300];
-            snprintf(reason, sizeof reason, "node %.60s failed (%.180s) and no spare is left", targets[i],
+            snprintf(reason, sizeof reason, "node %.60s failed (%.180s) and no spare is left", node,
                      why);
             if (s->be->cordoned) /* the bad node stays out of the next allocation too */
-                s->be->cordoned(s->o, targets[i], why);
+                s->be->cordoned(s->o, node, why);
             if (s->be->no_spare && s->be->no_spare(s->o, reason)) {
                 sup_event(s, "requeued", json_pack("{s:s}", "reason", reason));
                 sup_say(s, "%s: job requeued", reason);
@@ -130,15 +154,14 @@ int sup_diagnose_and_repair(sup *s)
             sup_say(s, "giving up: %s", reason);
             return -1;
         }
-        const char *spare = cluster_replace(&s->cl, targets[i], why);
+        const char *spare = cluster_replace(&s->cl, node, why);
         cluster_save(&s->cl);
         if (s->be->cordoned)
-            s->be->cordoned(s->o, targets[i], why);
-        sup_event(s, "cordon", json_pack("{s:s,s:s,s:s}", "node", targets[i], "reason", why,
+            s->be->cordoned(s->o, node, why);
+        sup_event(s, "cordon", json_pack("{s:s,s:s,s:s}", "node", node, "reason", why,
                                      "replacement", spare ? spare : "none (shrinking)"));
-        sup_say(s, "cordoned %s (%s); %s takes its place", targets[i], why,
+        sup_say(s, "cordoned %s (%s); %s takes its place", node, why,
             spare ? spare : "nobody: the job shrinks");
     }
     return 0;
 }
-

@@ -1,6 +1,7 @@
 /*
  * sup_summary.c - the end of a supervised job: the incident table (detection and
  * recovery times, steps lost), restarts, cordoned nodes, wall time and goodput.
+ * Every incident of the supervisor's life is a row (the table grows; sup_internal.h).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -43,21 +44,20 @@ void sup_summary(sup *s, int ok)
                      in->recovered_ts - (in->fault_ts > 0 ? in->fault_ts : in->detect_ts));
             snprintf(lost, sizeof lost, "%ld", in->step_seen - in->resumed_at);
         }
-        fprintf(f, "  %-10s %-8s %-6ld %-12s %-12s %-10s %s\n", in->kind, in->node[0] ? in->node : "-",
+        fprintf(f, "  %-10s %-8s %-6ld %-12s %-12s %-10s %s\n", sup_fail_name(in->kind),
+                in->node[0] ? in->node : "-",
                 in->step_seen, det, rec, lost, in->detail);
     }
     if (!s->ninc)
         fprintf(f, "  (no incidents)\n");
-    char cordoned[512] = "";
-    for (int i = 0; i < s->cl.count; i++)
-        if (s->cl.n[i].state == NODE_CORDONED) {
-            size_t l = strlen(cordoned);
-            snprintf(cordoned + l, sizeof cordoned - l, "%s%s (%s)", l ? ", " : "",
-                     s->cl.n[i].name, s->cl.n[i].reason);
-        }
     fprintf(f, "\n  %-20s %s\n", "result", ok ? "DONE" : "GAVE_UP");
     fprintf(f, "  %-20s %d\n", "restarts", s->restarts);
-    fprintf(f, "  %-20s %s\n", "cordoned", cordoned[0] ? cordoned : "none");
+    fprintf(f, "  %-20s ", "cordoned"); /* every one of them, however many */
+    int nc = 0;
+    for (int i = 0; i < s->cl.count; i++)
+        if (s->cl.n[i].state == NODE_CORDONED)
+            fprintf(f, "%s%s (%s)", nc++ ? ", " : "", s->cl.n[i].name, s->cl.n[i].reason);
+    fprintf(f, "%s\n", nc ? "" : "none");
     fprintf(f, "  %-20s %.1f s\n", "wall time", wall);
     if (prod >= 0)
         fprintf(f, "  %-20s %.1f s of training kept, goodput %.1f%%\n", "productive", prod,

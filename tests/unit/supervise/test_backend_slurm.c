@@ -96,13 +96,16 @@ static void test_hosts(void)
     CHECK_INT(cluster_spares(&c), 1);
     CHECK(!strcmp(cluster_replace(&c, "n2", "dead"), "n3"));
     cluster_save(&c);
+    cluster_free(&c);
     CHECK_INT(cluster_open_hosts(&c, path, names, 3, 1), GRIT_OK);
     CHECK_INT(cluster_find(&c, "n2")->state, NODE_CORDONED);
+    cluster_free(&c);
     /* a new allocation (a requeued job on other hosts) starts afresh */
     snprintf(names[1], 32, "n4");
     CHECK_INT(cluster_open_hosts(&c, path, names, 3, 1), GRIT_OK);
     CHECK(cluster_find(&c, "n2") == NULL);
     CHECK_INT(cluster_find(&c, "n4")->state, NODE_ACTIVE);
+    cluster_free(&c);
     CHECK(cluster_open_hosts(&c, path, names, 3, 3) != GRIT_OK); /* all spares */
 }
 
