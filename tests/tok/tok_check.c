@@ -7,8 +7,17 @@
  *       encodes DIR/BASE.txt, compares with DIR/BASE.<mode>.ids; prints the
  *       first differing position with context; for gpt2 also checks that
  *       decoding gives back the text. Exit 1 on any difference.
+ *   grit-tok-check check hf|generic TAG TOKENIZER DIR BASE...
+ *       any tokenizer.json or .model (bpe_open_file; generic: the generic
+ *       path even where the fast path applies), BOS/EOS added as the
+ *       post-processor says; compares with DIR/BASE.TAG.ids; checks that
+ *       decoding gives back the text for byte-level files. Exit 1 on any
+ *       difference.
  *   grit-tok-check bench gpt2|neox MODEL... FILE [REPEAT]
+ *   grit-tok-check bench hf|generic TOKENIZER FILE [REPEAT]
  *       encodes FILE REPEAT times (one thread) and prints tokens/s and MB/s.
+ *   grit-tok-check open TOKENIZER
+ *       opens the file and prints the path taken (exit 1 with the error).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,11 +53,13 @@ static void context(const bpe *t, const char *name, const uint32_t *v, size_t n,
     printf("\n");
 }
 
-static int check_one(const bpe *t, bpe_ctx *c, const char *mode, const char *dir, const char *base)
+static int check_one(const bpe *t, bpe_ctx *c, const char *mode, const char *tag, const char *dir,
+                     const char *base)
 {
+    int hf = !strcmp(mode, "hf") || !strcmp(mode, "generic");
     char tp[4096], ip[4096];
     snprintf(tp, sizeof tp, "%s/%s.txt", dir, base);
-    snprintf(ip, sizeof ip, "%s/%s.%s.ids", dir, base, mode);
+    snprintf(ip, sizeof ip, "%s/%s.%s.ids", dir, base, tag);
     char *text = NULL, *raw = NULL;
     size_t tlen, rlen;
     bpe_ids ids = {0};
@@ -57,7 +68,8 @@ static int check_one(const bpe *t, bpe_ctx *c, const char *mode, const char *dir
         fprintf(stderr, "tok-check: %s\n", grit_errmsg());
         goto out;
     }
-    if (bpe_encode(c, text, tlen, strcmp(mode, "neox") == 0 ? BPE_ALLOW_SPECIAL : 0, &ids)) {
+    int flags = hf ? BPE_ALLOW_SPECIAL | BPE_ADD_SPECIAL : strcmp(mode, "neox") == 0 ? BPE_ALLOW_SPECIAL : 0;
+    if (bpe_encode(c, text, tlen, flags, &ids)) {
         fprintf(stderr, "tok-check: %s: encode: %s\n", base, grit_errmsg());
         goto out;
     }
@@ -76,7 +88,7 @@ static int check_one(const bpe *t, bpe_ctx *c, const char *mode, const char *dir
         goto out;
     }
     free(ref);
-    if (strcmp(mode, "gpt2") == 0) {
+    if (strcmp(mode, "gpt2") == 0 || (hf && getenv("TOK_CHECK_DECODE"))) {
         size_t dl;
         char *d = malloc(tlen + 1);
         if (bpe_decode(t, ids.v, ids.n, d, tlen, &dl) || dl != tlen || memcmp(d, text, tlen) != 0) {
@@ -101,18 +113,34 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: grit-tok-check check|bench gpt2 VOCAB MERGES ... | neox TOKENIZER.json ...\n");
         return 2;
     }
-    const char *cmd = argv[1], *mode = argv[2];
+    const char *cmd = argv[1], *mode = argv[2], *tag = mode;
     bpe *t = NULL;
     int argi;
     grit_err rc;
-    if (strcmp(mode, "gpt2") == 0 && argc >= 5) {
+    if (strcmp(cmd, "open") == 0) {
+        if (bpe_open_hf(&t, argv[2])) {
+            fprintf(stderr, "tok-check: %s\n", grit_errmsg());
+            return 1;
+        }
+        printf("%s: %s path, %zu tokens\n", argv[2], bpe_is_generic(t) ? "generic" : "fast", bpe_vocab_size(t));
+        bpe_close(t);
+        return 0;
+    }
+    if ((!strcmp(mode, "hf") || !strcmp(mode, "generic")) && !strcmp(cmd, "check") && argc >= 6) {
+        tag = argv[3];
+        rc = bpe_open_file(&t, argv[4], !strcmp(mode, "generic") ? BPE_OPEN_GENERIC : 0);
+        argi = 5;
+    } else if ((!strcmp(mode, "hf") || !strcmp(mode, "generic")) && argc >= 5) {
+        rc = bpe_open_file(&t, argv[3], !strcmp(mode, "generic") ? BPE_OPEN_GENERIC : 0);
+        argi = 4;
+    } else if (strcmp(mode, "gpt2") == 0 && argc >= 5) {
         rc = bpe_open_gpt2(&t, argv[3], argv[4]);
         argi = 5;
     } else if (strcmp(mode, "neox") == 0) {
         rc = bpe_open_hf(&t, argv[3]);
         argi = 4;
     } else {
-        fprintf(stderr, "tok-check: mode: expected gpt2 or neox, got %s\n", mode);
+        fprintf(stderr, "tok-check: mode: expected gpt2, neox, hf or generic, got %s\n", mode);
         return 2;
     }
     if (rc) {
@@ -127,7 +155,7 @@ int main(int argc, char **argv)
     int fails = 0;
     if (strcmp(cmd, "check") == 0 && argi + 1 < argc) {
         for (int i = argi + 1; i < argc; i++)
-            fails += check_one(t, c, mode, argv[argi], argv[i]);
+            fails += check_one(t, c, mode, tag, argv[argi], argv[i]);
         printf("%s: %d of %d files differ\n", mode, fails, argc - argi - 1);
     } else if (strcmp(cmd, "bench") == 0 && argi < argc) {
         char *text;
@@ -144,7 +172,7 @@ int main(int argc, char **argv)
             struct timespec a, b;
             ids.n = 0;
             clock_gettime(CLOCK_MONOTONIC, &a);
-            bpe_encode(c, text, len, 0, &ids);
+            bpe_encode(c, text, len, strcmp(mode, "gpt2") ? BPE_ALLOW_SPECIAL : 0, &ids);
             clock_gettime(CLOCK_MONOTONIC, &b);
             double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
             if (r == 0)
