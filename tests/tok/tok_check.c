@@ -16,6 +16,8 @@
  *   grit-tok-check bench gpt2|neox MODEL... FILE [REPEAT]
  *   grit-tok-check bench hf|generic TOKENIZER FILE [REPEAT]
  *       encodes FILE REPEAT times (one thread) and prints tokens/s and MB/s.
+ *   grit-tok-check lines TOKENIZER FILE
+ *       prints the ids of each line of FILE (as spm_encode --output_format=id).
  *   grit-tok-check open TOKENIZER
  *       opens the file and prints the path taken (exit 1 with the error).
  */
@@ -88,7 +90,7 @@ static int check_one(const bpe *t, bpe_ctx *c, const char *mode, const char *tag
         goto out;
     }
     free(ref);
-    if (strcmp(mode, "gpt2") == 0 || (hf && getenv("TOK_CHECK_DECODE"))) {
+    if (strcmp(mode, "gpt2") == 0 || (hf && getenv("TOK_CHECK_DECODE") && *getenv("TOK_CHECK_DECODE"))) {
         size_t dl;
         char *d = malloc(tlen + 1);
         if (bpe_decode(t, ids.v, ids.n, d, tlen, &dl) || dl != tlen || memcmp(d, text, tlen) != 0) {
@@ -109,6 +111,47 @@ out:
 
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "open") == 0) {
+        bpe *o = NULL;
+        if (bpe_open_hf(&o, argv[2])) {
+            fprintf(stderr, "tok-check: %s\n", grit_errmsg());
+            return 1;
+        }
+        printf("%s: %s path, %zu tokens\n", argv[2], bpe_is_generic(o) ? "generic" : "fast", bpe_vocab_size(o));
+        bpe_close(o);
+        return 0;
+    }
+    if (argc == 4 && strcmp(argv[1], "lines") == 0) {
+        /* ids of each line of FILE (no BOS/EOS), one line of ids per line, as spm_encode prints */
+        bpe *o = NULL;
+        bpe_ctx *oc = NULL;
+        char *text;
+        size_t len;
+        if (bpe_open_hf(&o, argv[2]) || bpe_ctx_open(&oc, o) || fs_read_all(argv[3], &text, &len)) {
+            fprintf(stderr, "tok-check: %s\n", grit_errmsg());
+            return 1;
+        }
+        bpe_ids ids = {0};
+        for (size_t i = 0; i < len;) {
+            size_t e = i;
+            while (e < len && text[e] != '\n')
+                e++;
+            ids.n = 0;
+            if (bpe_encode(oc, text + i, e - i, getenv("TOK_CHECK_ADD_SPECIAL") ? BPE_ADD_SPECIAL : 0, &ids)) {
+                fprintf(stderr, "tok-check: %s\n", grit_errmsg());
+                return 1;
+            }
+            for (size_t k = 0; k < ids.n; k++)
+                printf(k ? " %u" : "%u", ids.v[k]);
+            printf("\n");
+            i = e + 1;
+        }
+        bpe_ids_free(&ids);
+        free(text);
+        bpe_ctx_close(oc);
+        bpe_close(o);
+        return 0;
+    }
     if (argc < 4) {
         fprintf(stderr, "usage: grit-tok-check check|bench gpt2 VOCAB MERGES ... | neox TOKENIZER.json ...\n");
         return 2;
@@ -117,15 +160,6 @@ int main(int argc, char **argv)
     bpe *t = NULL;
     int argi;
     grit_err rc;
-    if (strcmp(cmd, "open") == 0) {
-        if (bpe_open_hf(&t, argv[2])) {
-            fprintf(stderr, "tok-check: %s\n", grit_errmsg());
-            return 1;
-        }
-        printf("%s: %s path, %zu tokens\n", argv[2], bpe_is_generic(t) ? "generic" : "fast", bpe_vocab_size(t));
-        bpe_close(t);
-        return 0;
-    }
     if ((!strcmp(mode, "hf") || !strcmp(mode, "generic")) && !strcmp(cmd, "check") && argc >= 6) {
         tag = argv[3];
         rc = bpe_open_file(&t, argv[4], !strcmp(mode, "generic") ? BPE_OPEN_GENERIC : 0);
@@ -172,7 +206,15 @@ int main(int argc, char **argv)
             struct timespec a, b;
             ids.n = 0;
             clock_gettime(CLOCK_MONOTONIC, &a);
-            bpe_encode(c, text, len, strcmp(mode, "gpt2") ? BPE_ALLOW_SPECIAL : 0, &ids);
+            /* TOK_BENCH_DOC=N: documents of at least N bytes, cut at line ends */
+            size_t doc = getenv("TOK_BENCH_DOC") ? (size_t)atol(getenv("TOK_BENCH_DOC")) : len;
+            for (size_t i = 0; i < len;) {
+                size_t e = i;
+                while (e < len && (e - i < doc || text[e - 1] != '\n'))
+                    e++;
+                bpe_encode(c, text + i, e - i, strcmp(mode, "gpt2") ? BPE_ALLOW_SPECIAL : 0, &ids);
+                i = e;
+            }
             clock_gettime(CLOCK_MONOTONIC, &b);
             double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
             if (r == 0)
