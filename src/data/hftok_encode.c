@@ -69,6 +69,9 @@ struct hftok_ctx {
     uint64_t *heap;
     bpe_ids *out;
     int flags;
+    int mapped;         /* pieces below a ByteLevel stage with stages after it are byte-mapped text */
+    uint8_t *unm;       /* their bytes again, for the model */
+    size_t unmcap;
 };
 
 /* ---- UTF-8 ------------------------------------------------------------ */
@@ -548,6 +551,19 @@ static int is_meta(const uint8_t *s, size_t n, size_t i)
  * that follows another character (safe, see the top of the file). */
 static grit_err model_run(hftok_ctx *c, const uint8_t *s, size_t n)
 {
+    if (c->mapped) { /* byte-mapped text (code points < 324) back to bytes */
+        grit_err rc = grow((void **)&c->unm, &c->unmcap, n + 1, 1);
+        if (rc)
+            return rc;
+        size_t o = 0;
+        for (size_t i = 0; i < n;) {
+            uint32_t cp = s[i];
+            size_t l = s[i] < 0x80 ? 1 : pretok_utf8(s, n, i, &cp);
+            c->unm[o++] = cp < 324 && c->t->unmap[cp] >= 0 ? (uint8_t)c->t->unmap[cp] : '?';
+            i += l ? l : 1;
+        }
+        return model_piece(c, c->unm, o);
+    }
     if (!c->t->spm_split_safe || n <= CACHE_MAX_KEY)
         return model_piece(c, s, n);
     size_t b = 0;
@@ -738,14 +754,27 @@ static grit_err pre_run(hftok_ctx *c, int k, const uint8_t *s, size_t n, int at_
             memcpy(d + 1, s, n);
             s = d, n++;
         }
-        if (!p->use_regex)
-            rc = pre_run(c, k + 1, s, n, at_start);
-        else
-            for (size_t i = 0; i < n && !rc;) {
-                size_t e = pretok_next(s, n, i);
-                rc = pre_run(c, k + 1, s + i, e - i, at_start && i == 0);
-                i = e;
+        /* Stages after ByteLevel see its byte-mapped text (cut by the
+         * regex first), as in Hugging Face: Falcon's Digits finds U+00BC in
+         * the mapped "\xc3\xbc". */
+        for (size_t i = 0; i < n && !rc;) {
+            size_t e = p->use_regex ? pretok_next(s, n, i) : n;
+            const uint8_t *q = s + i;
+            size_t qn = e - i;
+            if (k + 1 < t->npre) {
+                uint8_t *d = arena_take(c, 2 * qn);
+                if (!d)
+                    return grit_errf(GRIT_ENOMEM, "tokenizer: piece arena exhausted");
+                size_t o = 0;
+                for (size_t j = 0; j < qn; j++)
+                    o += (size_t)utf8proc_encode_char((utf8proc_int32_t)t->bmap[q[j]], d + o);
+                q = d, qn = o;
+                c->mapped = 1;
             }
+            rc = pre_run(c, k + 1, q, qn, at_start && i == 0);
+            i = e;
+        }
+        c->mapped = 0;
         break;
     case PRE_METASPACE: {
         size_t spaces = 0;
@@ -803,6 +832,10 @@ static grit_err arena_reserve(hftok_ctx *c, size_t n)
         const hf_pre *p = &c->t->pre[k];
         if (p->kind == PRE_BYTELEVEL || p->kind == PRE_METASPACE) {
             bound = bound * (p->kind == PRE_METASPACE ? p->lrep : 1) + 8;
+            if (p->kind == PRE_BYTELEVEL && k + 1 < c->t->npre) {
+                need += bound;
+                bound *= 2;
+            }
             need += bound;
         }
     }
@@ -955,7 +988,7 @@ void hftok_ctx_close(hftok_ctx *c)
         return;
     if (c->region)
         onig_region_free(c->region, 1);
-    void *owned[] = {c->fix, c->nb[0], c->nb[1], c->arena, c->segs, c->slots, c->keys,
+    void *owned[] = {c->unm, c->fix, c->nb[0], c->nb[1], c->arena, c->segs, c->slots, c->keys,
                      c->cids, c->sym, c->prev, c->next, c->heap, c};
     for (size_t i = 0; i < sizeof owned / sizeof *owned; i++)
         free(owned[i]);

@@ -78,6 +78,8 @@ struct hftok {
     uint8_t *dec_bytes;
     int byte_level;       /* the model sees bytes (a ByteLevel pre-tokenizer) */
     uint32_t byte_id[256];/* byte level: the token of each byte */
+    uint32_t bmap[256];   /* GPT-2's byte -> code point map, and its inverse (-1: none) */
+    int16_t unmap[324];
     uint32_t fallback[256]; /* byte_fallback: the id of <0xXX>, HF_NONE if off */
     int byte_fallback;
     uint32_t unk;         /* HF_NONE when none */

@@ -748,6 +748,8 @@ static grit_err open_json(hftok *t, json_t *root)
     int16_t inv[324];
     uint32_t fwd[256];
     byte_map(inv, fwd);
+    memcpy(t->bmap, fwd, sizeof fwd);
+    memcpy(t->unmap, inv, sizeof inv);
     if (!mt && json_is_object(vocab) && json_is_array(merges))
         mt = "BPE"; /* older files leave the type out */
     if (!mt || strcmp(mt, "BPE") != 0)
