@@ -62,7 +62,7 @@ set_tests_properties(reference.tokenizer_parity_20mb PROPERTIES TIMEOUT 900 LABE
 # and Python sentencepiece, and broken files refused with the field named.
 add_test(NAME reference.tokenizer_hf_parity
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/tok/run_hf_parity.sh $<TARGET_FILE:grit-tok-check>
-          400000 ${CMAKE_BINARY_DIR}/tok-hf-parity)
+          400000 ${CMAKE_BINARY_DIR}/tok-hf-parity $<TARGET_FILE:grit>)
 set_tests_properties(reference.tokenizer_hf_parity PROPERTIES TIMEOUT 600 LABELS "reference")
 add_test(NAME reference.tokenizer_spm
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/tok/run_spm.sh $<TARGET_FILE:grit-tok-check> ${GRIT_PYTHON}
