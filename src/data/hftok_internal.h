@@ -142,4 +142,15 @@ grit_err spm_decode(const spm *s, const uint32_t *ids, size_t n, char *out, size
 
 grit_err hf__ids_reserve(bpe_ids *ids, size_t extra);
 
+/* Grows *p (elements of elem bytes) to at least need; GRIT_ENOMEM. */
+grit_err hf__grow(void **p, size_t *cap, size_t need, size_t elem);
+
+/* hftok_norm.c: runs t's normalizers over s[0..n); *res points into nb[0],
+ * nb[1] (grown as needed) or at s. */
+grit_err hf__normalize(const hftok *t, const uint8_t *s, size_t n, uint8_t *nb[2], size_t nbcap[2],
+                       const uint8_t **res, size_t *rn);
+
+/* The same into a new NUL-terminated buffer the caller frees. */
+grit_err hf__normalize_alloc(const hftok *t, const uint8_t *s, size_t n, uint8_t **out, size_t *outlen);
+
 #endif

@@ -615,8 +615,6 @@ static int added_cmp(const void *x, const void *y)
     return a->len != b->len ? (a->len < b->len ? 1 : -1) : (a->id > b->id) - (a->id < b->id);
 }
 
-grit_err hf__normalize_alloc(const hftok *t, const uint8_t *s, size_t n, uint8_t **out, size_t *outlen);
-
 static grit_err build_added(hftok *t, json_t *added)
 {
     const char *p = t->path;
