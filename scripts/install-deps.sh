@@ -10,6 +10,8 @@ PKGS=(
   libjansson-dev                     # JSON configs
   libopenmpi-dev openmpi-bin         # data-parallel training (mpirun)
   libutf8proc-dev libxxhash-dev      # tokenizer: Unicode categories/NFC, hashing
+  libonig-dev libsentencepiece-dev   # tokenizer.json Split regexes (Oniguruma, as HF uses); SentencePiece .model files
+  sentencepiece python3-sentencepiece # tokenizer tests: spm_train / spm_encode and the Python reference
   nodejs                             # reference tokenizers (tests/data/package.json)
   debian-handbook installation-guide-amd64 manpages-de manpages-fr manpages-es manpages-ru manpages-ja manpages-zh  # tokenizer parity corpus (tests/tok/make_corpus.py)
   python3 python3-torch python3-numpy # the PyTorch reference model (tests, bench)

@@ -90,6 +90,22 @@ add_test(NAME reference.tokenizer_parity_20mb
           3000000 ${CMAKE_BINARY_DIR}/tok-parity-20mb)
 set_tests_properties(reference.tokenizer_parity_20mb PROPERTIES TIMEOUT 900 LABELS "reference;slow")
 
+# Generic tokenizers (src/data/hftok*, spm.cc): any tokenizer.json vs Hugging
+# Face tokenizers' Rust core (Llama 2, Llama 3, NeoX forced generic, Falcon's
+# and the Metaspace pre-tokenizers), SentencePiece .model files vs spm_encode
+# and Python sentencepiece, and broken files refused with the field named.
+add_test(NAME reference.tokenizer_hf_parity
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/tok/run_hf_parity.sh $<TARGET_FILE:grit-tok-check>
+          400000 ${CMAKE_BINARY_DIR}/tok-hf-parity $<TARGET_FILE:grit>)
+set_tests_properties(reference.tokenizer_hf_parity PROPERTIES TIMEOUT 600 LABELS "reference")
+add_test(NAME reference.tokenizer_spm
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/tok/run_spm.sh $<TARGET_FILE:grit-tok-check> ${GRIT_PYTHON}
+          ${CMAKE_BINARY_DIR}/tok-spm)
+set_tests_properties(reference.tokenizer_spm PROPERTIES TIMEOUT 300 LABELS "reference" SKIP_RETURN_CODE 77)
+add_test(NAME integration.tokenizer_bad_files
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/tok/run_bad_files.sh $<TARGET_FILE:grit> ${CMAKE_BINARY_DIR}/tok-bad-files)
+set_tests_properties(integration.tokenizer_bad_files PROPERTIES TIMEOUT 120 LABELS "integration;san")
+
 # Indexed dataset (src/data/indexed) vs Megatron's numpy code path.
 add_executable(grit-idx-tool tests/reference/idx_tool.c)
 target_link_libraries(grit-idx-tool PRIVATE gritcore)

@@ -23,14 +23,18 @@ static void usage(FILE *f)
             "\n"
             "options:\n"
             "  -o, --output PREFIX   output prefix (required)\n"
-            "  --tokenizer FILE      Hugging Face tokenizer.json (e.g. GPT-NeoX-20B); special\n"
-            "                        tokens in the text are recognised, as HF does\n"
+            "  --tokenizer FILE      any Hugging Face tokenizer.json with a BPE model (GPT-2,\n"
+            "                        GPT-NeoX, Llama 2/3, Falcon, Mistral, ...) or a\n"
+            "                        SentencePiece .model; special tokens in the text are\n"
+            "                        recognised and the post-processor's BOS is added, as\n"
+            "                        HF does; invalid UTF-8 becomes U+FFFD (docs/tokenizers.md)\n"
             "  --vocab FILE          GPT-2 vocab.json (with --merges); special tokens in the\n"
             "  --merges FILE         text are plain text, as OpenAI's encoder does\n"
             "  --threads N           encoding threads (default: CPUs online)\n"
             "  --format F            auto (by extension: .jsonl/.json are JSONL), text, jsonl\n"
             "  --field NAME          JSONL field holding the text (default \"text\")\n"
-            "  --eod TOKEN           end-of-document token (default \"<|endoftext|>\")\n"
+            "  --eod TOKEN           end-of-document token (default: the first of\n"
+            "                        <|endoftext|>, </s>, <|end_of_text|> in the vocabulary)\n"
             "  --byte-exact          encode invalid UTF-8 as raw bytes (default: as U+FFFD, as\n"
             "                        Hugging Face tokenizers and tiktoken see it); a byte the\n"
             "                        vocabulary has no token for is then an error\n"
@@ -64,7 +68,7 @@ static void on_progress(void *arg, const tokenize_stats *st)
 int cmd_tokenize(int argc, char **argv)
 {
     const char *out = NULL, *hf = NULL, *vocab = NULL, *merges = NULL, *field = NULL;
-    const char *eod_tok = "<|endoftext|>";
+    const char *eod_tok = NULL;
     const char **inputs = calloc((size_t)argc, sizeof *inputs);
     int n_in = 0, quiet = 0, byte_exact = 0, format = TOKENIZE_AUTO;
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
@@ -136,12 +140,21 @@ int cmd_tokenize(int argc, char **argv)
         goto done;
     }
     uint32_t eod;
+    static const char *const eods[] = {"<|endoftext|>", "</s>", "<|end_of_text|>"};
+    for (size_t k = 0; !eod_tok && k < sizeof eods / sizeof *eods; k++)
+        if (bpe_token_id(tok, eods[k], strlen(eods[k]), &eod) == GRIT_OK)
+            eod_tok = eods[k];
+    if (!eod_tok) {
+        fprintf(stderr, "grit tokenize: the tokenizer has none of <|endoftext|>, </s>, <|end_of_text|>: "
+                        "name the end-of-document token with --eod\n");
+        goto done;
+    }
     if (bpe_token_id(tok, eod_tok, strlen(eod_tok), &eod) != GRIT_OK) {
         fprintf(stderr, "grit tokenize: the tokenizer has no token '%s' (--eod)\n", eod_tok);
         goto done;
     }
     prog pg = {.on = !quiet};
-    int flags = (hf ? BPE_ALLOW_SPECIAL : 0) | (byte_exact ? BPE_BYTE_EXACT : 0);
+    int flags = (hf ? BPE_ALLOW_SPECIAL | BPE_ADD_SPECIAL : 0) | (byte_exact ? BPE_BYTE_EXACT : 0);
     tokenize_opts o = {.tok = tok, .encode_flags = flags, .eod = eod,
                        .inputs = inputs, .n_inputs = n_in, .output_prefix = out,
                        .format = format, .field = field, .threads = (int)threads,

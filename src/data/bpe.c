@@ -225,6 +225,7 @@ void bpe_close(bpe *t)
 {
     if (!t)
         return;
+    hftok_close(t->gen);
     void *owned[] = {t->tok_off, t->tok_used, t->tok_bytes, t->vmap, t->mmap, t->added, t};
     bpe__free_all(owned, sizeof owned / sizeof *owned);
 }
@@ -377,7 +378,7 @@ out:
     return GRIT_OK;
 }
 
-grit_err bpe_open_hf(bpe **out, const char *path)
+static grit_err open_fast_hf(bpe **out, const char *path)
 {
     *out = NULL;
     json_error_t jerr;
@@ -533,13 +534,53 @@ out:
     return GRIT_OK;
 }
 
+/* Dispatch: the fast path when it is exact for the file, else hftok. */
+grit_err bpe_open_file(bpe **out, const char *path, int flags)
+{
+    *out = NULL;
+    size_t pl = strlen(path);
+    json_t *root = NULL;
+    if (!(pl > 6 && !strcmp(path + pl - 6, ".model"))) {
+        json_error_t jerr;
+        if (!(root = json_load_file(path, 0, &jerr)))
+            return grit_errf(GRIT_EFORMAT, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
+        if (!(flags & BPE_OPEN_GENERIC) && hftok_fast_path_ok(root)) {
+            json_decref(root);
+            return open_fast_hf(out, path);
+        }
+    }
+    bpe *t = calloc(1, sizeof *t);
+    grit_err rc = t ? hftok_open(&t->gen, path, root) : grit_errf(GRIT_ENOMEM, "%s: out of memory", path);
+    json_decref(root);
+    if (rc) {
+        free(t);
+        return rc;
+    }
+    *out = t;
+    return GRIT_OK;
+}
+
+grit_err bpe_open_hf(bpe **out, const char *path)
+{
+    return bpe_open_file(out, path, 0);
+}
+
+int bpe_is_generic(const bpe *t)
+{
+    return t->gen != NULL;
+}
+
 size_t bpe_vocab_size(const bpe *t)
 {
+    if (t->gen)
+        return hftok_vocab_size(t->gen);
     return t->nvocab;
 }
 
 grit_err bpe_token_id(const bpe *t, const char *bytes, size_t len, uint32_t *id)
 {
+    if (t->gen)
+        return hftok_token_id(t->gen, bytes, len, id);
     if (len == 0 || !bpe__vmap_find(t, (const uint8_t *)bytes, len, id))
         return grit_errf(GRIT_ENOTFOUND, "token '%.*s' is not in the vocabulary", (int)(len > 64 ? 64 : len), bytes);
     return GRIT_OK;
@@ -547,6 +588,8 @@ grit_err bpe_token_id(const bpe *t, const char *bytes, size_t len, uint32_t *id)
 
 const char *bpe_token_bytes(const bpe *t, uint32_t id, size_t *len)
 {
+    if (t->gen)
+        return hftok_token_bytes(t->gen, id, len);
     if (id >= t->nvocab || !t->tok_used[id])
         return NULL;
     *len = t->tok_off[id + 1] - t->tok_off[id];
@@ -555,6 +598,8 @@ const char *bpe_token_bytes(const bpe *t, uint32_t id, size_t *len)
 
 grit_err bpe_decode(const bpe *t, const uint32_t *ids, size_t n, char *out, size_t cap, size_t *outlen)
 {
+    if (t->gen)
+        return hftok_decode(t->gen, ids, n, out, cap, outlen);
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         size_t len;

@@ -59,17 +59,35 @@ void bpe_ids_free(bpe_ids *ids);
 
 enum {
     BPE_ALLOW_SPECIAL = 1, /* recognise special tokens (<|endoftext|>) in the text */
-    BPE_BYTE_EXACT = 2     /* encode invalid UTF-8 as bytes instead of as U+FFFD */
+    BPE_BYTE_EXACT = 2,    /* encode invalid UTF-8 as bytes instead of as U+FFFD (fast path) */
+    BPE_ADD_SPECIAL = 4    /* add the post-processor's BOS/EOS (template; generic path only:
+                              the fast path's files have none) */
 };
+
+enum { BPE_OPEN_GENERIC = 1 /* bpe_open_file: skip the fast path (tests, benchmarks) */ };
 
 /* GPT-2: vocab.json maps byte-mapped strings to ids; merges.txt lists one
  * "a b" pair per line by rank (a leading "#version" line is skipped).
  * "<|endoftext|>", when in the vocabulary, is the special token. */
 grit_err bpe_open_gpt2(bpe **out, const char *vocab_json, const char *merges_txt);
 
-/* Hugging Face tokenizer.json with model.type "BPE" and a ByteLevel
- * pre-tokenizer; normalizer null or NFC; added_tokens honoured. */
+/* Any Hugging Face tokenizer.json with model.type "BPE", or a SentencePiece
+ * .model file. A tokenizer.json that the byte-level fast path reproduces
+ * exactly (ByteLevel pre-tokenizer with the GPT-2 regex, normalizer null or
+ * NFC, no template: GPT-2, GPT-NeoX-20B, Pythia) loads into it; any other
+ * (Llama 2/3, Falcon, Mistral, ...) and .model files load into the generic
+ * tokenizer (hftok.h), behind the same bpe_* calls. */
 grit_err bpe_open_hf(bpe **out, const char *tokenizer_json);
+
+/* bpe_open_hf with flags (BPE_OPEN_GENERIC). */
+grit_err bpe_open_file(bpe **out, const char *path, int flags);
+
+/* 1 when t runs on the generic path (hftok.h), 0 on the fast path. */
+int bpe_is_generic(const bpe *t);
+
+/* Bytes of invalid UTF-8 that the generic path replaced with U+FFFD in the
+ * text c has encoded so far (0 on the fast path). */
+uint64_t bpe_ctx_replaced(const bpe_ctx *c);
 
 void bpe_close(bpe *t);
 

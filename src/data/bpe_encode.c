@@ -36,6 +36,7 @@ typedef struct cache_slot {
 
 struct bpe_ctx {
     const bpe *t;
+    hftok_ctx *gen; /* the generic path's context (t->gen set) */
     cache_slot *slots;
     size_t used;
     uint8_t *keys;
@@ -94,6 +95,16 @@ static inline const merge_slot *merge_find(const bpe *t, uint32_t a, uint32_t b)
 grit_err bpe_ctx_open(bpe_ctx **out, const bpe *t)
 {
     bpe_ctx *c = calloc(1, sizeof *c);
+    if (c && t->gen) {
+        grit_err rc = hftok_ctx_open(&c->gen, t->gen);
+        if (rc) {
+            free(c);
+            return rc;
+        }
+        c->t = t;
+        *out = c;
+        return GRIT_OK;
+    }
     if (c) {
         c->t = t;
         c->slots = calloc((size_t)1 << CACHE_BITS, sizeof *c->slots);
@@ -112,6 +123,7 @@ void bpe_ctx_close(bpe_ctx *c)
 {
     if (!c)
         return;
+    hftok_ctx_close(c->gen);
     void *owned[] = {c->slots, c->keys, c->cids, c->sym, c->prev, c->next, c->heap, c->lossy, c};
     bpe__free_all(owned, sizeof owned / sizeof *owned);
 }
@@ -396,10 +408,15 @@ static grit_err encode_segment(bpe_ctx *c, const uint8_t *s, size_t n, int allow
     return rc;
 }
 
-uint64_t bpe_ctx_replaced(const bpe_ctx *c) { return c->replaced; }
+uint64_t bpe_ctx_replaced(const bpe_ctx *c)
+{
+    return c->replaced + (c->gen ? hftok_ctx_replaced(c->gen) : 0);
+}
 
 grit_err bpe_encode(bpe_ctx *c, const char *text, size_t len, int flags, bpe_ids *ids)
 {
+    if (c->gen)
+        return hftok_encode(c->gen, text, len, flags, ids);
     const bpe *t = c->t;
     const uint8_t *s = (const uint8_t *)text;
     if (!(flags & BPE_BYTE_EXACT)) {

@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "data/bpe.h"
+#include "data/hftok.h"
 
 #define MERGE_EMPTY UINT64_MAX /* merge_slot.key of a free slot */
 #define SYM_DEAD UINT32_MAX    /* byte_id of a byte with no token; a merged-away symbol */
@@ -49,6 +50,7 @@ struct bpe {
     uint8_t first[256];   /* bit 0: a non-normalized token starts with this byte, bit 1: normalized */
     int nfc;
     int whole_word;       /* emit a piece found in the vocabulary as is (tiktoken) */
+    hftok *gen;           /* the generic path: when set, every call forwards to it */
 };
 
 static inline uint64_t bpe__pair_key(uint32_t a, uint32_t b)

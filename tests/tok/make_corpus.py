@@ -85,6 +85,9 @@ def adversarial():
         "punct!!! ??? ... --- *** ((( ))) [[[ ]]] {{{ }}} ''' \"\"\" ``` ~~~ «» „“ ‚‘ ¿¡ …".encode(),
         "mixed scripts: Москва Tōkyō 東京 北京 Ελληνικά العربية עברית हिन्दी ไทย".encode(),
         b"<|endoftext|> is just text here <|padding|>",
+        b"look-alikes: <s>x</s> <s> </s>  </s>  y <unk> < s> <s </s > <<s>> <S> <|begin_of_text|>hi<|end_of_text|> "
+        b"<|eot_id|>\n<|start_header_id|>user<|end_header_id|> <|reserved_special_token_3|> <|begin_of_text <|x|>",
+        "\u2581 already metaspace \u2581\u2581x \u2581 <0x41> <0xE5> \u00bc\u00bd 1\u00bc 12345\u0663\u0664\u0665".encode(),
         b"code: for (int i = 0; i < n; i++) { x += a[i] * b[i]; }  // comment\n    return x;\n",
         b"url https://www.debian.org/doc/manuals/debian-handbook/index.en.html?x=1&y=2#frag",
         b"     leading spaces and \n\n\n\n\n\n\n\n newlines",

@@ -312,8 +312,8 @@ static void test_errors(void)
     write_file("wordpiece.json", "{\"model\": {\"type\": \"WordPiece\"}}");
     CHECK(bpe_open_hf(&t, path("wordpiece.json")) == GRIT_EFORMAT);
     CHECK_ERRMSG("model.type");
-    write_file("nfkc.json", "{\"normalizer\": {\"type\": \"NFKC\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}");
-    CHECK(bpe_open_hf(&t, path("nfkc.json")) == GRIT_EFORMAT);
+    write_file("precompiled.json", "{\"normalizer\": {\"type\": \"Precompiled\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}}");
+    CHECK(bpe_open_hf(&t, path("precompiled.json")) == GRIT_EFORMAT);
     CHECK_ERRMSG("normalizer");
     write_file("broken.json", "{\"model\": ");
     CHECK(bpe_open_hf(&t, path("broken.json")) == GRIT_EFORMAT);
