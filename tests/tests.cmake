@@ -18,8 +18,11 @@ foreach(src ${GRIT_UNIT_TESTS})
   set_tests_properties(unit.${name} PROPERTIES TIMEOUT 120 LABELS "unit;san")
 endforeach()
 
-# Parity against the PyTorch reference: three model variants.
-foreach(variant pythia14m rotary_full sequential)
+# Parity against the PyTorch reference: three GPT-NeoX variants; Llama with GQA and
+# llama3 rope scaling at theta 500000, Llama tied (with q/k/v biases); Falcon 7B-style
+# multi-query with one norm, Falcon 40B-style new_decoder_architecture with two norms
+# (tests/reference/decoder_ref.py).
+foreach(variant pythia14m rotary_full sequential llama_gqa llama_tied falcon_mq falcon_new)
   add_test(NAME reference.parity.${variant}
     COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_parity.sh
             $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON}

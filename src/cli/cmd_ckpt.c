@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 
 #include "ckpt/ckpt.h"
-#include "ckpt/hf.h"
+#include "ckpt/hf_family.h"
 #include "cli/cli.h"
 #include "core/fsutil.h"
 #include "train/train.h"
@@ -157,7 +157,7 @@ static int load_model(store *s, const char *dir, gx_model *m)
     gx_config cfg;
     snprintf(p, sizeof p, "%s/config.json", dir);
     if (store_read_all(s, p, &text, NULL) != GRIT_OK ||
-        hf_config_parse(p, text, &cfg) != GRIT_OK || gx_init(m, &cfg, 1, 1, 1) != GRIT_OK ||
+        hf_family_config_parse(p, text, &cfg) != GRIT_OK || gx_init(m, &cfg, 1, 1, 1) != GRIT_OK ||
         ckpt_load(s, dir, m, NULL, true) != GRIT_OK) {
         fprintf(stderr, "grit ckpt: %s\n", grit_errmsg());
         free(text);
@@ -205,9 +205,9 @@ static int cmd_export(int argc, char **argv)
         fprintf(stderr, "grit ckpt export: %s\n", grit_errmsg());
         goto out_m;
     }
-    char *cj = hf_config_json(&m.cfg);
+    char *cj = hf_family_config_json(&m.cfg);
     snprintf(out, sizeof out, "%s/config.json", argv[3]);
-    grit_err e = cj ? fs_write_durable(out, cj, strlen(cj)) : GRIT_ENOMEM;
+    grit_err e = cj ? fs_write_durable(out, cj, strlen(cj)) : GRIT_EINVAL;
     free(cj);
     if (e != GRIT_OK) {
         fprintf(stderr, "grit ckpt export: %s\n", grit_errmsg());

@@ -10,6 +10,7 @@
 
 #include "core/jcfg.h"
 #include "data/gptdataset.h"
+#include "train/model_cfg.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -146,6 +147,19 @@ static grit_err load_ckpt_dir(const jcfg *j, json_t *k, train_cfg *c)
     return GRIT_OK;
 }
 
+/* model_keys plus the decoder options (model_cfg.h) */
+static grit_err only_model_keys(const jcfg *j, json_t *obj)
+{
+    const char *all[64];
+    int n = 0;
+    for (const char *const *k = model_keys; *k; k++)
+        all[n++] = *k;
+    for (const char *const *k = train__model_option_keys; *k; k++)
+        all[n++] = *k;
+    all[n] = NULL;
+    return jcfg_only(j, obj, "model", all);
+}
+
 static grit_err load_model(const jcfg *j, train_cfg *c)
 {
     json_t *v = json_object_get(j->root, "model");
@@ -157,7 +171,7 @@ static grit_err load_model(const jcfg *j, train_cfg *c)
         TRY(jcfg_str(j, j->root, "", "model", gx_preset_names, &preset));
     } else {
         TRY(jcfg_obj(j, j->root, "", "model", &obj));
-        TRY(jcfg_only(j, obj, "model", model_keys));
+        TRY(only_model_keys(j, obj));
         TRY(jcfg_str(j, obj, "model", "preset", gx_preset_names, &preset));
         if (!preset) {
             /* no preset: the shape fields are all required */
@@ -194,6 +208,7 @@ static grit_err load_model(const jcfg *j, train_cfg *c)
     if (act)
         m->act = strcmp(act, "gelu") == 0 ? OP_GELU : OP_GELU_TANH;
     m->vocab = (int)((vocab + c->vocab_divisor - 1) / c->vocab_divisor * c->vocab_divisor);
+    TRY(train__model_options(j, obj, preset != NULL, m));
     if (m->hidden % m->heads != 0)
         return jcfg_fail(j, "model.num_heads", "expected a divisor of hidden_size %d, got %d",
                          m->hidden, m->heads);
@@ -395,6 +410,7 @@ char *train_cfg_dump(const train_cfg *c)
         "parallel_residual", m->parallel_residual);
     if (c->preset[0])
         json_object_set_new(model, "preset", json_string(c->preset));
+    train__model_options_dump(model, m);
     json_t *optim = json_pack(
         "{s:i,s:i,s:i,s:f,s:f,s:i,s:i,s:f,s:f,s:f,s:f,s:f}", "micro_batch", o->micro_batch,
         "grad_accum", o->grad_accum, "seq_len", o->seq_len, "lr", o->lr, "min_lr", o->min_lr,
