@@ -79,6 +79,11 @@ add_test(NAME reference.ckpt_hf
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/ckpt_hf.sh $<TARGET_FILE:grit>
           $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON})
 set_tests_properties(reference.ckpt_hf PROPERTIES TIMEOUT 300 LABELS "reference")
+# Llama and Falcon Hugging Face folders (sharded, F32/F16/BF16) in and out.
+add_test(NAME reference.hf_family
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/hf_family.sh $<TARGET_FILE:grit>
+          $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON})
+set_tests_properties(reference.hf_family PROPERTIES TIMEOUT 300 LABELS "reference")
 
 add_test(NAME integration.health
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/health.sh $<TARGET_FILE:grit>)

@@ -735,9 +735,12 @@ static grit_err load_file(store *s, const char *dir, const char *file, const gx_
             size_t pl = strlen(prefixes[b]);
             known = !strncmp(f.t[i].name, prefixes[b], pl) && gx_find(m, f.t[i].name + pl);
         }
-        /* a tied model's head is its embedding (save_pretrained may still write it) */
-        if (!known && m->cfg.tied && !strcmp(f.t[i].name, "lm_head.weight"))
-            known = 1;
+        if (!known && m->cfg.tied && !strcmp(f.t[i].name, "lm_head.weight")) {
+            rc = grit_errf(GRIT_EFORMAT, "%s: tensor 'lm_head.weight': this model ties the LM "
+                                         "head to the input embedding (tie_word_embeddings), "
+                                         "so the file must not carry a separate head", what);
+            goto out;
+        }
         if (!known && !is_buffer(f.t[i].name)) {
             rc = grit_errf(GRIT_EFORMAT, "%s: unexpected tensor '%s' (not part of this model)",
                            what, f.t[i].name);

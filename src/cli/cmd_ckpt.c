@@ -153,11 +153,12 @@ static int copy_file(const char *from, const char *to)
 /* Loads a model (layout from config.json in HF form) from a store directory. */
 static int load_model(store *s, const char *dir, gx_model *m)
 {
-    char p[256], *text = NULL;
+    char p[256], what[2400], *text = NULL;
     gx_config cfg;
     snprintf(p, sizeof p, "%s/config.json", dir);
+    snprintf(what, sizeof what, "%s/%s", s->root, p);
     if (store_read_all(s, p, &text, NULL) != GRIT_OK ||
-        hf_family_config_parse(p, text, &cfg) != GRIT_OK || gx_init(m, &cfg, 1, 1, 1) != GRIT_OK ||
+        hf_family_config_parse(what, text, &cfg) != GRIT_OK || gx_init(m, &cfg, 1, 1, 1) != GRIT_OK ||
         ckpt_load(s, dir, m, NULL, true) != GRIT_OK) {
         fprintf(stderr, "grit ckpt: %s\n", grit_errmsg());
         free(text);
