@@ -36,6 +36,10 @@ set_tests_properties(reference.checker_selftest PROPERTIES TIMEOUT 600 LABELS "r
 add_test(NAME integration.determinism
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/determinism.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.determinism PROPERTIES TIMEOUT 300 LABELS "integration;san")
+# Llama and Falcon: determinism, another seed differs, kill + resume bitwise equal.
+add_test(NAME integration.family_resume
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/family_resume.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.family_resume PROPERTIES TIMEOUT 400 LABELS "integration")
 
 add_test(NAME integration.config_errors
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/config_errors.sh $<TARGET_FILE:grit>
