@@ -207,7 +207,7 @@ size_t gx_param_count(const gx_config *c)
 size_t gx_memory_estimate(const gx_config *c, int B, int T)
 {
     size_t N = (size_t)B * (size_t)T, V = (size_t)c->vocab, chunk = N < 512 ? N : 512;
-    return 16 * gx_param_count(c) + gx_act_bytes_per_token(c) * N + 4 * chunk * V;
+    return 20 * gx_param_count(c) + gx_act_bytes_per_token(c) * N + 4 * chunk * V;
 }
 
 /* --- presets ----------------------------------------------------------------------- */

@@ -41,8 +41,9 @@ op_qkv_layout gx_qkv_layout(const gx_config *c);
 
 /* Parameters of the model (unpadded sum of tensor sizes). */
 size_t gx_param_count(const gx_config *c);
-/* Bytes gx_init would allocate for micro-batches of B x T: parameters,
- * gradients and AdamW moments (16 bytes a parameter) plus activations. */
+/* Bytes a training process needs for micro-batches of B x T: parameters,
+ * gradients, AdamW moments and the trainer's checkpoint snapshot (20 bytes a
+ * parameter) plus activations. */
 size_t gx_memory_estimate(const gx_config *c, int B, int T);
 
 /* --- internal to model/ --------------------------------------------------------- */

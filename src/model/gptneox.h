@@ -162,7 +162,7 @@ typedef struct gx_model {
 
 /* Allocates everything for micro-batches of B sequences of T tokens, using
  * nthreads for sizing per-thread scratch. A model that cannot fit in this
- * machine's memory (family.h gx_memory_estimate) fails with GRIT_ENOMEM,
+ * machine's available memory (family.h gx_memory_estimate) fails with GRIT_ENOMEM,
  * naming its parameter count and estimate, before allocating anything. Weights are zero until
  * gx_init_weights() or a load. gx_free(NULL) is a no-op. */
 grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads);
