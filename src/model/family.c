@@ -232,10 +232,10 @@ static const fpreset fpresets[] = {
     {"falcon-180b", GX_FALCON, 14848, 80, 232, 8, 59392, 65024, 2048, 1e-5, 1e4, 2},
     /* small shapes for tests and benchmarks */
     {"llama-tiny", GX_LLAMA, 64, 2, 4, 2, 176, 512, 256, 1e-6, 1e4, 0},
-    {"llama-70m", GX_LLAMA, 512, 8, 8, 2, 1408, 32000, 2048, 1e-5, 1e4, 0},
+    {"llama-70m", GX_LLAMA, 512, 12, 8, 2, 1408, 32000, 2048, 1e-5, 1e4, 0},
     {"falcon-tiny", GX_FALCON, 64, 2, 4, 1, 256, 512, 256, 1e-5, 1e4, 1},
     {"falcon-tiny-new", GX_FALCON, 64, 2, 4, 2, 256, 512, 256, 1e-5, 1e4, 2},
-    {"falcon-70m", GX_FALCON, 512, 6, 8, 2, 2048, 32000, 2048, 1e-5, 1e4, 2},
+    {"falcon-70m", GX_FALCON, 512, 12, 8, 2, 2048, 65024, 2048, 1e-5, 1e4, 2},
 };
 
 grit_err gx__family_preset(const char *name, gx_config *cfg)

@@ -371,7 +371,7 @@ static grit_err load_all(const jcfg *j, train_cfg *c)
         return jcfg_fail(j, "data.synthetic_vocab",
                          "expected at most the model's vocab_size %d, got %d", c->model.vocab,
                          c->synthetic_vocab);
-    if (c->optim.seq_len > c->model.max_positions)
+    if (c->optim.seq_len > c->model.max_positions && c->model.rope != GX_ROPE_DYNAMIC)
         return jcfg_fail(j, "optim.seq_len", "expected at most model.max_positions %d, got %d",
                          c->model.max_positions, c->optim.seq_len);
     return GRIT_OK;
