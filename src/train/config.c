@@ -208,15 +208,14 @@ static grit_err load_model(const jcfg *j, train_cfg *c)
     if (act)
         m->act = strcmp(act, "gelu") == 0 ? OP_GELU : OP_GELU_TANH;
     m->vocab = (int)((vocab + c->vocab_divisor - 1) / c->vocab_divisor * c->vocab_divisor);
-    TRY(train__model_options(j, obj, preset != NULL, m));
     if (m->hidden % m->heads != 0)
         return jcfg_fail(j, "model.num_heads", "expected a divisor of hidden_size %d, got %d",
                          m->hidden, m->heads);
     int hd = m->hidden / m->heads, rot = (int)(hd * m->rotary_pct);
-    if (rot % 2 != 0)
+    if (rot % 2 != 0 && !json_object_get(obj, "family")) /* else checked with the family's */
         return jcfg_fail(j, "model.rotary_pct",
                          "expected int(head_dim %d * rotary_pct) to be even, got %d", hd, rot);
-    return GRIT_OK;
+    return train__model_options(j, obj, preset != NULL, m);
 }
 
 static grit_err load_optim(const jcfg *j, train_cfg *c)
