@@ -3,7 +3,8 @@
  *
  * Each takes a checkpoint directory (RUN_DIR/ckpt) or a run directory (its
  * ckpt/ is used). export writes a Hugging Face folder from one step;
- * import turns a Hugging Face GPTNeoX folder into a verified step_00000000.
+ * import turns a Hugging Face GPTNeoX, Llama or Falcon folder (sharded or not)
+ * into a verified step_00000000.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -28,9 +29,11 @@ static void usage(FILE *f)
             "  export DIR STEP OUT [--tokenizer FILE]\n"
             "                              write a Hugging Face folder (model.safetensors,\n"
             "                              config.json, tokenizer file) loadable by transformers\n"
-            "  import HF_DIR OUT_DIR       turn a Hugging Face GPTNeoX folder (config.json,\n"
-            "                              model.safetensors; F32/F16/BF16) into OUT_DIR/ckpt/\n"
-            "                              step_00000000 (for \"init_from\")\n"
+            "  import HF_DIR OUT_DIR       turn a Hugging Face GPTNeoX, Llama or Falcon folder\n"
+            "                              (config.json, model.safetensors or shards named by\n"
+            "                              model.safetensors.index.json; F32/F16/BF16) into\n"
+            "                              OUT_DIR/ckpt/step_00000000 (for \"init_from\");\n"
+            "                              see docs/models.md\n"
             "  prune DIR --keep-last K [--keep-every M]\n"
             "                              remove old checkpoints (and stale .tmp folders)\n"
             "\n"

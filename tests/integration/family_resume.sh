@@ -3,7 +3,8 @@
 # for each of Llama (GQA, llama3 rope scaling, tied), Falcon 7B-style (multi-query, one
 # norm) and Falcon 40B-style (grouped qkv, two norms): two runs of the same config end
 # bitwise identical, another seed differs (so the comparison can fail), and a run killed
-# (SIGKILL after step 5; checkpoints every 3 steps) then resumed ends bitwise equal to the
+# (SIGKILL after step 5; synchronous checkpoints every 3 steps, so step 3 is committed) then
+# resumed ends bitwise equal to the
 # uninterrupted one, with a checkpoint whose config.json is the family's HF form.
 set -euo pipefail
 grit=$1
@@ -29,7 +30,7 @@ for name in llama falcon7b falcon40b; do
  "optim": {"micro_batch": 2, "grad_accum": 2, "seq_len": 32, "lr": 3e-3, "min_lr": 3e-4,
            "warmup_steps": 2, "total_steps": 9},
  "data": {"source": "synthetic", "synthetic_vocab": 300},
- "checkpoint": {"interval_steps": 3, "keep_last": 2},
+ "checkpoint": {"interval_steps": 3, "keep_last": 2, "async": false},
  "seed": 42, "threads": 2}
 JSON
   "$grit" train "$cfg" --run-dir "$tmp/$name-a" --quiet
