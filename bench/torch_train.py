@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """PyTorch CPU training-throughput baseline for grit's benchmarks.
 
-Trains the reference GPT-NeoX (tests/reference/gptneox_ref.py) in float32 on synthetic random
+Trains the reference GPT-NeoX (tests/reference/gptneox_ref.py), or Llama / Falcon
+(tests/reference/decoder_ref.py) in float32 on synthetic random
 tokens, tuned as a user would for CPU speed: fixed torch.set_num_threads, no anomaly
 detection, grads freed with zero_grad(set_to_none=True), plain autograd (not inference mode).
 Each step is one micro-batch: forward, mean cross-entropy, backward, global-norm clipping at
 1.0, AdamW (lr 6e-4 constant, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on the matrices and
 embeddings only, as in docs/parity.md).  `--warmup-steps` untimed steps run first.
 
-    torch_train.py --preset pythia-14m|pythia-70m --seq 512 --micro-batch 8 --steps N \\
+    torch_train.py --preset pythia-14m|pythia-70m|llama-70m|falcon-70m --seq 512 --micro-batch 8 --steps N \\
                    --warmup-steps W --threads 2 [--json]
 
 Reports tokens/s, seconds/step and peak RSS (ru_maxrss, MiB); with --json a single JSON line.
@@ -26,6 +27,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "reference"))
+import decoder_ref as dref  # noqa: E402
 import gptneox_ref as ref  # noqa: E402
 
 COMMON = dict(vocab_size=50304, rotary_pct=0.25, rotary_base=10000.0, max_positions=2048,
@@ -35,6 +37,14 @@ PRESETS = {
                        **COMMON),
     "pythia-70m": dict(hidden_size=512, num_layers=6, num_heads=8, intermediate_size=2048,
                        **COMMON),
+    # grit's llama-70m and falcon-70m presets (src/model/family.c)
+    "llama-70m": dict(family="llama", hidden_size=512, num_layers=12, num_heads=8,
+                      num_kv_heads=2, intermediate_size=1408, vocab_size=32000,
+                      max_positions=2048, layer_norm_eps=1e-5),
+    "falcon-70m": dict(family="falcon", hidden_size=512, num_layers=12, num_heads=8,
+                       num_kv_heads=2, intermediate_size=2048, vocab_size=65024,
+                       max_positions=2048, norm="layernorm", mlp="gelu", qkv_layout="grouped",
+                       parallel_residual=True, norms_per_block=2, tie_embeddings=True),
 }
 
 
@@ -56,13 +66,13 @@ def main(argv=None):
     torch.autograd.set_detect_anomaly(False)
     torch.manual_seed(args.seed)
 
-    mcfg = ref.ModelConfig.from_dict(PRESETS[args.preset])
+    mcfg = dref.ModelConfig.from_dict(PRESETS[args.preset])
     optim = dict(lr=6e-4, min_lr=6e-4, warmup_steps=0, total_steps=1, beta1=0.9, beta2=0.95,
                  eps=1e-8, weight_decay=0.1, grad_clip=1.0)
-    model = ref.GPTNeoXForCausalLM(mcfg, torch.float32)
+    model = dref.build(mcfg, torch.float32)
     ref.init_weights_(model, args.seed)
     model.train()
-    opt = ref.make_optimizer(model, optim)
+    opt = (ref if isinstance(model, ref.GPTNeoXForCausalLM) else dref).make_optimizer(model, optim)
     n_params = sum(p.numel() for p in model.parameters())
 
     gen = torch.Generator().manual_seed(args.seed + 1)

@@ -38,8 +38,11 @@ add_test(NAME unit.env_doc_selftest
           ${CMAKE_SOURCE_DIR}/scripts/check-env-doc.sh ${CMAKE_SOURCE_DIR}/docs/env.md)
 set_tests_properties(unit.env_doc unit.env_doc_selftest PROPERTIES TIMEOUT 60 LABELS "unit")
 
-# Parity against the PyTorch reference: three model variants.
-foreach(variant pythia14m rotary_full sequential)
+# Parity against the PyTorch reference: three GPT-NeoX variants; Llama with GQA and
+# llama3 rope scaling at theta 500000, Llama tied (with q/k/v biases); Falcon 7B-style
+# multi-query with one norm, Falcon 40B-style new_decoder_architecture with two norms
+# (tests/reference/decoder_ref.py).
+foreach(variant pythia14m rotary_full sequential llama_gqa llama_tied falcon_mq falcon_new)
   add_test(NAME reference.parity.${variant}
     COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_parity.sh
             $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON}
@@ -67,6 +70,10 @@ set_tests_properties(reference.checker_selftest PROPERTIES TIMEOUT 600 LABELS "r
 add_test(NAME integration.determinism
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/determinism.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.determinism PROPERTIES TIMEOUT 300 LABELS "integration;san")
+# Llama and Falcon: determinism, another seed differs, kill + resume bitwise equal.
+add_test(NAME integration.family_resume
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/family_resume.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.family_resume PROPERTIES TIMEOUT 400 LABELS "integration")
 
 add_test(NAME integration.config_errors
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/config_errors.sh $<TARGET_FILE:grit>
@@ -126,6 +133,11 @@ add_test(NAME reference.ckpt_hf
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/ckpt_hf.sh $<TARGET_FILE:grit>
           $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON})
 set_tests_properties(reference.ckpt_hf PROPERTIES TIMEOUT 300 LABELS "reference")
+# Llama and Falcon Hugging Face folders (sharded, F32/F16/BF16) in and out.
+add_test(NAME reference.hf_family
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/hf_family.sh $<TARGET_FILE:grit>
+          $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON})
+set_tests_properties(reference.hf_family PROPERTIES TIMEOUT 300 LABELS "reference")
 
 add_test(NAME integration.health
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/health.sh $<TARGET_FILE:grit>)

@@ -13,7 +13,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "ckpt/hf.h"
+#include "ckpt/hf_family.h"
 #include "ckpt/safetensors.h"
 
 #define NFILES 5
@@ -185,8 +185,14 @@ grit_err ckpt_put_model(store *s, const gx_model *m, const float *params, const 
     const float *pb[1] = {params};
     const char *pp[1] = {""};
     grit_err rc;
-    if ((rc = put_block(s, tmp, "model.safetensors", m, pb, pp, 1, &out[0])) != GRIT_OK ||
-        (rc = put_text(s, tmp, "config.json", hf_config_json(&m->cfg), &out[1])) != GRIT_OK ||
+    char *cj = hf_family_config_json(&m->cfg);
+    if (!cj)
+        return grit_errf(GRIT_EINVAL, "config.json: %s", grit_errmsg());
+    if ((rc = put_block(s, tmp, "model.safetensors", m, pb, pp, 1, &out[0])) != GRIT_OK) {
+        free(cj);
+        return rc;
+    }
+    if ((rc = put_text(s, tmp, "config.json", cj, &out[1])) != GRIT_OK ||
         (rc = put_text(s, tmp, "trainer_state.json", state_json(st), &out[2])) != GRIT_OK)
         return rc;
     return GRIT_OK;
@@ -268,7 +274,7 @@ grit_err ckpt_save(store *s, const gx_model *m, const float *params, const float
     const char *pp[1] = {""}, *op[2] = {"exp_avg.", "exp_avg_sq."};
     if ((rc = put_block(s, tmp, "model.safetensors", m, pb, pp, 1, &e[0])) != GRIT_OK ||
         (rc = put_block(s, tmp, "optimizer.safetensors", m, ob, op, 2, &e[1])) != GRIT_OK ||
-        (rc = put_text(s, tmp, "config.json", hf_config_json(&m->cfg), &e[2])) != GRIT_OK ||
+        (rc = put_text(s, tmp, "config.json", hf_family_config_json(&m->cfg), &e[2])) != GRIT_OK ||
         (rc = put_text(s, tmp, "trainer_state.json", state_json(st), &e[3])) != GRIT_OK) {
         s->ops->remove(s, tmp);
         return rc;
@@ -632,9 +638,13 @@ static float half_to_float(uint16_t h)
 }
 
 /* Loads every model tensor named prefixes[b] + name from dir/file into blocks[b];
- * HF buffers (is_buffer) are skipped, any other unknown tensor is an error. */
+ * HF buffers (is_buffer) are skipped, any other unknown tensor is an error.
+ * With loaded (one flag per model tensor; one shard of a sharded checkpoint),
+ * tensors absent from the file are left for other shards, those read are
+ * flagged, and a tensor read twice is an error. */
 static grit_err load_file(store *s, const char *dir, const char *file, const gx_model *m,
-                          const char *const *prefixes, float **blocks, int nblocks)
+                          const char *const *prefixes, float **blocks, int nblocks,
+                          unsigned char *loaded)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/%s", dir, file);
@@ -668,6 +678,13 @@ static grit_err load_file(store *s, const char *dir, const char *file, const gx_
             char name[200];
             snprintf(name, sizeof name, "%s%s", prefixes[b], t->name);
             const st_tensor *x = st_find(&f, name);
+            if (!x && loaded)
+                continue;
+            if (x && loaded && loaded[i]++) {
+                rc = grit_errf(GRIT_EFORMAT, "%s: tensor '%s' is also in another shard", what,
+                               name);
+                goto out;
+            }
             if (!x) {
                 rc = grit_errf(GRIT_EFORMAT, "%s: tensor '%s' is missing", what, name);
                 goto out;
@@ -717,6 +734,12 @@ static grit_err load_file(store *s, const char *dir, const char *file, const gx_
         for (int b = 0; b < nblocks && !known; b++) {
             size_t pl = strlen(prefixes[b]);
             known = !strncmp(f.t[i].name, prefixes[b], pl) && gx_find(m, f.t[i].name + pl);
+        }
+        if (!known && m->cfg.tied && !strcmp(f.t[i].name, "lm_head.weight")) {
+            rc = grit_errf(GRIT_EFORMAT, "%s: tensor 'lm_head.weight': this model ties the LM "
+                                         "head to the input embedding (tie_word_embeddings), "
+                                         "so the file must not carry a separate head", what);
+            goto out;
         }
         if (!known && !is_buffer(f.t[i].name)) {
             rc = grit_errf(GRIT_EFORMAT, "%s: unexpected tensor '%s' (not part of this model)",
@@ -776,7 +799,7 @@ grit_err ckpt_load_moments(store *s, const char *dir, const gx_model *m, float *
 {
     const char *op[2] = {"exp_avg.", "exp_avg_sq."};
     float *ob[2] = {mm, vv};
-    return load_file(s, dir, "optimizer.safetensors", m, op, ob, 2);
+    return load_file(s, dir, "optimizer.safetensors", m, op, ob, 2, NULL);
 }
 
 /* Reads and parses the safetensors header of path. */
@@ -878,11 +901,115 @@ grit_err ckpt_load_moments_range(store *s, const char *dir, const gx_model *m, s
     return rc;
 }
 
+/* Model weights from dir/model.safetensors, or from the shards a Hugging Face
+ * model.safetensors.index.json names ({"weight_map": {tensor: file}}): each
+ * shard is read straight into the parameter block (no second copy of the
+ * model), every tensor must come from the shard the index names, and every
+ * model tensor must be somewhere. */
+static grit_err load_weights(store *s, const char *dir, const gx_model *m,
+                             const char *const *pp, float **pb)
+{
+    char path[512], what[1600];
+    size_t sz;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (s->ops->size(s, path, &sz) == GRIT_OK)
+        return load_file(s, dir, "model.safetensors", m, pp, pb, 1, NULL);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    if (s->ops->size(s, path, &sz) != GRIT_OK)
+        return grit_errf(GRIT_ENOTFOUND, "%s/%s: neither model.safetensors nor "
+                         "model.safetensors.index.json", s->root, dir);
+    snprintf(what, sizeof what, "%s/%s", s->root, path);
+    char *text = NULL;
+    grit_err rc = store_read_all(s, path, &text, NULL);
+    if (rc != GRIT_OK)
+        return rc;
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je), *wm = json_object_get(j, "weight_map");
+    free(text);
+    unsigned char *loaded = calloc((size_t)m->num_tensors, 1);
+    const char **files = calloc((size_t)m->num_tensors + 1, sizeof *files);
+    int nfiles = 0;
+    if (!loaded || !files) {
+        rc = grit_errf(GRIT_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (!j) {
+        rc = grit_errf(GRIT_EFORMAT, "%s:%d:%d: invalid JSON: %s", what, je.line, je.column,
+                       je.text);
+        goto out;
+    }
+    if (!json_is_object(wm)) {
+        rc = grit_errf(GRIT_EFORMAT, "%s: field 'weight_map': expected an object", what);
+        goto out;
+    }
+    const char *name;
+    json_t *v;
+    json_object_foreach(wm, name, v)
+    {
+        const char *f = json_string_value(v);
+        size_t fl = f ? strlen(f) : 0;
+        if (!f || fl < 13 || strchr(f, '/') || strcmp(f + fl - 12, ".safetensors") ||
+            f[0] == '.') {
+            rc = grit_errf(GRIT_EFORMAT, "%s: field 'weight_map.%s': expected a file name "
+                                         "ending in .safetensors in the same folder", what, name);
+            goto out;
+        }
+        int seen = 0;
+        for (int i = 0; i < nfiles && !seen; i++)
+            seen = !strcmp(files[i], f);
+        if (!seen) {
+            if (nfiles == m->num_tensors) {
+                rc = grit_errf(GRIT_EFORMAT, "%s: more shard files than model tensors", what);
+                goto out;
+            }
+            files[nfiles++] = f;
+        }
+    }
+    for (int i = 0; i < nfiles; i++)
+        if ((rc = load_file(s, dir, files[i], m, pp, pb, 1, loaded)) != GRIT_OK)
+            goto out;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const char *want = json_string_value(json_object_get(wm, m->tensors[i].name));
+        if (!loaded[i]) {
+            rc = grit_errf(GRIT_EFORMAT, "%s: tensor '%s' is in no shard", what,
+                           m->tensors[i].name);
+            goto out;
+        }
+        if (!want) {
+            rc = grit_errf(GRIT_EFORMAT, "%s: field 'weight_map': tensor '%s' is missing (found "
+                                         "in a shard)", what, m->tensors[i].name);
+            goto out;
+        }
+    }
+    /* a tensor in a shard other than the one the index names */
+    for (int i = 0; i < nfiles; i++) {
+        char sp[600];
+        snprintf(sp, sizeof sp, "%s/%s", dir, files[i]);
+        st_file f = {0};
+        if ((rc = open_st(s, sp, what, &f)) != GRIT_OK)
+            goto out;
+        for (int k = 0; k < f.n && rc == GRIT_OK; k++) {
+            const char *want = json_string_value(json_object_get(wm, f.t[k].name));
+            if (gx_find(m, f.t[k].name) && (!want || strcmp(want, files[i])))
+                rc = grit_errf(GRIT_EFORMAT, "%s: tensor '%s' is in %s, the index says %s", what,
+                               f.t[k].name, files[i], want ? want : "nothing");
+        }
+        st_file_free(&f);
+        if (rc != GRIT_OK)
+            goto out;
+    }
+out:
+    free(loaded);
+    free(files);
+    json_decref(j);
+    return rc;
+}
+
 grit_err ckpt_load(store *s, const char *dir, gx_model *m, ckpt_state *st, bool weights_only)
 {
     const char *pp[1] = {""};
     float *pb[1] = {m->params};
-    grit_err rc = load_file(s, dir, "model.safetensors", m, pp, pb, 1);
+    grit_err rc = load_weights(s, dir, m, pp, pb);
     if (rc != GRIT_OK || weights_only)
         return rc;
     if ((rc = ckpt_read_state(s, dir, st)) != GRIT_OK)

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "ckpt/ckpt.h"
-#include "ckpt/hf.h"
+#include "ckpt/hf_family.h"
 #include "ckpt/store.h"
 
 static int exists(const char *dir, const char *name)
@@ -46,7 +46,7 @@ grit_err pretrained_load(const char *path, gx_model *m, int nthreads, char *wher
     gx_config cfg;
     char what[4400];
     snprintf(what, sizeof what, "%s/%s", root, cfgpath);
-    if ((rc = hf_config_parse(what, text, &cfg)) != GRIT_OK ||
+    if ((rc = hf_family_config_parse(what, text, &cfg)) != GRIT_OK ||
         (rc = gx_init(m, &cfg, 1, 1, nthreads)) != GRIT_OK)
         goto out;
     if ((rc = ckpt_load(st, sub, m, NULL, true)) != GRIT_OK) {

@@ -3,7 +3,8 @@
  *
  * Each takes a checkpoint directory (RUN_DIR/ckpt) or a run directory (its
  * ckpt/ is used). export writes a Hugging Face folder from one step;
- * import turns a Hugging Face GPTNeoX folder into a verified step_00000000.
+ * import turns a Hugging Face GPTNeoX, Llama or Falcon folder (sharded or not)
+ * into a verified step_00000000.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,7 +13,7 @@
 #include <sys/stat.h>
 
 #include "ckpt/ckpt.h"
-#include "ckpt/hf.h"
+#include "ckpt/hf_family.h"
 #include "cli/cli.h"
 #include "core/fsutil.h"
 #include "train/train.h"
@@ -28,9 +29,11 @@ static void usage(FILE *f)
             "  export DIR STEP OUT [--tokenizer FILE]\n"
             "                              write a Hugging Face folder (model.safetensors,\n"
             "                              config.json, tokenizer file) loadable by transformers\n"
-            "  import HF_DIR OUT_DIR       turn a Hugging Face GPTNeoX folder (config.json,\n"
-            "                              model.safetensors; F32/F16/BF16) into OUT_DIR/ckpt/\n"
-            "                              step_00000000 (for \"init_from\")\n"
+            "  import HF_DIR OUT_DIR       turn a Hugging Face GPTNeoX, Llama or Falcon folder\n"
+            "                              (config.json, model.safetensors or shards named by\n"
+            "                              model.safetensors.index.json; F32/F16/BF16) into\n"
+            "                              OUT_DIR/ckpt/step_00000000 (for \"init_from\");\n"
+            "                              see docs/models.md\n"
             "  prune DIR --keep-last K [--keep-every M]\n"
             "                              remove old checkpoints (and stale .tmp folders)\n"
             "\n"
@@ -153,11 +156,12 @@ static int copy_file(const char *from, const char *to)
 /* Loads a model (layout from config.json in HF form) from a store directory. */
 static int load_model(store *s, const char *dir, gx_model *m)
 {
-    char p[256], *text = NULL;
+    char p[256], what[2400], *text = NULL;
     gx_config cfg;
     snprintf(p, sizeof p, "%s/config.json", dir);
+    snprintf(what, sizeof what, "%s/%s", s->root, p);
     int inited = 0, rc = -1;
-    if (store_read_all(s, p, &text, NULL) == GRIT_OK && hf_config_parse(p, text, &cfg) == GRIT_OK &&
+    if (store_read_all(s, p, &text, NULL) == GRIT_OK && hf_family_config_parse(what, text, &cfg) == GRIT_OK &&
         (inited = gx_init(m, &cfg, 1, 1, 1) == GRIT_OK) && ckpt_load(s, dir, m, NULL, true) == GRIT_OK)
         rc = 0;
     if (rc) {
@@ -207,9 +211,9 @@ static int cmd_export(int argc, char **argv)
         fprintf(stderr, "grit ckpt export: %s\n", grit_errmsg());
         goto out_m;
     }
-    char *cj = hf_config_json(&m.cfg);
+    char *cj = hf_family_config_json(&m.cfg);
     snprintf(out, sizeof out, "%s/config.json", argv[3]);
-    grit_err e = cj ? fs_write_durable(out, cj, strlen(cj)) : GRIT_ENOMEM;
+    grit_err e = cj ? fs_write_durable(out, cj, strlen(cj)) : GRIT_EINVAL;
     free(cj);
     if (e != GRIT_OK) {
         fprintf(stderr, "grit ckpt export: %s\n", grit_errmsg());

@@ -1,13 +1,18 @@
 /*
- * gptneox.c - GPT-NeoX shapes, parameter layout, allocation and Pythia init.
- * The forward/backward pass is in gptneox_step.c.
+ * gptneox.c - decoder shapes, allocation and initialisation. The name is
+ * historical: the same gx_model holds GPT-NeoX, Llama and Falcon, whose
+ * tables (names, block order, presets) are in family.c. The forward/backward
+ * pass is in gptneox_step.c.
  */
 #include "model/gptneox.h"
+
+#include "model/family.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/rng.h"
 
@@ -23,9 +28,11 @@ static const preset presets[] = {
     {"pythia-410m", 1024, 24, 16, 4096}, {"pythia-1b", 2048, 16, 8, 8192},
 };
 
-const char *const gx_preset_names[] = {"pythia-14m",  "pythia-31m",  "pythia-70m",
-                                       "pythia-160m", "pythia-410m", "pythia-1b",
-                                       NULL};
+const char *const gx_preset_names[] = {
+    "pythia-14m",  "pythia-31m",  "pythia-70m",     "pythia-160m", "pythia-410m",
+    "pythia-1b",   "llama-2-7b",  "llama-2-13b",    "llama-2-70b", "tinyllama-1.1b",
+    "llama-3-8b",  "falcon-7b",   "falcon-40b",     "falcon-180b", "llama-tiny",
+    "llama-70m",   "falcon-tiny", "falcon-tiny-new", "falcon-70m",  NULL};
 
 grit_err gx_preset(const char *name, gx_config *cfg)
 {
@@ -47,89 +54,72 @@ grit_err gx_preset(const char *name, gx_config *cfg)
         };
         return GRIT_OK;
     }
-    return grit_errf(GRIT_ENOTFOUND, "unknown model preset '%s'", name);
+    return gx__family_preset(name, cfg);
 }
 
 grit_err gx_config_check(const gx_config *c)
 {
     if (c->hidden <= 0 || c->layers <= 0 || c->heads <= 0 || c->intermediate <= 0 ||
-        c->vocab <= 0 || c->max_positions <= 0)
+        c->vocab <= 0 || c->max_positions <= 0 || c->kv_heads < 0)
         return grit_errf(GRIT_EINVAL, "model sizes must be positive");
     if (c->hidden % c->heads != 0)
         return grit_errf(GRIT_EINVAL, "hidden_size %d is not divisible by num_heads %d",
                          c->hidden, c->heads);
+    int kv = gx_kv_heads(c);
+    if (c->heads % kv != 0)
+        return grit_errf(GRIT_EINVAL, "num_heads %d is not a multiple of num_kv_heads %d",
+                         c->heads, kv);
+    if (c->qkv == GX_QKV_NEOX && kv != c->heads)
+        return grit_errf(GRIT_EINVAL, "the [heads][3][head_dim] q/k/v layout needs num_kv_heads "
+                                      "= num_heads %d, got %d", c->heads, kv);
+    if (c->family == GX_LLAMA && c->qkv != GX_QKV_SPLIT)
+        return grit_errf(GRIT_EINVAL, "llama keeps q, k and v in separate projections");
+    if (c->family == GX_NEOX && (c->qkv != GX_QKV_NEOX || c->norm != GX_LAYERNORM ||
+                                 c->mlp != GX_MLP_GELU || c->tied || c->shared_norm))
+        return grit_errf(GRIT_EINVAL, "gpt_neox has a fused [heads][3][head_dim] q/k/v, "
+                                      "LayerNorm, a GELU MLP and untied embeddings");
+    if (c->shared_norm && !c->parallel_residual)
+        return grit_errf(GRIT_EINVAL, "one norm per block needs a parallel residual");
     int hd = c->hidden / c->heads, rot = (int)(hd * c->rotary_pct);
     if (rot % 2 != 0)
         return grit_errf(GRIT_EINVAL,
                          "rotary dims int(head_dim %d * rotary_pct %g) = %d must be even", hd,
                          c->rotary_pct, rot);
+    if (c->rope != GX_ROPE_NONE && !(c->rope_factor >= 1.0))
+        return grit_errf(GRIT_EINVAL, "rope_scaling factor must be >= 1, got %g", c->rope_factor);
+    if (c->rope == GX_ROPE_LLAMA3 &&
+        (c->rope_orig_max <= 0 || !(c->rope_high > c->rope_low) || !(c->rope_low > 0)))
+        return grit_errf(GRIT_EINVAL, "llama3 rope_scaling needs original_max_position_embeddings "
+                                      "> 0 and high_freq_factor > low_freq_factor > 0");
     return GRIT_OK;
 }
 
 /* --- layout ----------------------------------------------------------------- */
 
-static void add_tensor(gx_model *m, size_t *off, const char *name, int d0, int d1, bool decay)
-{
-    gx_tensor *t = &m->tensors[m->num_tensors++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->offset = *off;
-    t->ndim = d1 > 0 ? 2 : 1;
-    t->shape[0] = d0;
-    t->shape[1] = d1 > 0 ? d1 : 0;
-    t->numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
-    t->decay = decay;
-    /* keep every tensor 64-byte aligned for the vector kernels */
-    *off += (t->numel + 15) & ~(size_t)15;
-}
-
-static void build_layout(gx_model *m)
-{
-    const gx_config *c = &m->cfg;
-    int C = c->hidden, H4 = c->intermediate, V = c->vocab;
-    size_t off = 0;
-    char nm[96];
-    add_tensor(m, &off, "gpt_neox.embed_in.weight", V, C, true);
-    for (int l = 0; l < c->layers; l++) {
-#define LT(suffix, d0, d1, decay)                                                  \
-    snprintf(nm, sizeof nm, "gpt_neox.layers.%d.%s", l, suffix);                    \
-    add_tensor(m, &off, nm, d0, d1, decay)
-        LT("input_layernorm.weight", C, 0, false);
-        LT("input_layernorm.bias", C, 0, false);
-        LT("post_attention_layernorm.weight", C, 0, false);
-        LT("post_attention_layernorm.bias", C, 0, false);
-        LT("attention.query_key_value.weight", 3 * C, C, true);
-        LT("attention.query_key_value.bias", 3 * C, 0, false);
-        LT("attention.dense.weight", C, C, true);
-        LT("attention.dense.bias", C, 0, false);
-        LT("mlp.dense_h_to_4h.weight", H4, C, true);
-        LT("mlp.dense_h_to_4h.bias", H4, 0, false);
-        LT("mlp.dense_4h_to_h.weight", C, H4, true);
-        LT("mlp.dense_4h_to_h.bias", C, 0, false);
-#undef LT
-    }
-    add_tensor(m, &off, "gpt_neox.final_layer_norm.weight", C, 0, false);
-    add_tensor(m, &off, "gpt_neox.final_layer_norm.bias", C, 0, false);
-    add_tensor(m, &off, "embed_out.weight", V, C, true);
-    m->num_params = off;
-}
-
 static void bind(const gx_model *m, float *base, gx_weights *w)
 {
-    const gx_tensor *t = m->tensors;
-    w->embed_in = base + t[0].offset;
-    for (int l = 0; l < m->cfg.layers; l++) {
-        const gx_tensor *lt = t + 1 + 12 * l;
-        gx_layer *L = &w->layer[l];
-        float **slots[12] = {&L->ln1_w,   &L->ln1_b, &L->ln2_w,   &L->ln2_b,
-                             &L->qkv_w,   &L->qkv_b, &L->dense_w, &L->dense_b,
-                             &L->fc_w,    &L->fc_b,  &L->proj_w,  &L->proj_b};
-        for (int i = 0; i < 12; i++)
-            *slots[i] = base + lt[i].offset;
+    memset(w->layer, 0, sizeof(gx_layer) * (size_t)m->cfg.layers);
+    w->embed_in = w->lnf_w = w->lnf_b = w->embed_out = NULL;
+    for (int i = 0; i < m->num_tensors; i++) {
+        const gx_tensor *t = &m->tensors[i];
+        float *p = base + t->offset;
+        if (t->layer >= 0 && t->slot >= 0 && t->slot <= GX_SLOT_PROJ_B) {
+            gx_layer *L = &w->layer[t->layer];
+            float **slots[12] = {&L->ln1_w,   &L->ln1_b, &L->ln2_w,   &L->ln2_b,
+                                 &L->qkv_w,   &L->qkv_b, &L->dense_w, &L->dense_b,
+                                 &L->fc_w,    &L->fc_b,  &L->proj_w,  &L->proj_b};
+            *slots[t->slot] = p;
+        } else if (t->slot == GX_SLOT_EMBED)
+            w->embed_in = p;
+        else if (t->slot == GX_SLOT_LNF_W)
+            w->lnf_w = p;
+        else if (t->slot == GX_SLOT_LNF_B)
+            w->lnf_b = p;
+        else if (t->slot == GX_SLOT_HEAD)
+            w->embed_out = p;
     }
-    int k = 1 + 12 * m->cfg.layers;
-    w->lnf_w = base + t[k].offset;
-    w->lnf_b = base + t[k + 1].offset;
-    w->embed_out = base + t[k + 2].offset;
+    if (m->cfg.tied)
+        w->embed_out = w->embed_in;
 }
 
 const gx_tensor *gx_find(const gx_model *m, const char *name)
@@ -143,10 +133,13 @@ const gx_tensor *gx_find(const gx_model *m, const char *name)
 size_t gx_act_bytes_per_token(const gx_config *c)
 {
     size_t C = (size_t)c->hidden, H4 = (size_t)c->intermediate;
-    size_t per_layer = C + 2 + 3 * C + C + (size_t)c->heads + C + 2 + 2 * H4 + C /* resid */;
+    size_t Q = ((size_t)c->heads + 2 * (size_t)gx_kv_heads(c)) * (C / (size_t)c->heads);
+    size_t F = c->mlp == GX_MLP_SWIGLU ? 2 * H4 : H4;
+    size_t ln2 = c->shared_norm ? 0 : C + 2;
+    size_t per_layer = C + 2 + Q + C + (size_t)c->heads + ln2 + F + H4 + C /* resid */;
     if (!c->parallel_residual)
         per_layer += C;
-    size_t scratch = 4 * C + 3 * C + H4 + 2; /* backward buffers, ids */
+    size_t scratch = 4 * C + Q + F + 2; /* backward buffers, ids */
     return 4 * ((size_t)c->layers * per_layer + C /* embeddings */ + C + 2 /* final ln */ +
                 scratch);
 }
@@ -154,7 +147,9 @@ size_t gx_act_bytes_per_token(const gx_config *c)
 double gx_flops_per_token(const gx_config *c, int T)
 {
     double C = c->hidden, H4 = c->intermediate, V = c->vocab, L = c->layers;
-    double linear = L * (3 * C * C + C * C + 2 * C * H4) + V * C;
+    double Q = (double)(c->heads + 2 * gx_kv_heads(c)) * (C / c->heads);
+    double F = c->mlp == GX_MLP_SWIGLU ? 3 * H4 : 2 * H4;
+    double linear = L * (Q * C + C * C + F * C) + V * C;
     double attn = L * 2.0 * C * (T + 1) / 2.0 * 2.0; /* QK^T and PV, causal half */
     return 6.0 * linear + 3.0 * attn;                /* fwd + 2x bwd */
 }
@@ -170,33 +165,86 @@ static float *alloc_floats(size_t n)
     return p;
 }
 
+/* Inverse frequency of rotary pair i (of r2), with Hugging Face's rope_scaling
+ * applied (modeling_rope_utils: linear, dynamic NTK for a sequence of T, llama3). */
+static double rope_inv_freq(const gx_config *c, int rot, int i, int T)
+{
+    double base = c->rotary_base;
+    if (c->rope == GX_ROPE_DYNAMIC && T > c->max_positions)
+        base *= pow(c->rope_factor * T / c->max_positions - (c->rope_factor - 1.0),
+                    (double)rot / (rot - 2));
+    double inv = 1.0 / pow(base, (2.0 * i) / rot);
+    if (c->rope == GX_ROPE_LINEAR)
+        inv /= c->rope_factor;
+    else if (c->rope == GX_ROPE_LLAMA3) {
+        double old = c->rope_orig_max, lo_wl = old / c->rope_low, hi_wl = old / c->rope_high;
+        double wl = 2.0 * 3.14159265358979323846 / inv;
+        if (wl > lo_wl)
+            inv /= c->rope_factor;
+        else if (wl >= hi_wl) { /* medium frequencies: interpolate */
+            double sm = (old / wl - c->rope_low) / (c->rope_high - c->rope_low);
+            inv = (1.0 - sm) * inv / c->rope_factor + sm * inv;
+        }
+    }
+    return inv;
+}
+
+/* Memory a new allocation can get: MemAvailable from /proc/meminfo (the
+ * machine may be shared), else the physical total; 0 if unknown. */
+static size_t avail_bytes(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (kb)
+        return (size_t)kb * 1024;
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz : 0;
+}
+
 grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads)
 {
     memset(m, 0, sizeof *m);
     grit_err rc = gx_config_check(cfg);
     if (rc != GRIT_OK)
         return rc;
-    if (B <= 0 || T <= 0 || T > cfg->max_positions)
+    if (B <= 0 || T <= 0 || (T > cfg->max_positions && cfg->rope != GX_ROPE_DYNAMIC))
         return grit_errf(GRIT_EINVAL, "seq_len %d must be in [1, max_positions %d]", T,
                          cfg->max_positions);
+    size_t need = gx_memory_estimate(cfg, B, T), have = avail_bytes();
+    if (have && need > have)
+        return grit_errf(GRIT_ENOMEM, "%s model of %.2fB parameters needs about %.1f GiB for "
+                         "weights, gradients, AdamW state and activations (micro-batch %d x %d); "
+                         "%.1f GiB is available",
+                         gx_family_name(cfg->family), gx_param_count(cfg) / 1e9,
+                         need / 1073741824.0, B, T, have / 1073741824.0);
     m->cfg = *cfg;
     m->B = B;
     m->T = T;
     m->nthreads = nthreads > 0 ? nthreads : 1;
     int L = cfg->layers, C = cfg->hidden, H4 = cfg->intermediate, V = cfg->vocab;
-    int hd = C / cfg->heads;
+    int hd = C / cfg->heads, kv = gx_kv_heads(cfg);
     size_t N = (size_t)B * T;
     m->rot = (int)(hd * cfg->rotary_pct);
     m->chunk = N < 512 ? (int)N : 512;
+    m->qkv_dim = (cfg->heads + 2 * kv) * hd;
+    int F = cfg->mlp == GX_MLP_SWIGLU ? 2 * H4 : H4;
+    int nt = gx__num_tensors(cfg);
 
-    m->tensors = calloc((size_t)(4 + 12 * L), sizeof *m->tensors);
+    m->tensors = calloc((size_t)nt, sizeof *m->tensors);
     m->w.layer = calloc((size_t)L, sizeof(gx_layer));
     m->g.layer = calloc((size_t)L, sizeof(gx_layer));
     m->resid = calloc((size_t)L + 1, sizeof(float *));
     m->acts = calloc((size_t)L, sizeof(gx_layer_acts));
     if (!m->tensors || !m->w.layer || !m->g.layer || !m->resid || !m->acts)
         goto oom;
-    build_layout(m);
+    gx__build_layout(m);
+    m->tpl = (nt - 1 - (cfg->norm == GX_LAYERNORM ? 2 : 1) - (cfg->tied ? 0 : 1)) / L;
     m->params = alloc_floats(m->num_params);
     m->grads = alloc_floats(m->num_params);
     m->adam_m = alloc_floats(m->num_params);
@@ -207,16 +255,20 @@ grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads)
     bind(m, m->grads, &m->g);
 
     /* activation block: count, allocate, carve */
-    size_t NC = N * C, NI = N * H4;
-    size_t per_layer = NC + 2 * N + 3 * NC + NC + N * cfg->heads / 1 + NC + 2 * N + 2 * NI;
+    size_t NC = N * C, NI = N * H4, NQ = N * (size_t)m->qkv_dim, NF = N * (size_t)F;
+    size_t ln2 = cfg->shared_norm ? 0 : NC + 2 * N;
+    size_t per_layer = NC + 2 * N + NQ + NC + N * cfg->heads + ln2 + NF + NI;
     if (!cfg->parallel_residual)
         per_layer += NC;
     size_t att_scr = (size_t)op_attention_scratch_floats(T, m->nthreads);
-    size_t rope = (size_t)cfg->max_positions * (size_t)(m->rot / 2);
+    int rope_len = T > cfg->max_positions ? T : cfg->max_positions;
+    size_t rope = (size_t)rope_len * (size_t)(m->rot / 2);
+    size_t nz = (size_t)(m->qkv_dim > F ? m->qkv_dim : F);
+    nz = nz > (size_t)C ? nz : (size_t)C;
     size_t total = (size_t)(L + 1) * NC + (size_t)L * per_layer + NC + 2 * N /* lnf */ +
-                   4 * NC + 3 * NC + NI /* dres dtmp dln datt dqkv dfc */ +
+                   4 * NC + NQ + NF /* dres dtmp dln datt dqkv dfc */ +
                    (size_t)m->chunk * V + N /* losses */ + 2 * N /* token ids */ + att_scr +
-                   2 * rope + 64;
+                   2 * rope + nz + 64;
     m->act_block = alloc_floats(total);
     if (!m->act_block)
         goto oom;
@@ -230,14 +282,20 @@ grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads)
         a->ln1 = TAKE(NC);
         a->ln1_mean = TAKE(N);
         a->ln1_rstd = TAKE(N);
-        a->qkv = TAKE(3 * NC);
+        a->qkv = TAKE(NQ);
         a->att = TAKE(NC);
         a->lse = TAKE(N * (size_t)cfg->heads);
         a->mid = cfg->parallel_residual ? NULL : TAKE(NC);
-        a->ln2 = TAKE(NC);
-        a->ln2_mean = TAKE(N);
-        a->ln2_rstd = TAKE(N);
-        a->fc = TAKE(NI);
+        if (cfg->shared_norm) {
+            a->ln2 = a->ln1;
+            a->ln2_mean = a->ln1_mean;
+            a->ln2_rstd = a->ln1_rstd;
+        } else {
+            a->ln2 = TAKE(NC);
+            a->ln2_mean = TAKE(N);
+            a->ln2_rstd = TAKE(N);
+        }
+        a->fc = TAKE(NF);
         a->gelu = TAKE(NI);
     }
     m->lnf = TAKE(NC);
@@ -247,8 +305,8 @@ grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads)
     m->dtmp = TAKE(NC);
     m->dln = TAKE(NC);
     m->datt = TAKE(NC);
-    m->dqkv = TAKE(3 * NC);
-    m->dfc = TAKE(NI);
+    m->dqkv = TAKE(NQ);
+    m->dfc = TAKE(NF);
     m->logits = TAKE((size_t)m->chunk * V);
     m->losses = TAKE(N);
     m->inp = (int32_t *)TAKE(N);
@@ -256,15 +314,19 @@ grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads)
     m->att_scratch = TAKE(att_scr);
     m->rope_cos = TAKE(rope);
     m->rope_sin = TAKE(rope);
+    m->zeros = TAKE(nz);
 #undef TAKE
-    /* rotary tables in double, rounded once: cos/sin(pos * base^(-2i/rot)) */
+    /* rotary tables in double, rounded once: cos/sin(pos * inv_freq_i) */
     int r2 = m->rot / 2;
-    for (int pos = 0; pos < cfg->max_positions; pos++)
-        for (int i = 0; i < r2; i++) {
-            double inv = 1.0 / pow(cfg->rotary_base, (2.0 * i) / m->rot);
+    for (int i = 0; i < r2; i++) {
+        double inv = cfg->family == GX_NEOX && cfg->rope == GX_ROPE_NONE
+                         ? 1.0 / pow(cfg->rotary_base, (2.0 * i) / m->rot)
+                         : rope_inv_freq(cfg, m->rot, i, T);
+        for (int pos = 0; pos < rope_len; pos++) {
             m->rope_cos[(size_t)pos * r2 + i] = (float)cos(pos * inv);
             m->rope_sin[(size_t)pos * r2 + i] = (float)sin(pos * inv);
         }
+    }
     return GRIT_OK;
 oom:
     gx_free(m);
@@ -301,14 +363,15 @@ void gx_init_weights(gx_model *m, uint64_t seed)
         float *p = m->params + t->offset;
         const char *nm = t->name;
         if (t->ndim == 1) {
-            float v = strstr(nm, "layernorm.weight") || strstr(nm, "layer_norm.weight") ? 1.0f
-                                                                                      : 0.0f;
+            float v = t->norm_weight ? 1.0f : 0.0f;
             for (size_t k = 0; k < t->numel; k++)
                 p[k] = v;
             continue;
         }
         bool out_layer = strstr(nm, "attention.dense.weight") || strstr(nm, "dense_4h_to_h.weight");
-        double std = out_layer ? wang : small;
+        double std = c->family != GX_NEOX ? (c->init_std > 0 ? c->init_std : 0.02)
+                     : out_layer                ? wang
+                                                : small;
         rng_t r;
         rng_seed(&r, seed, (uint64_t)i + 1);
         for (size_t k = 0; k < t->numel; k += 2) {

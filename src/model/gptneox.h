@@ -30,6 +30,23 @@
 #include "core/error.h"
 #include "tensor/ops.h"
 
+/* The decoder is assembled from options (model/family.h has the tables that
+ * fill them for GPT-NeoX, Llama and Falcon). Every option's zero value is
+ * GPT-NeoX's choice, so a gx_config written for GPT-NeoX before the options
+ * existed still means exactly that model. */
+typedef enum gx_family { GX_NEOX = 0, GX_LLAMA = 1, GX_FALCON = 2 } gx_family;
+typedef enum gx_norm { GX_LAYERNORM = 0, GX_RMSNORM = 1 } gx_norm;
+typedef enum gx_mlp { GX_MLP_GELU = 0, GX_MLP_SWIGLU = 1 } gx_mlp;
+/* Row layout of the fused q/k/v projection output (and weight rows):
+ *   GX_QKV_NEOX:    [heads][3][hd]                 (GPT-NeoX; Falcon without multi_query)
+ *   GX_QKV_SPLIT:   [heads*hd | kv*hd | kv*hd]     (Llama q/k/v_proj back to back; Falcon 7B multi_query, kv = 1)
+ *   GX_QKV_GROUPED: [kv][heads/kv + 2][hd]         (Falcon new_decoder_architecture) */
+typedef enum gx_qkv { GX_QKV_NEOX = 0, GX_QKV_SPLIT = 1, GX_QKV_GROUPED = 2 } gx_qkv;
+/* Hugging Face rope_scaling kinds (None, "linear", "dynamic" NTK, "llama3"). */
+typedef enum gx_rope { GX_ROPE_NONE = 0, GX_ROPE_LINEAR, GX_ROPE_DYNAMIC, GX_ROPE_LLAMA3 } gx_rope;
+/* Bits of gx_config.no_bias: projections without a bias. */
+enum { GX_NOBIAS_QKV = 1, GX_NOBIAS_DENSE = 2, GX_NOBIAS_MLP = 4 };
+
 typedef struct gx_config {
     int hidden;        /* C */
     int layers;        /* L */
@@ -42,7 +59,23 @@ typedef struct gx_config {
     double ln_eps;
     op_act act;
     bool parallel_residual;
+    /* --- options beyond GPT-NeoX (zero = GPT-NeoX) --- */
+    gx_family family;
+    gx_norm norm;       /* RMSNorm has a weight only */
+    gx_mlp mlp;         /* SwiGLU: down(silu(gate(x)) * up(x)); act is unused */
+    int kv_heads;       /* key/value heads (GQA, MQA when 1); 0 = heads */
+    gx_qkv qkv;
+    int no_bias;        /* GX_NOBIAS_* bits */
+    bool tied;          /* LM head shares the input embedding (no separate tensor) */
+    bool shared_norm;   /* parallel block with one norm feeding attention and MLP (Falcon 7B) */
+    gx_rope rope;
+    double rope_factor, rope_low, rope_high; /* llama3: factor, low/high_freq_factor */
+    int rope_orig_max;  /* llama3: original_max_position_embeddings */
+    double init_std;    /* N(0, init_std) for matrices when family != GX_NEOX (HF initializer_range) */
 } gx_config;
+
+/* kv heads in effect (kv_heads, or heads when 0). */
+static inline int gx_kv_heads(const gx_config *c) { return c->kv_heads > 0 ? c->kv_heads : c->heads; }
 
 /* Fills cfg with a named Pythia shape; GRIT_ENOTFOUND for an unknown name. */
 grit_err gx_preset(const char *name, gx_config *cfg);
@@ -51,8 +84,19 @@ extern const char *const gx_preset_names[];
 /* Checks shapes are consistent; message names the offending field. */
 grit_err gx_config_check(const gx_config *cfg);
 
+/* Which gx_weights/gx_layer pointer a tensor binds to (GX_SLOT_NONE: the
+ * continuation of the previous slot, e.g. k_proj after q_proj). */
+enum {
+    GX_SLOT_NONE = -1, GX_SLOT_LN1_W = 0, GX_SLOT_LN1_B, GX_SLOT_LN2_W, GX_SLOT_LN2_B,
+    GX_SLOT_QKV_W, GX_SLOT_QKV_B, GX_SLOT_DENSE_W, GX_SLOT_DENSE_B, GX_SLOT_FC_W, GX_SLOT_FC_B,
+    GX_SLOT_PROJ_W, GX_SLOT_PROJ_B, GX_SLOT_EMBED, GX_SLOT_LNF_W, GX_SLOT_LNF_B, GX_SLOT_HEAD
+};
+
 typedef struct gx_tensor {
     char name[96];
+    bool norm_weight; /* a norm's scale: initialised to 1 */
+    signed char slot; /* GX_SLOT_* */
+    int layer;        /* -1 outside the layers */
     size_t offset; /* in floats from the block start */
     size_t numel;
     int ndim;
@@ -102,8 +146,11 @@ typedef struct gx_model {
     float *logits;              /* [chunk, V] */
     float *losses;              /* [N] */
     float *att_scratch;
-    float *rope_cos, *rope_sin; /* [max_positions, rot/2] */
+    float *rope_cos, *rope_sin; /* [rope_len, rot/2] */
     int rot, chunk, nthreads;
+    int tpl;                    /* tensors per layer: layer l's are tensors[1 + tpl*l ...] */
+    int qkv_dim;                /* rows of the fused q/k/v projection: (heads + 2 kv) * hd */
+    float *zeros;               /* [max(C, qkv_dim, 2I)] zero bias for projections without one */
 
     /* If set, called during backward each time a contiguous range of m->grads
      * [off, off + n) is final for this micro-batch (LM head and final norm, then
@@ -114,14 +161,17 @@ typedef struct gx_model {
 } gx_model;
 
 /* Allocates everything for micro-batches of B sequences of T tokens, using
- * nthreads for sizing per-thread scratch. Weights are zero until
+ * nthreads for sizing per-thread scratch. A model that cannot fit in this
+ * machine's available memory (family.h gx_memory_estimate) fails with GRIT_ENOMEM,
+ * naming its parameter count and estimate, before allocating anything. Weights are zero until
  * gx_init_weights() or a load. gx_free(NULL) is a no-op. */
 grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads);
 void gx_free(gx_model *m);
 
-/* Pythia initialisation: small_init N(0, sqrt(2/(5C))) for embeddings and
- * linear weights, wang_init N(0, 2/(L sqrt(C))) for attention.dense and
- * mlp.dense_4h_to_h, zero biases, unit norm weights. Deterministic in seed. */
+/* GPT-NeoX: Pythia initialisation: small_init N(0, sqrt(2/(5C))) for embeddings
+ * and linear weights, wang_init N(0, 2/(L sqrt(C))) for attention.dense and
+ * mlp.dense_4h_to_h. Llama and Falcon: N(0, init_std) (HF initializer_range).
+ * Zero biases, unit norm weights. Deterministic in seed. */
 void gx_init_weights(gx_model *m, uint64_t seed);
 
 /* Looks a tensor up by HF name; NULL if absent. */

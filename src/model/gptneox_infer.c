@@ -25,6 +25,11 @@ grit_err gxi_init(gxi_state *s, const gx_model *m, int max_t, int rows, int nthr
 {
     memset(s, 0, sizeof *s);
     const gx_config *c = &m->cfg;
+    if (c->family != GX_NEOX || c->rope != GX_ROPE_NONE)
+        return grit_errf(GRIT_EINVAL, "inference (generate, eval, serve) runs GPT-NeoX models "
+                                      "only so far; this checkpoint is a %s model",
+                         c->family == GX_LLAMA ? "llama" : c->family == GX_FALCON ? "falcon"
+                                                                                : "rope-scaled");
     if (max_t < 1 || max_t > c->max_positions || rows < 1 || nthreads < 1)
         return grit_errf(GRIT_EINVAL, "inference: expected 1 <= context <= max_positions %d, "
                                       "got %d", c->max_positions, max_t);

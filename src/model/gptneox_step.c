@@ -1,12 +1,18 @@
 /*
- * gptneox_step.c - forward and backward of GPT-NeoX on one micro-batch.
+ * gptneox_step.c - forward and backward of the decoder (GPT-NeoX, Llama,
+ * Falcon: one block assembled from gx_config's options) on one micro-batch.
  *
- * Layer (x = resid[l], y = resid[l+1]):
- *   h   = LN1(x);  qkv = rotary(h Wqkv^T + bqkv);  a = attn(qkv);  o = a Wd^T + bd
- *   parallel:   y = x + o + mlp(LN2(x))
- *   sequential: mid = x + o;  y = mid + mlp(LN2(mid))
- *   mlp(u) = gelu(u Wfc^T + bfc) Wproj^T + bproj
- * Head: logits = LN_f(resid[L]) Wout^T, cross-entropy averaged over B*T.
+ * Layer (x = resid[l], y = resid[l+1]; N1, N2 LayerNorm or RMSNorm; biases
+ * only where the options keep them):
+ *   h   = N1(x);  qkv = rotary(h Wqkv^T + bqkv);  a = attn(qkv);  o = a Wd^T + bd
+ *   parallel, two norms:  y = x + o + mlp(N2(x))          (GPT-NeoX, Falcon 40B/180B)
+ *   parallel, one norm:   y = x + o + mlp(h)              (Falcon 7B)
+ *   sequential:           mid = x + o;  y = mid + mlp(N2(mid))   (Llama)
+ *   mlp(u) = gelu(u Wfc^T + bfc) Wproj^T + bproj, or SwiGLU:
+ *            (silu(u Wgate^T) * (u Wup^T)) Wdown^T  (gate and up one [2I, C] matrix)
+ * Attention is multi-head, grouped-query or multi-query by the q/k/v layout
+ * (family.h gx_qkv_layout). Head: logits = N_f(resid[L]) Wout^T (Wout = the
+ * input embedding when tied), cross-entropy averaged over B*T.
  *
  * The LM head is processed in chunks of rows: logits of a chunk are
  * computed, turned into dlogits in place, and consumed by both gradient
@@ -21,6 +27,7 @@
  */
 #include <string.h>
 
+#include "model/family.h"
 #include "model/gptneox.h"
 #include "tensor/matmul.h"
 #include "tensor/ops.h"
@@ -32,79 +39,130 @@ static void fill_rows(float *out, const float *bias, int N, int C)
         memcpy(out + (long)n * C, bias, sizeof(float) * (size_t)C);
 }
 
+/* out = x W^T (+ b): [N, rows]. */
+static void linear_fwd(float *out, const float *x, const float *w, const float *b, int N,
+                       int rows, int in)
+{
+    if (b) {
+        fill_rows(out, b, N, rows);
+        mm_nt(N, rows, in, 1.0f, x, in, w, in, 1.0f, out, rows);
+    } else
+        mm_nt(N, rows, in, 1.0f, x, in, w, in, 0.0f, out, rows);
+}
+
+/* out = norm(x) with the block's norm kind; mean is unused by RMSNorm. */
+static void norm_fwd(const gx_config *c, float *out, float *mean, float *rstd, const float *x,
+                     const float *w, const float *b, int N)
+{
+    if (c->norm == GX_RMSNORM)
+        op_rmsnorm_fwd(out, rstd, x, w, N, c->hidden, (float)c->ln_eps);
+    else
+        op_layernorm_fwd(out, mean, rstd, x, w, b, N, c->hidden, (float)c->ln_eps);
+}
+
+static void norm_bwd(const gx_config *c, float *dx, float *dw, float *db, const float *dout,
+                     const float *x, const float *mean, const float *rstd, const float *w, int N)
+{
+    if (c->norm == GX_RMSNORM)
+        op_rmsnorm_bwd(dx, dw, dout, x, rstd, w, N, c->hidden);
+    else
+        op_layernorm_bwd(dx, dw, db, dout, x, mean, rstd, w, N, c->hidden);
+}
+
+static int fc_width(const gx_config *c)
+{
+    return c->mlp == GX_MLP_SWIGLU ? 2 * c->intermediate : c->intermediate;
+}
+
+/* y += mlp(norm2(u)) (norm2 is norm1's output when the block has one norm). */
 static void mlp_fwd(gx_model *m, int l, const float *u, float *y)
 {
     const gx_config *c = &m->cfg;
-    int N = m->B * m->T, C = c->hidden, H4 = c->intermediate;
+    int N = m->B * m->T, C = c->hidden, H4 = c->intermediate, F = fc_width(c);
     gx_layer *w = &m->w.layer[l];
     gx_layer_acts *a = &m->acts[l];
-    op_layernorm_fwd(a->ln2, a->ln2_mean, a->ln2_rstd, u, w->ln2_w, w->ln2_b, N, C,
-                     (float)c->ln_eps);
-    fill_rows(a->fc, w->fc_b, N, H4);
-    mm_nt(N, H4, C, 1.0f, a->ln2, C, w->fc_w, C, 1.0f, a->fc, H4);
-    op_gelu_fwd(a->gelu, a->fc, (long)N * H4, c->act);
+    if (!c->shared_norm)
+        norm_fwd(c, a->ln2, a->ln2_mean, a->ln2_rstd, u, w->ln2_w, w->ln2_b, N);
+    linear_fwd(a->fc, a->ln2, w->fc_w, w->fc_b, N, F, C);
+    if (c->mlp == GX_MLP_SWIGLU)
+        op_swiglu_fwd(a->gelu, a->fc, N, H4);
+    else
+        op_gelu_fwd(a->gelu, a->fc, (long)N * H4, c->act);
     mm_nt(N, C, H4, 1.0f, a->gelu, H4, w->proj_w, H4, 1.0f, y, C);
 }
 
 static void layer_fwd(gx_model *m, int l)
 {
     const gx_config *c = &m->cfg;
-    int N = m->B * m->T, C = c->hidden, hd = C / c->heads;
+    int N = m->B * m->T, C = c->hidden, hd = C / c->heads, Q = m->qkv_dim;
     gx_layer *w = &m->w.layer[l];
     gx_layer_acts *a = &m->acts[l];
     const float *x = m->resid[l];
     float *y = m->resid[l + 1], *o = m->dtmp;
+    const float *dense_b = w->dense_b ? w->dense_b : m->zeros;
+    const float *proj_b = w->proj_b ? w->proj_b : m->zeros;
+    op_qkv_layout lay = gx_qkv_layout(c);
 
-    op_layernorm_fwd(a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, N, C,
-                     (float)c->ln_eps);
-    fill_rows(a->qkv, w->qkv_b, N, 3 * C);
-    mm_nt(N, 3 * C, C, 1.0f, a->ln1, C, w->qkv_w, C, 1.0f, a->qkv, 3 * C);
-    op_rotary(a->qkv, m->rope_cos, m->rope_sin, N, m->T, c->heads, hd, m->rot, 0);
-    op_attention_fwd(a->att, a->lse, a->qkv, m->B, m->T, c->heads, hd, m->att_scratch);
+    norm_fwd(c, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, N);
+    linear_fwd(a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, Q, C);
+    op_rotary_lay(a->qkv, m->rope_cos, m->rope_sin, &lay, N, m->T, c->heads, hd, m->rot, 0);
+    op_attn_fwd(a->att, a->lse, a->qkv, &lay, m->B, m->T, c->heads, hd, m->att_scratch);
     mm_nt(N, C, C, 1.0f, a->att, C, w->dense_w, C, 0.0f, o, C);
     if (c->parallel_residual) {
-        op_add3_bias(y, x, o, w->dense_b, N, C);
-        op_add_bias(y, y, w->proj_b, N, C);
+        op_add3_bias(y, x, o, dense_b, N, C);
+        if (w->proj_b)
+            op_add_bias(y, y, proj_b, N, C);
         mlp_fwd(m, l, x, y);
     } else {
-        op_add3_bias(a->mid, x, o, w->dense_b, N, C);
-        op_add_bias(y, a->mid, w->proj_b, N, C);
+        op_add3_bias(a->mid, x, o, dense_b, N, C);
+        op_add_bias(y, a->mid, proj_b, N, C);
         mlp_fwd(m, l, a->mid, y);
     }
 }
 
-/* MLP backward from dy (gradient of its output); leaves dLN2-output in m->dln. */
+/* MLP backward from dy (gradient of its output); leaves dNorm2-output in m->dln. */
 static void mlp_bwd(gx_model *m, int l, const float *dy)
 {
     const gx_config *c = &m->cfg;
-    int N = m->B * m->T, C = c->hidden, H4 = c->intermediate;
+    int N = m->B * m->T, C = c->hidden, H4 = c->intermediate, F = fc_width(c);
     gx_layer *w = &m->w.layer[l], *g = &m->g.layer[l];
     gx_layer_acts *a = &m->acts[l];
-    op_bias_grad(g->proj_b, dy, N, C, C);
+    if (g->proj_b)
+        op_bias_grad(g->proj_b, dy, N, C, C);
     mm_tn(C, H4, N, 1.0f, dy, C, a->gelu, H4, 1.0f, g->proj_w, H4);
-    mm_nn(N, H4, C, 1.0f, dy, C, w->proj_w, H4, 0.0f, m->dfc, H4);
-    op_gelu_bwd(m->dfc, m->dfc, a->fc, (long)N * H4, c->act);
-    op_bias_grad(g->fc_b, m->dfc, N, H4, H4);
-    mm_tn(H4, C, N, 1.0f, m->dfc, H4, a->ln2, C, 1.0f, g->fc_w, C);
-    mm_nn(N, C, H4, 1.0f, m->dfc, H4, w->fc_w, C, 0.0f, m->dln, C);
+    if (c->mlp == GX_MLP_SWIGLU) {
+        /* a->gelu was last needed for proj_w's gradient above: it holds d(silu*up) now */
+        mm_nn(N, H4, C, 1.0f, dy, C, w->proj_w, H4, 0.0f, a->gelu, H4);
+        op_swiglu_bwd(m->dfc, a->gelu, a->fc, N, H4);
+    } else {
+        mm_nn(N, H4, C, 1.0f, dy, C, w->proj_w, H4, 0.0f, m->dfc, H4);
+        op_gelu_bwd(m->dfc, m->dfc, a->fc, (long)N * H4, c->act);
+    }
+    if (g->fc_b)
+        op_bias_grad(g->fc_b, m->dfc, N, F, F);
+    mm_tn(F, C, N, 1.0f, m->dfc, F, a->ln2, C, 1.0f, g->fc_w, C);
+    mm_nn(N, C, F, 1.0f, m->dfc, F, w->fc_w, C, 0.0f, m->dln, C);
 }
 
-/* Attention backward from dy (gradient of the dense output); leaves dLN1-output in m->datt. */
+/* Attention backward from dy (gradient of the dense output); leaves dNorm1-output in m->datt. */
 static void attn_bwd(gx_model *m, int l, const float *dy)
 {
     const gx_config *c = &m->cfg;
-    int N = m->B * m->T, C = c->hidden, hd = C / c->heads;
+    int N = m->B * m->T, C = c->hidden, hd = C / c->heads, Q = m->qkv_dim;
     gx_layer *w = &m->w.layer[l], *g = &m->g.layer[l];
     gx_layer_acts *a = &m->acts[l];
-    op_bias_grad(g->dense_b, dy, N, C, C);
+    op_qkv_layout lay = gx_qkv_layout(c);
+    if (g->dense_b)
+        op_bias_grad(g->dense_b, dy, N, C, C);
     mm_tn(C, C, N, 1.0f, dy, C, a->att, C, 1.0f, g->dense_w, C);
     mm_nn(N, C, C, 1.0f, dy, C, w->dense_w, C, 0.0f, m->datt, C);
-    op_attention_bwd(m->dqkv, m->datt, a->att, a->lse, a->qkv, m->B, m->T, c->heads, hd,
-                     m->att_scratch);
-    op_rotary(m->dqkv, m->rope_cos, m->rope_sin, N, m->T, c->heads, hd, m->rot, 1);
-    op_bias_grad(g->qkv_b, m->dqkv, N, 3 * C, 3 * C);
-    mm_tn(3 * C, C, N, 1.0f, m->dqkv, 3 * C, a->ln1, C, 1.0f, g->qkv_w, C);
-    mm_nn(N, C, 3 * C, 1.0f, m->dqkv, 3 * C, w->qkv_w, C, 0.0f, m->datt, C);
+    op_attn_bwd(m->dqkv, m->datt, a->att, a->lse, a->qkv, &lay, m->B, m->T, c->heads, hd,
+                m->att_scratch);
+    op_rotary_lay(m->dqkv, m->rope_cos, m->rope_sin, &lay, N, m->T, c->heads, hd, m->rot, 1);
+    if (g->qkv_b)
+        op_bias_grad(g->qkv_b, m->dqkv, N, Q, Q);
+    mm_tn(Q, C, N, 1.0f, m->dqkv, Q, a->ln1, C, 1.0f, g->qkv_w, C);
+    mm_nn(N, C, Q, 1.0f, m->dqkv, Q, w->qkv_w, C, 0.0f, m->datt, C);
 }
 
 /* dy: gradient w.r.t. resid[l+1] on entry, w.r.t. resid[l] on return. */
@@ -115,19 +173,24 @@ static void layer_bwd(gx_model *m, int l, float *dy)
     gx_layer *w = &m->w.layer[l], *g = &m->g.layer[l];
     gx_layer_acts *a = &m->acts[l];
     const float *x = m->resid[l];
-    if (c->parallel_residual) {
+    if (c->parallel_residual && c->shared_norm) {
         mlp_bwd(m, l, dy);
         attn_bwd(m, l, dy);
-        op_layernorm_bwd(dy, g->ln2_w, g->ln2_b, m->dln, x, a->ln2_mean, a->ln2_rstd, w->ln2_w,
-                         N, C);
+        long n = (long)N * C; /* both branches read the one norm's output */
+#pragma omp parallel for schedule(static)
+        for (long i = 0; i < n; i++)
+            m->datt[i] += m->dln[i];
+    } else if (c->parallel_residual) {
+        mlp_bwd(m, l, dy);
+        attn_bwd(m, l, dy);
+        norm_bwd(c, dy, g->ln2_w, g->ln2_b, m->dln, x, a->ln2_mean, a->ln2_rstd, w->ln2_w, N);
     } else {
         mlp_bwd(m, l, dy);
-        op_layernorm_bwd(dy, g->ln2_w, g->ln2_b, m->dln, a->mid, a->ln2_mean, a->ln2_rstd,
-                         w->ln2_w, N, C);
+        norm_bwd(c, dy, g->ln2_w, g->ln2_b, m->dln, a->mid, a->ln2_mean, a->ln2_rstd, w->ln2_w,
+                 N);
         attn_bwd(m, l, dy);
     }
-    op_layernorm_bwd(dy, g->ln1_w, g->ln1_b, m->datt, x, a->ln1_mean, a->ln1_rstd, w->ln1_w, N,
-                     C);
+    norm_bwd(c, dy, g->ln1_w, g->ln1_b, m->datt, x, a->ln1_mean, a->ln1_rstd, w->ln1_w, N);
 }
 
 float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logits_out)
@@ -141,8 +204,7 @@ float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logit
     op_embed_fwd(m->resid[0], m->w.embed_in, m->inp, N, C);
     for (int l = 0; l < L; l++)
         layer_fwd(m, l);
-    op_layernorm_fwd(m->lnf, m->lnf_mean, m->lnf_rstd, m->resid[L], m->w.lnf_w, m->w.lnf_b, N,
-                     C, (float)c->ln_eps);
+    norm_fwd(c, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid[L], m->w.lnf_w, m->w.lnf_b, N);
 
     float gs = grad_scale / (float)N; /* d(mean loss)/d(row loss) */
     for (int r0 = 0; r0 < N; r0 += m->chunk) {
@@ -166,16 +228,19 @@ float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logit
 
     float *dy = m->dtmp;
     memset(dy, 0, sizeof(float) * (size_t)N * C);
-    op_layernorm_bwd(dy, m->g.lnf_w, m->g.lnf_b, m->dres, m->resid[L], m->lnf_mean, m->lnf_rstd,
-                     m->w.lnf_w, N, C);
-    const gx_tensor *t = m->tensors; /* layer l's tensors are t[1 + 12 l .. 12 + 12 l] */
+    norm_bwd(c, dy, m->g.lnf_w, m->g.lnf_b, m->dres, m->resid[L], m->lnf_mean, m->lnf_rstd,
+             m->w.lnf_w, N);
+    /* layer l's tensors are t[1 + tpl l .. tpl (l + 1)]; with tied embeddings the
+     * head's gradient lands in tensor 0, reported with the embedding at the end */
+    const gx_tensor *t = m->tensors;
+    int tpl = m->tpl;
     if (m->grad_ready)
-        m->grad_ready(m->grad_ctx, t[1 + 12 * L].offset, m->num_params - t[1 + 12 * L].offset);
+        m->grad_ready(m->grad_ctx, t[1 + tpl * L].offset, m->num_params - t[1 + tpl * L].offset);
     for (int l = L - 1; l >= 0; l--) {
         layer_bwd(m, l, dy);
         if (m->grad_ready)
-            m->grad_ready(m->grad_ctx, t[1 + 12 * l].offset,
-                          t[1 + 12 * (l + 1)].offset - t[1 + 12 * l].offset);
+            m->grad_ready(m->grad_ctx, t[1 + tpl * l].offset,
+                          t[1 + tpl * (l + 1)].offset - t[1 + tpl * l].offset);
     }
     op_embed_bwd(m->g.embed_in, dy, m->inp, N, C);
     if (m->grad_ready)

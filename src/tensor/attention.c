@@ -13,9 +13,14 @@
  * FlashAttention recipe, with full rows per tile instead of online softmax,
  * which is exact and simpler at these lengths).
  *
- * Parallelism: one (batch, head) pair per task, static schedule; within a
- * pair the query blocks run in order, so dK/dV accumulate in a fixed order
- * and results do not depend on the thread count. sgemm runs single-threaded
+ * Grouped-query and multi-query attention: op_qkv_layout says where each
+ * query head and its shared key/value head sit in a row, so GPT-NeoX's
+ * [heads][3][hd], Llama's q|k|v and Falcon's grouped rows need no copies.
+ *
+ * Parallelism: forward, one (batch, head) pair per task; backward, one
+ * (batch, kv head) per task with its query heads and query blocks in order,
+ * so dK/dV accumulate in a fixed order and results do not depend on the
+ * thread count. sgemm runs single-threaded
  * inside the parallel region (OpenBLAS OpenMP build).
  */
 #include <math.h>
@@ -60,17 +65,31 @@ static void softmax_rows(float *S, float *lse, int i0, int qb, int kv, float sca
     }
 }
 
-void op_attention_fwd(float *out, float *lse, const float *qkv, int B, int T, int heads,
-                      int hd, float *scratch)
+op_qkv_layout op_qkv_neox(int heads, int hd)
 {
-    int C = heads * hd, ld = 3 * C, qbmax = T < QB ? T : QB;
+    return (op_qkv_layout){.ld = 3 * heads * hd, .group = 1, .q_gstride = 3 * hd,
+                           .k_base = hd, .v_base = 2 * hd, .kv_stride = 3 * hd};
+}
+
+/* Offsets of query head h and of its key/value head inside a row. */
+static inline long q_off(const op_qkv_layout *l, int h, int hd)
+{
+    return (long)(h / l->group) * l->q_gstride + (long)(h % l->group) * hd;
+}
+
+void op_attn_fwd(float *out, float *lse, const float *qkv, const op_qkv_layout *lay, int B,
+                 int T, int heads, int hd, float *scratch)
+{
+    int C = heads * hd, ld = lay->ld, qbmax = T < QB ? T : QB;
     float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel for schedule(static)
     for (int bh = 0; bh < B * heads; bh++) {
-        int b = bh / heads, h = bh % heads;
+        int b = bh / heads, h = bh % heads, g = h / lay->group;
         float *S = scratch + 2L * qbmax * T * omp_get_thread_num();
-        const float *Q = qkv + (long)b * T * ld + (long)h * 3 * hd;
-        const float *K = Q + hd, *V = Q + 2 * hd;
+        const float *row = qkv + (long)b * T * ld;
+        const float *Q = row + q_off(lay, h, hd);
+        const float *K = row + lay->k_base + (long)g * lay->kv_stride;
+        const float *V = row + lay->v_base + (long)g * lay->kv_stride;
         float *O = out + (long)b * T * C + (long)h * hd;
         float *L = lse + (long)bh * T;
         for (int i0 = 0; i0 < T; i0 += qbmax) {
@@ -82,50 +101,81 @@ void op_attention_fwd(float *out, float *lse, const float *qkv, int B, int T, in
     }
 }
 
-void op_attention_bwd(float *dqkv, const float *dout, const float *out, const float *lse,
-                      const float *qkv, int B, int T, int heads, int hd, float *scratch)
+/* One query head's backward; dK/dV accumulate (the caller zeroes them once per kv head). */
+static void head_bwd(float *dqkv, const float *dout, const float *out, const float *lse,
+                     const float *qkv, const op_qkv_layout *lay, int b, int h, int heads, int T,
+                     int hd, float *P)
 {
-    int C = heads * hd, ld = 3 * C, qbmax = T < QB ? T : QB;
+    int C = heads * hd, ld = lay->ld, qbmax = T < QB ? T : QB, g = h / lay->group;
     float scale = 1.0f / sqrtf((float)hd);
+    float *dP = P + (long)qbmax * T;
+    long rb = (long)b * T * ld, qo = q_off(lay, h, hd);
+    long ko = lay->k_base + (long)g * lay->kv_stride, vo = lay->v_base + (long)g * lay->kv_stride;
+    const float *Q = qkv + rb + qo, *K = qkv + rb + ko, *V = qkv + rb + vo;
+    float *dQ = dqkv + rb + qo, *dK = dqkv + rb + ko, *dV = dqkv + rb + vo;
+    const float *O = out + (long)b * T * C + (long)h * hd;
+    const float *dO = dout + (long)b * T * C + (long)h * hd;
+    const float *L = lse + ((long)b * heads + h) * T;
+    for (int i0 = 0; i0 < T; i0 += qbmax) {
+        int qb = T - i0 < qbmax ? T - i0 : qbmax, kv = i0 + qb;
+        mm_nt(qb, kv, hd, 1.0f, Q + (long)i0 * ld, ld, K, ld, 0.0f, P, kv);
+        mm_nt(qb, kv, hd, 1.0f, dO + (long)i0 * C, C, V, ld, 0.0f, dP, kv);
+        for (int r = 0; r < qb; r++) {
+            float *p = P + (long)r * kv, *dp = dP + (long)r * kv;
+            const float *o = O + (long)(i0 + r) * C, *dor = dO + (long)(i0 + r) * C;
+            int len = i0 + r + 1;
+            float l = L[i0 + r], D = 0.0f;
+            for (int d = 0; d < hd; d++)
+                D += o[d] * dor[d];
+#pragma omp simd
+            for (int j = 0; j < len; j++) {
+                float pj = mf_exp(p[j] * scale - l);
+                p[j] = pj;
+                dp[j] = pj * (dp[j] - D) * scale;
+            }
+            for (int j = len; j < kv; j++)
+                p[j] = dp[j] = 0.0f;
+        }
+        /* dQ = dS . K; dK += dS^T . Q; dV += P^T . dO  (dS already scaled) */
+        mm_nn(qb, hd, kv, 1.0f, dP, kv, K, ld, 0.0f, dQ + (long)i0 * ld, ld);
+        mm_tn(kv, hd, qb, 1.0f, dP, kv, Q + (long)i0 * ld, ld, 1.0f, dK, ld);
+        mm_tn(kv, hd, qb, 1.0f, P, kv, dO + (long)i0 * C, C, 1.0f, dV, ld);
+    }
+}
+
+/* One task per (batch, kv head): its query heads run in order, so the shared dK/dV
+ * accumulate in a fixed order whatever the thread count. */
+void op_attn_bwd(float *dqkv, const float *dout, const float *out, const float *lse,
+                 const float *qkv, const op_qkv_layout *lay, int B, int T, int heads, int hd,
+                 float *scratch)
+{
+    int ld = lay->ld, qbmax = T < QB ? T : QB, G = lay->group, kvh = heads / G;
 #pragma omp parallel for schedule(static)
-    for (int bh = 0; bh < B * heads; bh++) {
-        int b = bh / heads, h = bh % heads;
+    for (int bg = 0; bg < B * kvh; bg++) {
+        int b = bg / kvh, g = bg % kvh;
         float *P = scratch + 2L * qbmax * T * omp_get_thread_num();
-        float *dP = P + (long)qbmax * T;
-        long base = (long)b * T * ld + (long)h * 3 * hd;
-        const float *Q = qkv + base, *K = Q + hd, *V = Q + 2 * hd;
-        float *dQ = dqkv + base, *dK = dQ + hd, *dV = dQ + 2 * hd;
-        const float *O = out + (long)b * T * C + (long)h * hd;
-        const float *dO = dout + (long)b * T * C + (long)h * hd;
-        const float *L = lse + (long)bh * T;
+        long rb = (long)b * T * ld;
+        float *dK = dqkv + rb + lay->k_base + (long)g * lay->kv_stride;
+        float *dV = dqkv + rb + lay->v_base + (long)g * lay->kv_stride;
         for (int t = 0; t < T; t++) {
             memset(dK + (long)t * ld, 0, sizeof(float) * (size_t)hd);
             memset(dV + (long)t * ld, 0, sizeof(float) * (size_t)hd);
         }
-        for (int i0 = 0; i0 < T; i0 += qbmax) {
-            int qb = T - i0 < qbmax ? T - i0 : qbmax, kv = i0 + qb;
-            mm_nt(qb, kv, hd, 1.0f, Q + (long)i0 * ld, ld, K, ld, 0.0f, P, kv);
-            mm_nt(qb, kv, hd, 1.0f, dO + (long)i0 * C, C, V, ld, 0.0f, dP, kv);
-            for (int r = 0; r < qb; r++) {
-                float *p = P + (long)r * kv, *dp = dP + (long)r * kv;
-                const float *o = O + (long)(i0 + r) * C, *dor = dO + (long)(i0 + r) * C;
-                int len = i0 + r + 1;
-                float l = L[i0 + r], D = 0.0f;
-                for (int d = 0; d < hd; d++)
-                    D += o[d] * dor[d];
-#pragma omp simd
-                for (int j = 0; j < len; j++) {
-                    float pj = mf_exp(p[j] * scale - l);
-                    p[j] = pj;
-                    dp[j] = pj * (dp[j] - D) * scale;
-                }
-                for (int j = len; j < kv; j++)
-                    p[j] = dp[j] = 0.0f;
-            }
-            /* dQ = dS . K; dK += dS^T . Q; dV += P^T . dO  (dS already scaled) */
-            mm_nn(qb, hd, kv, 1.0f, dP, kv, K, ld, 0.0f, dQ + (long)i0 * ld, ld);
-            mm_tn(kv, hd, qb, 1.0f, dP, kv, Q + (long)i0 * ld, ld, 1.0f, dK, ld);
-            mm_tn(kv, hd, qb, 1.0f, P, kv, dO + (long)i0 * C, C, 1.0f, dV, ld);
-        }
+        for (int j = 0; j < G; j++)
+            head_bwd(dqkv, dout, out, lse, qkv, lay, b, g * G + j, heads, T, hd, P);
     }
+}
+
+void op_attention_fwd(float *out, float *lse, const float *qkv, int B, int T, int heads,
+                      int hd, float *scratch)
+{
+    op_qkv_layout lay = op_qkv_neox(heads, hd);
+    op_attn_fwd(out, lse, qkv, &lay, B, T, heads, hd, scratch);
+}
+
+void op_attention_bwd(float *dqkv, const float *dout, const float *out, const float *lse,
+                      const float *qkv, int B, int T, int heads, int hd, float *scratch)
+{
+    op_qkv_layout lay = op_qkv_neox(heads, hd);
+    op_attn_bwd(dqkv, dout, out, lse, qkv, &lay, B, T, heads, hd, scratch);
 }

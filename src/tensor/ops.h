@@ -56,6 +56,35 @@ void op_attention_fwd(float *out, float *lse, const float *qkv, int B, int T, in
 void op_attention_bwd(float *dqkv, const float *dout, const float *out, const float *lse,
                       const float *qkv, int B, int T, int heads, int hd, float *scratch);
 
+/* Where heads sit in a fused q/k/v row of ld floats: query head h at
+ * (h / group) * q_gstride + (h % group) * hd, its key/value head g = h / group
+ * at k_base + g * kv_stride and v_base + g * kv_stride. group = heads / kv heads. */
+typedef struct op_qkv_layout {
+    int ld, group, q_gstride, k_base, v_base, kv_stride;
+} op_qkv_layout;
+op_qkv_layout op_qkv_neox(int heads, int hd);
+/* op_attention_fwd/bwd for any layout (GQA, MQA); dqkv's q, k and v parts are written in full. */
+void op_attn_fwd(float *out, float *lse, const float *qkv, const op_qkv_layout *lay, int B,
+                 int T, int heads, int hd, float *scratch);
+void op_attn_bwd(float *dqkv, const float *dout, const float *out, const float *lse,
+                 const float *qkv, const op_qkv_layout *lay, int B, int T, int heads, int hd,
+                 float *scratch);
+/* op_rotary for any layout: rotates the q of every head and the k of every kv head. */
+void op_rotary_lay(float *qkv, const float *cos_t, const float *sin_t, const op_qkv_layout *lay,
+                   int N, int T, int heads, int hd, int rot, int inverse);
+
+/* RMSNorm (Llama): out[n] = x[n] * rstd * w, rstd = 1/sqrt(mean(x^2) + eps); saves rstd[n].
+ * Backward: dx += RMS'(dout); dw += sum_n dout * x * rstd. (ops_decoder.c) */
+void op_rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w, int N, int C,
+                    float eps);
+void op_rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x, const float *rstd,
+                    const float *w, int N, int C);
+
+/* SwiGLU over rows of gu = [gate (I) | up (I)]: out[n] = silu(gate) * up, [N, I].
+ * Backward writes dgu [N, 2I] from dout [N, I]. (ops_decoder.c) */
+void op_swiglu_fwd(float *out, const float *gu, int N, int inter);
+void op_swiglu_bwd(float *dgu, const float *dout, const float *gu, int N, int inter);
+
 /* Cross-entropy over logits rows [M][V] in place: returns per-row loss in
  * losses[m] and replaces logits with (softmax - onehot) * grad_scale (when
  * grad_scale != 0; with 0 the logits are left as they were). */

@@ -10,6 +10,7 @@
 
 #include "core/jcfg.h"
 #include "data/gptdataset.h"
+#include "train/model_cfg.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -146,6 +147,19 @@ static grit_err load_ckpt_dir(const jcfg *j, json_t *k, train_cfg *c)
     return GRIT_OK;
 }
 
+/* model_keys plus the decoder options (model_cfg.h) */
+static grit_err only_model_keys(const jcfg *j, json_t *obj)
+{
+    const char *all[64];
+    int n = 0;
+    for (const char *const *k = model_keys; *k; k++)
+        all[n++] = *k;
+    for (const char *const *k = train__model_option_keys; *k; k++)
+        all[n++] = *k;
+    all[n] = NULL;
+    return jcfg_only(j, obj, "model", all);
+}
+
 static grit_err load_model(const jcfg *j, train_cfg *c)
 {
     json_t *v = json_object_get(j->root, "model");
@@ -157,7 +171,7 @@ static grit_err load_model(const jcfg *j, train_cfg *c)
         TRY(jcfg_str(j, j->root, "", "model", gx_preset_names, &preset));
     } else {
         TRY(jcfg_obj(j, j->root, "", "model", &obj));
-        TRY(jcfg_only(j, obj, "model", model_keys));
+        TRY(only_model_keys(j, obj));
         TRY(jcfg_str(j, obj, "model", "preset", gx_preset_names, &preset));
         if (!preset) {
             /* no preset: the shape fields are all required */
@@ -198,10 +212,10 @@ static grit_err load_model(const jcfg *j, train_cfg *c)
         return jcfg_fail(j, "model.num_heads", "expected a divisor of hidden_size %d, got %d",
                          m->hidden, m->heads);
     int hd = m->hidden / m->heads, rot = (int)(hd * m->rotary_pct);
-    if (rot % 2 != 0)
+    if (rot % 2 != 0 && !json_object_get(obj, "family")) /* else checked with the family's */
         return jcfg_fail(j, "model.rotary_pct",
                          "expected int(head_dim %d * rotary_pct) to be even, got %d", hd, rot);
-    return GRIT_OK;
+    return train__model_options(j, obj, preset != NULL, m);
 }
 
 static grit_err load_optim(const jcfg *j, train_cfg *c)
@@ -356,7 +370,7 @@ static grit_err load_all(const jcfg *j, train_cfg *c)
         return jcfg_fail(j, "data.synthetic_vocab",
                          "expected at most the model's vocab_size %d, got %d", c->model.vocab,
                          c->synthetic_vocab);
-    if (c->optim.seq_len > c->model.max_positions)
+    if (c->optim.seq_len > c->model.max_positions && c->model.rope != GX_ROPE_DYNAMIC)
         return jcfg_fail(j, "optim.seq_len", "expected at most model.max_positions %d, got %d",
                          c->model.max_positions, c->optim.seq_len);
     return GRIT_OK;
@@ -395,6 +409,7 @@ char *train_cfg_dump(const train_cfg *c)
         "parallel_residual", m->parallel_residual);
     if (c->preset[0])
         json_object_set_new(model, "preset", json_string(c->preset));
+    train__model_options_dump(model, m);
     json_t *optim = json_pack(
         "{s:i,s:i,s:i,s:f,s:f,s:i,s:i,s:f,s:f,s:f,s:f,s:f}", "micro_batch", o->micro_batch,
         "grad_accum", o->grad_accum, "seq_len", o->seq_len, "lr", o->lr, "min_lr", o->min_lr,

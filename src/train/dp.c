@@ -110,8 +110,9 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1)
         gx_drop_optim_state(m);
     }
     const char *sp = getenv("GRIT_DP_SPARSE_EMBED"); /* "0": dense, for comparisons */
-    if (W > 1 && m->num_tensors > 1 && !(sp && !strcmp(sp, "0"))) {
-        /* sparse reduction of the input embedding */
+    if (W > 1 && m->num_tensors > 1 && !m->cfg.tied && !(sp && !strcmp(sp, "0"))) {
+        /* sparse reduction of the input embedding (not when the LM head shares it:
+         * then every row has a gradient) */
         p->embed_n = m->tensors[1].offset;
         p->rows = calloc((size_t)m->cfg.vocab, 1);
         p->row_idx = calloc((size_t)m->cfg.vocab, sizeof(int));

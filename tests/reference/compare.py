@@ -51,7 +51,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gptneox_ref as ref  # noqa: E402
+import decoder_ref as ref  # noqa: E402  (gptneox_ref plus the Llama and Falcon families)
 import safetensors_io as st  # noqa: E402
 
 METRIC_NOTE = ("error = tensor-wise relative error max|a-b| / (max|b| + 1e-30) for step-0 "

@@ -1,0 +1,267 @@
+/*
+ * family.c - the family tables: Hugging Face names and block order, the fused
+ * q/k/v layouts, presets of published shapes, parameter and memory counts.
+ * See family.h.
+ */
+#include "model/family.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const fam_names[] = {"gpt_neox", "llama", "falcon"};
+
+const char *gx_family_name(gx_family f)
+{
+    return f >= GX_NEOX && f <= GX_FALCON ? fam_names[f] : "?";
+}
+
+grit_err gx_family_parse(const char *name, gx_family *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(name, fam_names[i])) {
+            *out = (gx_family)i;
+            return GRIT_OK;
+        }
+    return grit_errf(GRIT_EINVAL, "unknown model family '%s' (expected gpt_neox, llama or "
+                                  "falcon)", name);
+}
+
+op_qkv_layout gx_qkv_layout(const gx_config *c)
+{
+    int H = c->heads, hd = c->hidden / c->heads, kv = gx_kv_heads(c);
+    switch (c->qkv) {
+    case GX_QKV_SPLIT:
+        return (op_qkv_layout){.ld = (H + 2 * kv) * hd, .group = H / kv, .q_gstride = H / kv * hd,
+                               .k_base = H * hd, .v_base = (H + kv) * hd, .kv_stride = hd};
+    case GX_QKV_GROUPED: {
+        int G = H / kv;
+        return (op_qkv_layout){.ld = (H + 2 * kv) * hd, .group = G, .q_gstride = (G + 2) * hd,
+                               .k_base = G * hd, .v_base = (G + 1) * hd,
+                               .kv_stride = (G + 2) * hd};
+    }
+    default:
+        return op_qkv_neox(H, hd);
+    }
+}
+
+/* --- layout --------------------------------------------------------------------- */
+
+typedef struct names {
+    const char *embed, *layer, *final_norm, *head;
+    const char *ln1, *ln2;   /* base names (".weight"/".bias" appended) */
+    const char *qkv[3];      /* one fused name, or q, k, v */
+    const char *dense, *fc[2], *proj;
+} names;
+
+static names family_names(const gx_config *c)
+{
+    switch (c->family) {
+    case GX_LLAMA:
+        return (names){"model.embed_tokens.weight", "model.layers.%d.", "model.norm",
+                       "lm_head.weight", "input_layernorm", "post_attention_layernorm",
+                       {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"},
+                       "self_attn.o_proj", {"mlp.gate_proj", "mlp.up_proj"}, "mlp.down_proj"};
+    case GX_FALCON: {
+        names n = {"transformer.word_embeddings.weight", "transformer.h.%d.", "transformer.ln_f",
+                   "lm_head.weight", "input_layernorm", "post_attention_layernorm",
+                   {"self_attention.query_key_value", NULL, NULL}, "self_attention.dense",
+                   {"mlp.dense_h_to_4h", NULL}, "mlp.dense_4h_to_h"};
+        if (c->shared_norm)
+            n.ln2 = NULL;
+        else if (c->parallel_residual) {
+            n.ln1 = "ln_attn";
+            n.ln2 = "ln_mlp";
+        }
+        return n;
+    }
+    default:
+        return (names){"gpt_neox.embed_in.weight", "gpt_neox.layers.%d.",
+                       "gpt_neox.final_layer_norm", "embed_out.weight", "input_layernorm",
+                       "post_attention_layernorm", {"attention.query_key_value", NULL, NULL},
+                       "attention.dense", {"mlp.dense_h_to_4h", NULL}, "mlp.dense_4h_to_h"};
+    }
+}
+
+typedef struct builder {
+    gx_model *m;
+    size_t off;
+    int layer;
+    char prefix[48];
+} builder;
+
+/* pad: round the block offset up to 16 floats after this tensor (64-byte
+ * alignment); off for a tensor the next one continues (q_proj before k_proj). */
+static void add(builder *b, const char *base, const char *suffix, int d0, int d1, bool decay,
+                int slot, bool pad)
+{
+    gx_model *m = b->m;
+    gx_tensor *t = &m->tensors[m->num_tensors++];
+    if (b->layer >= 0)
+        snprintf(t->name, sizeof t->name, "%s%s%s", b->prefix, base, suffix);
+    else
+        snprintf(t->name, sizeof t->name, "%s%s", base, suffix);
+    t->offset = b->off;
+    t->ndim = d1 > 0 ? 2 : 1;
+    t->shape[0] = d0;
+    t->shape[1] = d1 > 0 ? d1 : 0;
+    t->numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
+    t->decay = decay;
+    t->slot = (signed char)slot;
+    t->layer = b->layer;
+    t->norm_weight = false;
+    b->off += pad ? (t->numel + 15) & ~(size_t)15 : t->numel;
+}
+
+static void add_norm(builder *b, const gx_config *c, const char *base, int slot_w)
+{
+    int C = c->hidden;
+    add(b, base, ".weight", C, 0, false, slot_w, true);
+    b->m->tensors[b->m->num_tensors - 1].norm_weight = true;
+    if (c->norm == GX_LAYERNORM)
+        add(b, base, ".bias", C, 0, false, slot_w + 1, true);
+}
+
+/* A projection of `rows` outputs, split over parts[] (rows[] each) stored back to back. */
+static void add_proj(builder *b, const char *const *parts, const int *rows, int nparts, int in,
+                     bool bias, int slot_w)
+{
+    for (int i = 0; i < nparts; i++)
+        add(b, parts[i], ".weight", rows[i], in, true, i ? GX_SLOT_NONE : slot_w,
+            i == nparts - 1);
+    if (bias)
+        for (int i = 0; i < nparts; i++)
+            add(b, parts[i], ".bias", rows[i], 0, false, i ? GX_SLOT_NONE : slot_w + 1,
+                i == nparts - 1);
+}
+
+void gx__build_layout(gx_model *m)
+{
+    const gx_config *c = &m->cfg;
+    names n = family_names(c);
+    int C = c->hidden, I = c->intermediate, V = c->vocab, hd = C / c->heads;
+    int kv = gx_kv_heads(c);
+    builder b = {.m = m, .layer = -1};
+    m->num_tensors = 0;
+    add(&b, n.embed, "", V, C, true, GX_SLOT_EMBED, true);
+    for (int l = 0; l < c->layers; l++) {
+        b.layer = l;
+        snprintf(b.prefix, sizeof b.prefix, n.layer, l);
+        add_norm(&b, c, n.ln1, GX_SLOT_LN1_W);
+        if (n.ln2)
+            add_norm(&b, c, n.ln2, GX_SLOT_LN2_W);
+        if (n.qkv[1]) {
+            int rows[3] = {c->heads * hd, kv * hd, kv * hd};
+            add_proj(&b, n.qkv, rows, 3, C, !(c->no_bias & GX_NOBIAS_QKV), GX_SLOT_QKV_W);
+        } else {
+            int rows[1] = {(c->heads + 2 * kv) * hd};
+            add_proj(&b, n.qkv, rows, 1, C, !(c->no_bias & GX_NOBIAS_QKV), GX_SLOT_QKV_W);
+        }
+        int crow[1] = {C};
+        const char *dn[1] = {n.dense}, *pn[1] = {n.proj};
+        add_proj(&b, dn, crow, 1, C, !(c->no_bias & GX_NOBIAS_DENSE), GX_SLOT_DENSE_W);
+        bool mb = !(c->no_bias & GX_NOBIAS_MLP);
+        if (c->mlp == GX_MLP_SWIGLU) {
+            int rows[2] = {I, I};
+            add_proj(&b, n.fc, rows, 2, C, mb, GX_SLOT_FC_W);
+        } else {
+            int rows[1] = {I};
+            add_proj(&b, n.fc, rows, 1, C, mb, GX_SLOT_FC_W);
+        }
+        add_proj(&b, pn, crow, 1, I, mb, GX_SLOT_PROJ_W);
+    }
+    b.layer = -1;
+    add_norm(&b, c, n.final_norm, GX_SLOT_LNF_W);
+    if (!c->tied)
+        add(&b, n.head, "", V, C, true, GX_SLOT_HEAD, true);
+    m->num_params = b.off;
+}
+
+int gx__num_tensors(const gx_config *c)
+{
+    int nb = c->norm == GX_LAYERNORM ? 2 : 1;
+    bool two = !(c->family == GX_FALCON && c->shared_norm);
+    int qkv = c->family == GX_LLAMA ? 3 : 1, fc = c->mlp == GX_MLP_SWIGLU ? 2 : 1;
+    int per = nb * (two ? 2 : 1) + qkv * ((c->no_bias & GX_NOBIAS_QKV) ? 1 : 2) +
+              ((c->no_bias & GX_NOBIAS_DENSE) ? 1 : 2) +
+              (fc + 1) * ((c->no_bias & GX_NOBIAS_MLP) ? 1 : 2);
+    return 1 + c->layers * per + nb + (c->tied ? 0 : 1);
+}
+
+size_t gx_param_count(const gx_config *c)
+{
+    size_t C = (size_t)c->hidden, I = (size_t)c->intermediate, V = (size_t)c->vocab;
+    size_t hd = C / (size_t)c->heads, kv = (size_t)gx_kv_heads(c);
+    size_t q = ((size_t)c->heads + 2 * kv) * hd, F = c->mlp == GX_MLP_SWIGLU ? 2 * I : I;
+    size_t nb = c->norm == GX_LAYERNORM ? 2 : 1;
+    bool two = !(c->family == GX_FALCON && c->shared_norm);
+    size_t per = nb * C * (two ? 2 : 1) + q * C + C * C + F * C + I * C;
+    if (!(c->no_bias & GX_NOBIAS_QKV))
+        per += q;
+    if (!(c->no_bias & GX_NOBIAS_DENSE))
+        per += C;
+    if (!(c->no_bias & GX_NOBIAS_MLP))
+        per += F + C;
+    return V * C * (c->tied ? 1 : 2) + (size_t)c->layers * per + nb * C;
+}
+
+size_t gx_memory_estimate(const gx_config *c, int B, int T)
+{
+    size_t N = (size_t)B * (size_t)T, V = (size_t)c->vocab, chunk = N < 512 ? N : 512;
+    return 20 * gx_param_count(c) + gx_act_bytes_per_token(c) * N + 4 * chunk * V;
+}
+
+/* --- presets ----------------------------------------------------------------------- */
+
+typedef struct fpreset {
+    const char *name;
+    gx_family family;
+    int hidden, layers, heads, kv, intermediate, vocab, max_pos;
+    double eps, theta;
+    int falcon; /* 0 llama, 1 falcon 7B (multi-query, one norm), 2 new_decoder_architecture */
+} fpreset;
+
+/* Shapes from each model's published config.json. */
+static const fpreset fpresets[] = {
+    {"llama-2-7b", GX_LLAMA, 4096, 32, 32, 32, 11008, 32000, 4096, 1e-5, 1e4, 0},
+    {"llama-2-13b", GX_LLAMA, 5120, 40, 40, 40, 13824, 32000, 4096, 1e-5, 1e4, 0},
+    {"llama-2-70b", GX_LLAMA, 8192, 80, 64, 8, 28672, 32000, 4096, 1e-5, 1e4, 0},
+    {"tinyllama-1.1b", GX_LLAMA, 2048, 22, 32, 4, 5632, 32000, 2048, 1e-5, 1e4, 0},
+    {"llama-3-8b", GX_LLAMA, 4096, 32, 32, 8, 14336, 128256, 8192, 1e-5, 5e5, 0},
+    {"falcon-7b", GX_FALCON, 4544, 32, 71, 1, 18176, 65024, 2048, 1e-5, 1e4, 1},
+    {"falcon-40b", GX_FALCON, 8192, 60, 128, 8, 32768, 65024, 2048, 1e-5, 1e4, 2},
+    {"falcon-180b", GX_FALCON, 14848, 80, 232, 8, 59392, 65024, 2048, 1e-5, 1e4, 2},
+    /* small shapes for tests and benchmarks */
+    {"llama-tiny", GX_LLAMA, 64, 2, 4, 2, 176, 512, 256, 1e-6, 1e4, 0},
+    {"llama-70m", GX_LLAMA, 512, 12, 8, 2, 1408, 32000, 2048, 1e-5, 1e4, 0},
+    {"falcon-tiny", GX_FALCON, 64, 2, 4, 1, 256, 512, 256, 1e-5, 1e4, 1},
+    {"falcon-tiny-new", GX_FALCON, 64, 2, 4, 2, 256, 512, 256, 1e-5, 1e4, 2},
+    {"falcon-70m", GX_FALCON, 512, 12, 8, 2, 2048, 65024, 2048, 1e-5, 1e4, 2},
+};
+
+grit_err gx__family_preset(const char *name, gx_config *cfg)
+{
+    for (size_t i = 0; i < sizeof fpresets / sizeof fpresets[0]; i++) {
+        const fpreset *p = &fpresets[i];
+        if (strcmp(p->name, name) != 0)
+            continue;
+        *cfg = (gx_config){
+            .hidden = p->hidden, .layers = p->layers, .heads = p->heads,
+            .intermediate = p->intermediate, .vocab = p->vocab, .max_positions = p->max_pos,
+            .rotary_pct = 1.0, .rotary_base = p->theta, .ln_eps = p->eps, .act = OP_GELU,
+            .family = p->family, .kv_heads = p->kv, .init_std = 0.02,
+            .no_bias = GX_NOBIAS_QKV | GX_NOBIAS_DENSE | GX_NOBIAS_MLP,
+        };
+        if (p->family == GX_LLAMA) {
+            cfg->norm = GX_RMSNORM;
+            cfg->mlp = GX_MLP_SWIGLU;
+            cfg->qkv = GX_QKV_SPLIT;
+        } else {
+            cfg->parallel_residual = true;
+            cfg->tied = true;
+            cfg->shared_norm = p->falcon == 1;
+            cfg->qkv = p->falcon == 1 ? GX_QKV_SPLIT : GX_QKV_GROUPED;
+        }
+        return GRIT_OK;
+    }
+    return grit_errf(GRIT_ENOTFOUND, "unknown model preset '%s'", name);
+}
