@@ -161,6 +161,12 @@ set_tests_properties(integration.prep_warc PROPERTIES TIMEOUT 120 LABELS "integr
 add_test(NAME integration.prep_resume
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_resume.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.prep_resume PROPERTIES TIMEOUT 300 LABELS "integration")
+# grit prep over MPI ranks: 1/2/4 ranks byte-identical, planted duplicates across ranks,
+# a rank dying at any stage and a rerun on any number of ranks converge.
+add_test(NAME integration.prep_dist
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_dist.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.prep_dist PROPERTIES TIMEOUT 300 LABELS "integration;mpi"
+  SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
 # s3:// checkpoints (src/s3, src/ckpt/store_s3.c) against a real S3 server each test starts
 # on loopback (scripts/s3-local.sh: OpenStack Swift's S3 API): save/resume bitwise, kills at
 # every commit phase, awscli interoperability, truncation; wrong secret, 5xx, killed server.

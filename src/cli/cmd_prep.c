@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "comm/comm.h"
 #include "prep/langid.h"
 #include "prep/prep.h"
 
@@ -23,6 +24,8 @@ static void usage(FILE *f)
             "split into shards; every finished (stage, shard) leaves a marker, so a rerun\n"
             "after a crash or kill skips finished work and gives identical output.\n"
             "Flags override the config file; INPUTs are added to a source named 'default'.\n"
+            "Under mpirun or srun (-n N) the ranks share the work on a shared output\n"
+            "directory and give the same bytes as one process (docs/prep.md).\n"
             "\n"
             "options:\n"
             "  -o, --output DIR      output directory (required, here or in the config)\n"
@@ -62,7 +65,8 @@ static int parse_int(const char *opt, const char *s, long lo, long hi, long *out
 }
 
 /* Fault injection for tests: GRIT_PREP_CRASH_AFTER=N ends the process
- * abruptly (as a kill would) right after the N-th marker of this run. */
+ * abruptly (as a kill would) right after the N-th marker of this run
+ * (GRIT_PREP_CRASH_RANK=R: only on rank R). */
 static void crash_hook(void *arg, const char *marker)
 {
     long *left = arg;
@@ -74,6 +78,8 @@ static void crash_hook(void *arg, const char *marker)
 int cmd_prep(int argc, char **argv)
 {
     prep_cfg c;
+    comm cm;
+    int cm_on = 0;
     prep_cfg_default(&c);
     int code = 2, format = -1;
     const char *out = NULL, *tok = NULL, *eod = NULL, *langs = NULL, *mh = NULL, *lid = NULL;
@@ -224,13 +230,29 @@ int cmd_prep(int argc, char **argv)
     const char *ca = getenv("GRIT_PREP_CRASH_AFTER");
     if (ca)
         crash_after = strtol(ca, NULL, 10);
-    prep_hooks h = {.on_marker = crash_after > 0 ? crash_hook : NULL, .arg = &crash_after};
-    if (prep_run(&c, &h) != GRIT_OK) {
+    /* under mpirun / srun every rank runs this with the same arguments */
+    if (comm_init(&cm, &argc, &argv) != GRIT_OK) {
         fprintf(stderr, "grit prep: %s\n", grit_errmsg());
+        goto done;
+    }
+    cm_on = 1;
+    if (!getenv("GRIT_DIST_TIMEOUT"))
+        cm.timeout_s = 7 * 24 * 3600.0; /* ranks wait for the slowest at each stage's end */
+    const char *cr = getenv("GRIT_PREP_CRASH_RANK");
+    if (cr && strtol(cr, NULL, 10) != cm.rank)
+        crash_after = 0;
+    prep_hooks h = {.on_marker = crash_after > 0 ? crash_hook : NULL, .arg = &crash_after};
+    if (prep_run(&c, &h, &cm) != GRIT_OK) {
+        if (cm.size > 1)
+            fprintf(stderr, "grit prep: rank %d: %s\n", cm.rank, grit_errmsg());
+        else
+            fprintf(stderr, "grit prep: %s\n", grit_errmsg());
         goto done;
     }
     code = 0;
 done:
+    if (cm_on)
+        comm_finalize(&cm);
     prep_cfg_free(&c);
     free(inputs);
     return code;

@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm/comm.h"
 #include "core/fsutil.h"
 #include "core/progress.h"
 #include "data/bpe.h"
@@ -377,6 +378,8 @@ out:
 
 /* ---- stage 3: tokenize / text ------------------------------------------ */
 
+static grit_err hash_outputs(run *r, size_t s, json_t *o);
+
 static grit_err shard_tokenize(tctx *t, size_t s)
 {
     run *r = t->r;
@@ -389,11 +392,23 @@ static grit_err shard_tokenize(tctx *t, size_t s)
     idx_writer *iw = NULL;
     json_t *st = json_object();
     grit_err rc = st ? prep_reader_open(&rd, in, PREP_FMT_JSONL, "text") : GRIT_ENOMEM;
-    uint64_t di = r->first_doc[s], tokens = 0;
+    uint64_t di = 0, tokens = 0;
+    uint64_t n_docs = (s + 1 < r->pl.n_shards ? r->first_doc[s + 1] : r->n_docs) -
+                      r->first_doc[s];
     double t0 = now_seconds();
+    char *keep = NULL;
+    size_t kl = 0;
     t->docs.len = 0;
     if (rc != GRIT_OK)
         goto out;
+    prep__pathf(outp, sizeof outp, r, "dedup/%05zu.keep", s);
+    if ((rc = fs_read_all(outp, &keep, &kl)) != GRIT_OK)
+        goto out;
+    if (kl != n_docs) {
+        rc = grit_errf(GRIT_EFORMAT, "%s: %zu decisions for %llu documents; delete the output "
+                       "directory and rerun", outp, kl, (unsigned long long)n_docs);
+        goto out;
+    }
     if (r->tok) {
         prep__pathf(outp, sizeof outp, r, "tokens/%05zu", s);
         if ((rc = idx_writer_open(&iw, outp, r->dtype)) != GRIT_OK)
@@ -408,9 +423,14 @@ static grit_err shard_tokenize(tctx *t, size_t s)
         }
         if (k == 0)
             break;
-        int keep = r->keep[di++];
-        prep__stage_add(st, "tokenize", keep, 0, keep ? (double)d.len : 0, 0);
-        if (!keep)
+        if (di >= kl) {
+            rc = grit_errf(GRIT_EFORMAT, "%s: more documents than dedup/%05zu.keep has "
+                           "decisions; delete the output directory and rerun", in, s);
+            goto out;
+        }
+        int kd = keep[di++];
+        prep__stage_add(st, "tokenize", kd, 0, kd ? (double)d.len : 0, 0);
+        if (!kd)
             continue;
         int copies = (int)whole;
         if (frac > 0 && (double)(XXH3_64bits(d.body, d.len) >> 11) * 0x1.0p-53 < frac)
@@ -444,10 +464,13 @@ static grit_err shard_tokenize(tctx *t, size_t s)
     if (rc != GRIT_OK)
         goto out;
     prep__jadd(st, "output", "tokens", (double)tokens, 1);
+    if ((rc = hash_outputs(r, s, st)) != GRIT_OK)
+        goto out;
     prep__stage_time(st, "tokenize", now_seconds() - t0);
     prep__pathf(outp, sizeof outp, r, "done/tokenize.%05zu.json", s);
     rc = prep__write_marker(r, outp, st);
 out:
+    free(keep);
     idx_writer_abort(iw);
     prep_reader_close(rd);
     json_decref(st);
@@ -463,9 +486,10 @@ static void *worker(void *arg)
     for (;;) {
         if (atomic_load(&r->failed))
             break;
-        size_t s = atomic_fetch_add(&r->next, 1);
-        if (s >= r->pl.n_shards)
+        size_t i = atomic_fetch_add(&r->next, 1);
+        if (i >= r->n_mine)
             break;
+        size_t s = r->mine[i];
         char m[4096];
         prep__pathf(m, sizeof m, r, r->stage == ST_DOCS ? "done/docs.%05zu.json"
                                                   : "done/tokenize.%05zu.json", s);
@@ -513,25 +537,37 @@ static grit_err tctx_init(tctx *t, run *r)
 }
 
 static const char *const stage_names[] = {"docs", "tokenize"};
+static grit_err pool_run(run *r, int stage, int nt);
 
+/* Runs one per-shard stage over this rank's shards with the thread pool,
+ * then agrees with the other ranks (collective: every rank calls it). */
 static grit_err parallel_stage(run *r, int stage)
 {
     int nt = r->c->threads < 1 ? 1 : r->c->threads;
     size_t pending = 0;
-    for (size_t s = 0; s < r->pl.n_shards; s++) {
+    for (size_t i = 0; i < r->n_mine; i++) {
         char m[4096];
         prep__pathf(m, sizeof m, r, stage == ST_DOCS ? "done/docs.%05zu.json"
-                                               : "done/tokenize.%05zu.json", s);
+                                               : "done/tokenize.%05zu.json", r->mine[i]);
         pending += !prep__exists(m);
     }
     int si = stage == ST_DOCS ? 0 : 2;
-    r->skipped[si] = r->pl.n_shards - pending;
-    r->ran[si] = pending;
-    if (!r->c->quiet && r->skipped[si])
+    /* units run and skipped, over all ranks */
+    double cnt[2] = {(double)(r->n_mine - pending), (double)pending};
+    grit_err rc = comm_allreduce_sum_f64(r->cm, cnt, 2);
+    if (rc != GRIT_OK)
+        return rc;
+    r->skipped[si] = (size_t)cnt[0];
+    r->ran[si] = (size_t)cnt[1];
+    if (!r->quiet && r->skipped[si])
         fprintf(stderr, "grit prep: %s: %zu of %zu shards already done, skipped\n",
                 stage_names[stage], r->skipped[si], r->pl.n_shards);
-    if (pending == 0)
-        return GRIT_OK;
+    rc = pending ? pool_run(r, stage, nt) : GRIT_OK;
+    return prep__agree(r, rc, stage_names[stage]);
+}
+
+static grit_err pool_run(run *r, int stage, int nt)
+{
     r->stage = stage;
     atomic_store(&r->next, 0);
     atomic_store(&r->done, 0);
@@ -553,10 +589,10 @@ static grit_err parallel_stage(run *r, int stage)
     if (rc != GRIT_OK)
         fail(r, rc);
     progress pg;
-    progress_init(&pg, stderr, (long)r->pl.n_shards, 1);
+    progress_init(&pg, stderr, (long)r->n_mine, 1);
     double t0 = now_seconds();
     size_t last = (size_t)-1;
-    while (started && !r->c->quiet) {
+    while (started && !r->quiet) {
         size_t d = atomic_load(&r->done);
         if (d != last) {
             double dt = now_seconds() - t0;
@@ -567,14 +603,14 @@ static grit_err parallel_stage(run *r, int stage)
             progress_update(&pg, (long)d, txt);
             last = d;
         }
-        if (d >= r->pl.n_shards || atomic_load(&r->failed))
+        if (d >= r->n_mine || atomic_load(&r->failed))
             break;
         struct timespec ts2 = {0, 100 * 1000 * 1000};
         nanosleep(&ts2, NULL);
     }
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
-    if (started && !r->c->quiet)
+    if (started && !r->quiet)
         progress_finish(&pg);
     for (int i = 0; ts && i < nt; i++)
         tctx_free(&ts[i]);
@@ -674,12 +710,131 @@ static grit_err check_plan(run *r)
     return fs_write_durable(p, want, strlen(want));
 }
 
-grit_err prep_run(const prep_cfg *c, const prep_hooks *h)
+grit_err prep__agree(run *r, grit_err rc, const char *what)
+{
+    unsigned char f = rc != GRIT_OK;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", rc != GRIT_OK ? grit_errmsg() : "");
+    grit_err e = comm_allreduce_or_u8(r->cm, &f, 1);
+    if (rc != GRIT_OK)
+        return grit_errf(rc, "%s", *msg ? msg : grit_strerror(rc));
+    if (e != GRIT_OK)
+        return e;
+    if (f)
+        return grit_errf(GRIT_EIO, "%s: another rank failed (its message is in its output); "
+                         "rerun to resume", what);
+    return GRIT_OK;
+}
+
+/* Files that are outputs of shard s (tokens or text), with their sizes and
+ * XXH3-64 hashes, into o["files"]: the manifest is built from them. */
+static grit_err hash_outputs(run *r, size_t s, json_t *o)
+{
+    static const char *const tok[] = {"tokens/%05zu.bin", "tokens/%05zu.idx", NULL};
+    static const char *const txt[] = {"text/%05zu.jsonl", NULL};
+    json_t *files = json_object();
+    grit_err rc = files ? GRIT_OK : GRIT_ENOMEM;
+    for (const char *const *f = r->tok ? tok : txt; rc == GRIT_OK && *f; f++) {
+        char p[4096], name[64], hex[20];
+        prep__pathf(p, sizeof p, r, *f, s);
+        snprintf(name, sizeof name, *f, s);
+        char *b = NULL;
+        size_t n = 0;
+        if ((rc = fs_read_all(p, &b, &n)) != GRIT_OK)
+            break;
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)XXH3_64bits(b, n));
+        free(b);
+        json_object_set_new(files, name, json_pack("{s:I, s:s}", "bytes", (json_int_t)n,
+                                                    "xxh3", hex));
+    }
+    if (rc == GRIT_OK)
+        json_object_set_new(o, "files", files);
+    else
+        json_decref(files);
+    return rc;
+}
+
+/* manifest.json (rank 0, last): every output file of every shard with its
+ * size and hash, and the documents and tokens per shard, from the tokenize
+ * markers. Written after the report, so a manifest names complete data. */
+static grit_err write_manifest(run *r)
+{
+    json_t *m = json_pack("{s:s, s:i, s:s, s:[]}", "format", "grit-prep", "version", 1,
+                          "output", r->tok ? "megatron" : "jsonl", "shards");
+    json_t *arr = m ? json_object_get(m, "shards") : NULL;
+    grit_err rc = m ? GRIT_OK : GRIT_ENOMEM;
+    json_int_t docs = 0, toks = 0;
+    for (size_t s = 0; rc == GRIT_OK && s < r->pl.n_shards; s++) {
+        char p[4096], prefix[64];
+        prep__pathf(p, sizeof p, r, "done/tokenize.%05zu.json", s);
+        json_error_t je;
+        json_t *o = json_load_file(p, 0, &je);
+        if (!o) {
+            rc = grit_errf(GRIT_EFORMAT, "%s: %s", p, je.text);
+            break;
+        }
+        json_int_t d = json_integer_value(json_object_get(json_object_get(
+                           json_object_get(o, "stages"), "tokenize"), "docs_out"));
+        json_int_t t = json_integer_value(json_object_get(json_object_get(o, "output"),
+                                                          "tokens"));
+        snprintf(prefix, sizeof prefix, r->tok ? "tokens/%05zu" : "text/%05zu", s);
+        json_array_append_new(arr, json_pack("{s:I, s:s, s:I, s:I, s:O}", "shard",
+                                             (json_int_t)s, "prefix", prefix, "documents", d,
+                                             "tokens", t, "files", json_object_get(o, "files")));
+        docs += d;
+        toks += t;
+        json_decref(o);
+    }
+    if (rc == GRIT_OK) {
+        json_object_set_new(m, "documents", json_integer(docs));
+        json_object_set_new(m, "tokens", json_integer(toks));
+        char p[4096];
+        prep__pathn(p, sizeof p, r, "manifest.json");
+        rc = prep__write_json(p, m);
+    }
+    json_decref(m);
+    return rc;
+}
+
+/* Rank 0's part of the start: output folders, the plan check, stale temps. */
+static grit_err setup_output(run *r)
+{
+    const prep_cfg *c = r->c;
+    static const char *const dirs[] = {"", "docs", "done", "dedup", "tokens", "text", NULL};
+    grit_err rc = GRIT_OK;
+    for (int i = 0; dirs[i] && rc == GRIT_OK; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", c->output, dirs[i]);
+        if (!strcmp(dirs[i], "tokens") && !c->tokenizer)
+            continue;
+        if (!strcmp(dirs[i], "text") && c->tokenizer)
+            continue;
+        rc = fs_mkdirs(p);
+    }
+    if (rc == GRIT_OK)
+        rc = check_plan(r);
+    if (rc == GRIT_OK)
+        remove_stale_temps(r);
+    return rc;
+}
+
+grit_err prep_run(const prep_cfg *c, const prep_hooks *h, comm *cm)
 {
     run r;
+    comm solo;
     memset(&r, 0, sizeof r);
+    if (!cm) {
+        memset(&solo, 0, sizeof solo);
+        solo.size = 1;
+        solo.timeout_s = 300;
+        cm = &solo;
+    }
     r.c = c;
     r.h = h;
+    r.cm = cm;
+    r.rank = cm->rank;
+    r.size = cm->size < 1 ? 1 : cm->size;
+    r.quiet = c->quiet || r.rank != 0;
     pthread_mutex_init(&r.mu, NULL);
     double t0 = now_seconds();
     grit_err rc;
@@ -689,22 +844,16 @@ grit_err prep_run(const prep_cfg *c, const prep_hooks *h)
         return grit_errf(GRIT_EINVAL, "no inputs given");
     if (c->mh_bands > 4096)
         return grit_errf(GRIT_EINVAL, "dedup.bands: at most 4096");
-    if ((rc = plan_build(&r.pl, c)) != GRIT_OK)
-        return rc;
-    static const char *const dirs[] = {"", "docs", "done", "dedup", "tokens", "text", NULL};
-    for (int i = 0; dirs[i]; i++) {
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", c->output, dirs[i]);
-        if (!strcmp(dirs[i], "tokens") && !c->tokenizer)
-            continue;
-        if (!strcmp(dirs[i], "text") && c->tokenizer)
-            continue;
-        if ((rc = fs_mkdirs(p)) != GRIT_OK)
-            goto out;
-    }
-    if ((rc = check_plan(&r)) != GRIT_OK)
+    /* every rank builds the same plan from the same inputs */
+    rc = plan_build(&r.pl, c);
+    if (rc == GRIT_OK && !(r.mine = calloc(r.pl.n_shards / (size_t)r.size + 1, sizeof *r.mine)))
+        rc = GRIT_ENOMEM;
+    for (size_t s = (size_t)r.rank; rc == GRIT_OK && s < r.pl.n_shards; s += (size_t)r.size)
+        r.mine[r.n_mine++] = s;
+    if (rc == GRIT_OK && r.rank == 0)
+        rc = setup_output(&r);
+    if ((rc = prep__agree(&r, rc, "start")) != GRIT_OK)
         goto out;
-    remove_stale_temps(&r);
     if (c->tokenizer) {
         const char *eod = c->eod ? c->eod : "<|endoftext|>";
         if ((rc = bpe_open_hf(&r.tok, c->tokenizer)) != GRIT_OK)
@@ -721,44 +870,26 @@ grit_err prep_run(const prep_cfg *c, const prep_hooks *h)
         rc = GRIT_ENOMEM;
         goto out;
     }
-    if (!c->quiet)
-        fprintf(stderr, "grit prep: %zu files, %.1f MB, %zu shards -> %s\n", r.pl.n_files,
-                (double)r.pl.bytes / 1e6, r.pl.n_shards, c->output);
+    if (!r.quiet)
+        fprintf(stderr, "grit prep: %zu files, %.1f MB, %zu shards, %d rank%s -> %s\n",
+                r.pl.n_files, (double)r.pl.bytes / 1e6, r.pl.n_shards, r.size,
+                r.size > 1 ? "s" : "", c->output);
     if ((rc = parallel_stage(&r, ST_DOCS)) != GRIT_OK)
         goto out;
-    if ((rc = prep__stage_dedup(&r)) != GRIT_OK || (rc = prep__shard_offsets(&r)) != GRIT_OK)
+    if ((rc = prep__shard_offsets(&r)) != GRIT_OK || (rc = prep__stage_dedup(&r)) != GRIT_OK)
         goto out;
-    char kp[4096];
-    prep__pathn(kp, sizeof kp, &r, "dedup/keep.bin");
-    char *keep = NULL;
-    size_t kl;
-    if ((rc = fs_read_all(kp, &keep, &kl)) != GRIT_OK)
+    if ((rc = parallel_stage(&r, ST_TOKENIZE)) != GRIT_OK)
         goto out;
-    uint64_t total = r.pl.n_shards ? r.first_doc[r.pl.n_shards - 1] : 0;
-    {
-        /* the last shard's count comes from its marker */
-        char p[4096];
-        prep__pathf(p, sizeof p, &r, "done/docs.%05zu.json", r.pl.n_shards - 1);
-        json_error_t je;
-        json_t *o = json_load_file(p, 0, &je);
-        total += o ? (uint64_t)json_integer_value(json_object_get(o, "kept")) : 0;
-        json_decref(o);
-    }
-    if (kl != total) {
-        free(keep);
-        rc = grit_errf(GRIT_EFORMAT, "%s: %zu decisions for %llu documents; delete the "
-                       "output directory and rerun", kp, kl, (unsigned long long)total);
-        goto out;
-    }
-    r.keep = (const uint8_t *)keep;
-    rc = parallel_stage(&r, ST_TOKENIZE);
-    free(keep);
-    r.keep = NULL;
-    if (rc == GRIT_OK)
+    if (r.rank == 0) {
         rc = prep__report(&r, now_seconds() - t0);
+        if (rc == GRIT_OK)
+            rc = write_manifest(&r);
+    }
+    rc = prep__agree(&r, rc, "report");
 out:
     bpe_close(r.tok);
     free(r.first_doc);
+    free(r.mine);
     plan_free(&r.pl);
     pthread_mutex_destroy(&r.mu);
     return rc;

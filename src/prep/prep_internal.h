@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "comm/comm.h"
 #include "core/error.h"
 #include "data/bpe.h"
 #include "prep/dedup.h"
@@ -35,8 +36,12 @@ typedef struct run {
     bpe *tok;
     uint32_t eod;
     int dtype;
-    const uint8_t *keep;      /* dedup decisions, all documents */
+    comm *cm;                 /* the ranks of this run (world of 1 without MPI) */
+    int rank, size;
+    size_t *mine, n_mine;     /* the shards this rank owns: s with s mod size == rank */
+    int quiet;                /* no progress lines (quiet, or not rank 0) */
     uint64_t *first_doc;      /* global index of each shard's first kept document */
+    uint64_t n_docs;          /* stage-1 documents in all shards */
     int stage;
     atomic_size_t next;
     atomic_size_t done;
@@ -53,7 +58,7 @@ typedef struct tctx {
     langid *lid;
     filter_scratch fs;
     minhash mh;
-    prep_buf tx, docs, sig, drops;
+    prep_buf tx, docs, sig, drops, keep;
     bpe_ctx *bc;
     bpe_ids ids;
 } tctx;
@@ -71,13 +76,17 @@ void prep__jsum(json_t *dst, json_t *src);
 /* Durable JSON file; a marker also calls the on_marker hook. */
 grit_err prep__write_json(const char *path, json_t *o);
 grit_err prep__write_marker(run *r, const char *path, json_t *o);
+/* Every rank calls it with its own result: returns rc if it failed (its
+ * message kept), an error naming what when another rank failed, else
+ * GRIT_OK. Collective (an all-reduce): all ranks call it at the same points. */
+grit_err prep__agree(run *r, grit_err rc, const char *what);
 /* Appends o as one compact JSON line and releases o. */
 grit_err prep__put_jsonl(prep_buf *b, json_t *o);
 
 /* Stage 2 (prep_dedup.c): reads every docs/NNNNN.sig, writes dedup/keep.bin,
  * dedup/drops.jsonl and the marker done/dedup.json; skipped when done. */
 grit_err prep__stage_dedup(run *r);
-/* r->first_doc from the docs markers. */
+/* r->first_doc and r->n_docs from the docs markers. */
 grit_err prep__shard_offsets(run *r);
 /* report.json and the table (prep_report.c), summed from all markers. */
 grit_err prep__report(run *r, double wall);

@@ -28,6 +28,7 @@ grit_err prep__report(run *r, double wall)
                 return grit_errf(GRIT_EFORMAT, "%s: %s", p, je.text);
             }
             json_object_del(o, "kept");
+            json_object_del(o, "files");
             prep__jsum(all, o);
             json_decref(o);
         }
@@ -40,16 +41,22 @@ grit_err prep__report(run *r, double wall)
         json_decref(all);
         return grit_errf(GRIT_EFORMAT, "%s: %s", p, je.text);
     }
+    /* memory per rank (of the run that did the dedup) goes under "run" with
+     * the other facts that depend on how the work was spread, not on the data */
+    json_t *ranks = json_incref(json_object_get(o, "ranks"));
     prep__jsum(all, o);
     json_decref(o);
-    json_t *run_o = json_pack("{s:I, s:f, s:i, s:s, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}}",
+    json_t *run_o = json_pack("{s:I, s:f, s:i, s:i, s:s, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}}",
                               "shards", (json_int_t)r->pl.n_shards, "wall_seconds", wall,
-                              "threads", r->c->threads, "langid",
+                              "threads", r->c->threads, "ranks", r->size, "langid",
                               langid_backend_name(r->c->langid_backend), "units_run", "docs",
                               (json_int_t)r->ran[0], "dedup", (json_int_t)r->ran[1], "tokenize",
                               (json_int_t)r->ran[2], "units_skipped", "docs",
                               (json_int_t)r->skipped[0], "dedup", (json_int_t)r->skipped[1],
                               "tokenize", (json_int_t)r->skipped[2]);
+    if (run_o && ranks)
+        json_object_set(run_o, "dedup_memory", ranks);
+    json_decref(ranks);
     json_object_set_new(all, "run", run_o);
     prep__pathn(p, sizeof p, r, "report.json");
     rc = prep__write_json(p, all);
