@@ -161,6 +161,10 @@ set_tests_properties(integration.prep_warc PROPERTIES TIMEOUT 120 LABELS "integr
 add_test(NAME integration.prep_resume
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_resume.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.prep_resume PROPERTIES TIMEOUT 300 LABELS "integration")
+# grit prep language ID: CLD2's full table vs its small one on text in 100+ languages.
+add_test(NAME integration.prep_langid
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_langid.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.prep_langid PROPERTIES TIMEOUT 120 LABELS "integration")
 # grit prep over MPI ranks: 1/2/4 ranks byte-identical, planted duplicates across ranks,
 # a rank dying at any stage and a rerun on any number of ranks converge.
 add_test(NAME integration.prep_dist

@@ -35,7 +35,8 @@ static void usage(FILE *f)
             "  --threads N           worker threads (default 2)\n"
             "  --files-per-shard N   HTML/text files per shard (default 64)\n"
             "  --format F            input format: auto (by extension), warc, html, text, jsonl\n"
-            "  --langid B            cld2 (default) or textcat\n"
+            "  --langid B            cld2 (default: CLD2's full table, ~160 languages),\n"
+            "                        cld2-small (its small table, ~83) or textcat\n"
             "  --languages L,L,...   languages to keep, or 'all' (default en,de,es,fr,it,pt,\n"
             "                        pl,nl,ro,sv,cs)\n"
             "  --min-lang-score X    minimum language score in [0,1] (default 0.65)\n"
@@ -113,8 +114,9 @@ int cmd_prep(int argc, char **argv)
             mh = argv[++i];
         } else if (!strcmp(a, "--langid") && hv) {
             lid = argv[++i];
-            if (strcmp(lid, "cld2") && strcmp(lid, "textcat")) {
-                fprintf(stderr, "grit prep: --langid: expected cld2 or textcat, got '%s'\n", lid);
+            if (langid_backend_parse(lid) < 0) {
+                fprintf(stderr, "grit prep: --langid: expected cld2, cld2-small or textcat, "
+                                "got '%s'\n", lid);
                 goto done;
             }
         } else if (!strcmp(a, "--min-lang-score") && hv) {
@@ -190,7 +192,7 @@ int cmd_prep(int argc, char **argv)
     if (min_score >= 0)
         c.min_lang_score = min_score;
     if (lid)
-        c.langid_backend = !strcmp(lid, "textcat") ? LANGID_TEXTCAT : LANGID_CLD2;
+        c.langid_backend = langid_backend_parse(lid);
     if (no_filters)
         c.filters.enabled = 0;
     c.quiet = quiet;

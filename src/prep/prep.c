@@ -642,7 +642,7 @@ static char *config_text(const prep_cfg *c)
         json_array_append_new(langs, json_string(c->langs[i]));
     json_object_set_new(o, "langs", langs);
     json_object_set_new(o, "files_per_shard", json_integer(c->files_per_shard));
-    json_object_set_new(o, "langid", json_integer(c->langid_backend));
+    json_object_set_new(o, "langid", json_string(langid_backend_name(c->langid_backend)));
     json_object_set_new(o, "min_lang_score", json_real(c->min_lang_score));
     json_object_set_new(o, "link_density", json_real(c->extract.max_link_density));
     /* the filter thresholds, as raw bytes (no pointers inside) */

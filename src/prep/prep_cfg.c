@@ -296,12 +296,12 @@ grit_err prep_cfg_load(prep_cfg *c, const char *path)
     }
     if ((o = json_object_get(r, "langid"))) {
         static const char *const lk[] = {"backend", "languages", "min_score", NULL};
-        static const char *const be[] = {"cld2", "textcat", NULL};
+        static const char *const be[] = {"cld2", "cld2-small", "textcat", NULL};
         TRY(jcfg_only(&j, o, "langid", lk));
         s = NULL;
         TRY(jcfg_str(&j, o, "langid", "backend", be, &s));
         if (s)
-            c->langid_backend = !strcmp(s, "textcat") ? LANGID_TEXTCAT : LANGID_CLD2;
+            c->langid_backend = langid_backend_parse(s);
         TRY(jcfg_num(&j, o, "langid", "min_score", 0, 1, &c->min_lang_score));
         json_t *l = json_object_get(o, "languages");
         if (l) {
