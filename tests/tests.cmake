@@ -161,6 +161,12 @@ set_tests_properties(integration.prep_warc PROPERTIES TIMEOUT 120 LABELS "integr
 add_test(NAME integration.prep_resume
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_resume.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.prep_resume PROPERTIES TIMEOUT 300 LABELS "integration")
+# grit prep reading s3:// inputs from a real S3 server (s3_lib.sh: Swift): same bytes as the
+# local copy (1 process, 2 ranks), 403, a truncated WARC.gz, an object replaced mid-run.
+add_test(NAME integration.prep_s3
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_s3.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.prep_s3 PROPERTIES TIMEOUT 300 LABELS "integration;s3;mpi"
+  SKIP_RETURN_CODE 77)
 # grit prep language ID: CLD2's full table vs its small one on text in 100+ languages.
 add_test(NAME integration.prep_langid
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_langid.sh $<TARGET_FILE:grit>)

@@ -238,7 +238,7 @@ static grit_err shard_docs(tctx *t, size_t s)
     grit_err rc = GRIT_OK;
     uint32_t kept = 0, bands = (uint32_t)c->mh_bands;
     uint64_t keys[4096];
-    char *url = NULL;
+    char *url = NULL, spool[4096 + 64];
     if (!st)
         return GRIT_ENOMEM;
     t->docs.len = t->sig.len = t->drops.len = 0;
@@ -247,8 +247,19 @@ static grit_err shard_docs(tctx *t, size_t s)
     for (size_t f = sh->first; f < sh->first + sh->count && rc == GRIT_OK; f++) {
         prep_reader *rd = NULL;
         const plan_file *pf = &r->pl.files[f];
-        if ((rc = prep_reader_open(&rd, pf->path, pf->format, srcfield)) != GRIT_OK)
+        if (prep_s3_is_url(pf->path)) {
+            /* a local spool copy, read and removed here (a stale one: remove_stale_temps) */
+            snprintf(spool, sizeof spool, "%s/docs/%05zu.%zu.in.tmp.%ld", c->output, s, f,
+                     (long)getpid());
+            if ((!t->s3 && (rc = prep_s3_open(&t->s3)) != GRIT_OK) ||
+                (rc = prep_s3_fetch(t->s3, pf->path, pf->size, spool)) != GRIT_OK ||
+                (rc = prep_reader_open_as(&rd, spool, pf->path, pf->format, srcfield)) != GRIT_OK) {
+                unlink(spool);
+                break;
+            }
+        } else if ((rc = prep_reader_open(&rd, pf->path, pf->format, srcfield)) != GRIT_OK) {
             break;
+        }
         for (;;) {
             prep_doc d;
             double t0 = now_seconds();
@@ -352,6 +363,8 @@ static grit_err shard_docs(tctx *t, size_t s)
         prep__jadd(st, "input", "oversized_records", (double)rs->oversized, 1);
         atomic_fetch_add(&r->bytes, rs->bytes);
         prep_reader_close(rd);
+        if (prep_s3_is_url(pf->path))
+            unlink(spool);
     }
     if (rc != GRIT_OK)
         goto out;
@@ -510,6 +523,7 @@ static void *worker(void *arg)
 
 static void tctx_free(tctx *t)
 {
+    prep_s3_close(t->s3);
     langid_close(t->lid);
     filter_scratch_free(&t->fs);
     minhash_free(&t->mh);

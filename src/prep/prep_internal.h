@@ -20,6 +20,7 @@
 #include "prep/langid.h"
 #include "prep/plan.h"
 #include "prep/prep.h"
+#include "prep/prep_s3.h"
 
 /* docs/NNNNN.sig: magic (8), u32 documents, u32 bands, then per document:
  * u64 URL hash, u64 exact hash, u32 text bytes, u16 URL length, the URL,
@@ -61,6 +62,7 @@ typedef struct tctx {
     prep_buf tx, docs, sig, drops, keep;
     bpe_ctx *bc;
     bpe_ids ids;
+    prep_s3 *s3;   /* opened at the first s3:// input of this thread */
 } tctx;
 
 /* OUTPUT/fmt with the shard number formatted in, and OUTPUT/name. */
