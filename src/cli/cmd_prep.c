@@ -29,7 +29,10 @@ static void usage(FILE *f)
             "directory and give the same bytes as one process (docs/prep.md).\n"
             "\n"
             "options:\n"
-            "  -o, --output DIR      output directory (required, here or in the config)\n"
+            "  -o, --output DIR      output directory (required, here or in the config);\n"
+            "                        s3://bucket/prefix: the results go there (data\n"
+            "                        first, manifest.json last) and --work holds the rest\n"
+            "  --work DIR            the local (shared) working directory with -o s3://\n"
             "  --tokenizer FILE      Hugging Face tokenizer.json: write tokens/NNNNN.{bin,idx}\n"
             "                        (without it: text/NNNNN.jsonl)\n"
             "  --eod TOKEN           end-of-document token (default \"<|endoftext|>\")\n"
@@ -84,7 +87,7 @@ int cmd_prep(int argc, char **argv)
     int cm_on = 0;
     prep_cfg_default(&c);
     int code = 2, format = -1;
-    const char *out = NULL, *tok = NULL, *eod = NULL, *langs = NULL, *mh = NULL, *lid = NULL;
+    const char *out = NULL, *work = NULL, *tok = NULL, *eod = NULL, *langs = NULL, *mh = NULL, *lid = NULL;
     long threads = -1, fps = -1;
     double min_score = -1;
     int no_filters = 0, quiet = 0;
@@ -105,6 +108,8 @@ int cmd_prep(int argc, char **argv)
             no_filters = 1;
         } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && hv) {
             out = argv[++i];
+        } else if (!strcmp(a, "--work") && hv) {
+            work = argv[++i];
         } else if (!strcmp(a, "--tokenizer") && hv) {
             tok = argv[++i];
         } else if (!strcmp(a, "--eod") && hv) {
@@ -177,6 +182,23 @@ int cmd_prep(int argc, char **argv)
     if (out) {
         free(c.output);
         c.output = strdup(out);
+    }
+    if (c.output && !strncmp(c.output, "s3://", 5)) {
+        if (!work) {
+            fprintf(stderr, "grit prep: -o %s: an s3:// output needs --work DIR (a local or "
+                            "shared directory for the work and the markers)\n", c.output);
+            code = 2;
+            goto done;
+        }
+        size_t l = strlen(c.output);
+        while (l > 5 && c.output[l - 1] == '/')
+            c.output[--l] = 0;
+        c.publish = c.output;
+        c.output = strdup(work);
+    } else if (work) {
+        fprintf(stderr, "grit prep: --work is for an s3:// output (-o s3://bucket/prefix)\n");
+        code = 2;
+        goto done;
     }
     if (tok) {
         free(c.tokenizer);

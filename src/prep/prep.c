@@ -810,6 +810,84 @@ static grit_err write_manifest(run *r)
     return rc;
 }
 
+/* 1 when the marker at path exists and names url (a publish to another URL
+ * is not done). */
+static int published(const char *path, const char *url)
+{
+    json_error_t je;
+    json_t *o = json_load_file(path, 0, &je);
+    const char *u = json_string_value(json_object_get(o, "url"));
+    int yes = u && !strcmp(u, url);
+    json_decref(o);
+    return yes;
+}
+
+/* Uploads OUTPUT/name to PUBLISH/name. */
+static grit_err put_one(run *r, prep_s3 *s3, const char *name)
+{
+    char local[4096], url[4096];
+    prep__pathn(local, sizeof local, r, name);
+    snprintf(url, sizeof url, "%s/%s", r->c->publish, name);
+    return prep_s3_put_file(s3, local, url);
+}
+
+/* The results to s3:// in the checkpoint store's commit order: the old
+ * manifest removed first, then every shard's files (each rank its own, a
+ * marker done/publish.NNNNN.json per shard), then report.json, and
+ * manifest.json last (rank 0), then done/publish.json. A reader trusts a
+ * prefix only with its manifest, whose sizes and hashes name the data. */
+static grit_err publish(run *r)
+{
+    const char *pub = r->c->publish;
+    char m[4096];
+    prep__pathn(m, sizeof m, r, "done/publish.json");
+    if (published(m, pub)) {
+        if (!r->quiet)
+            fprintf(stderr, "grit prep: publish: already done, skipped\n");
+        return GRIT_OK;
+    }
+    prep_s3 *s3 = NULL;
+    grit_err rc = prep_s3_open(&s3);
+    json_t *mk = json_pack("{s:s}", "url", pub);
+    if (rc == GRIT_OK && !mk)
+        rc = GRIT_ENOMEM;
+    if (rc == GRIT_OK && r->rank == 0) {
+        char url[4096];
+        snprintf(url, sizeof url, "%s/manifest.json", pub);
+        rc = prep_s3_delete(s3, url);
+    }
+    rc = prep__agree(r, rc, "publish (old manifest)");
+    for (size_t i = 0; rc == GRIT_OK && i < r->n_mine; i++) {
+        size_t s = r->mine[i];
+        char name[64];
+        prep__pathf(m, sizeof m, r, "done/publish.%05zu.json", s);
+        if (published(m, pub))
+            continue;
+        snprintf(name, sizeof name, r->tok ? "tokens/%05zu.bin" : "text/%05zu.jsonl", s);
+        rc = put_one(r, s3, name);
+        if (rc == GRIT_OK && r->tok) {
+            snprintf(name, sizeof name, "tokens/%05zu.idx", s);
+            rc = put_one(r, s3, name);
+        }
+        if (rc == GRIT_OK)
+            rc = prep__write_marker(r, m, mk);
+    }
+    rc = prep__agree(r, rc, "publish (data)");
+    if (rc == GRIT_OK && r->rank == 0) {
+        rc = put_one(r, s3, "report.json");
+        if (rc == GRIT_OK)
+            rc = put_one(r, s3, "manifest.json");
+        prep__pathn(m, sizeof m, r, "done/publish.json");
+        if (rc == GRIT_OK)
+            rc = prep__write_marker(r, m, mk);
+        if (rc == GRIT_OK && !r->quiet)
+            fprintf(stderr, "grit prep: published to %s (manifest.json last)\n", pub);
+    }
+    json_decref(mk);
+    prep_s3_close(s3);
+    return prep__agree(r, rc, "publish");
+}
+
 /* Rank 0's part of the start: output folders, the plan check, stale temps. */
 static grit_err setup_output(run *r)
 {
@@ -900,6 +978,8 @@ grit_err prep_run(const prep_cfg *c, const prep_hooks *h, comm *cm)
             rc = write_manifest(&r);
     }
     rc = prep__agree(&r, rc, "report");
+    if (rc == GRIT_OK && c->publish)
+        rc = publish(&r);
 out:
     bpe_close(r.tok);
     free(r.first_doc);

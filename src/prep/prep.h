@@ -58,7 +58,8 @@ typedef struct prep_source {
 } prep_source;
 
 typedef struct prep_cfg {
-    char *output;
+    char *output;                      /* local (shared) directory: all work and results */
+    char *publish;                     /* s3://bucket/prefix for the results; NULL: none */
     prep_source *sources;
     int n_sources;
     int threads;

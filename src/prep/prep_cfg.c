@@ -62,6 +62,7 @@ void prep_cfg_free(prep_cfg *c)
         source_free(&c->sources[i]);
     free(c->sources);
     free(c->output);
+    free(c->publish);
     free(c->tokenizer);
     free(c->eod);
     memset(c, 0, sizeof *c);

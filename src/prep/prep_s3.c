@@ -2,11 +2,16 @@
 #include "prep/prep_s3.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #ifdef GRIT_HAVE_S3
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "s3/client.h"
 #endif
 
@@ -32,6 +37,16 @@ grit_err prep_s3_list(prep_s3 *s, const char *url, prep_s3_add_fn add, void *ctx
 grit_err prep_s3_fetch(prep_s3 *s, const char *url, uint64_t size, const char *dest)
 {
     (void)s, (void)size, (void)dest;
+    return grit_errf(GRIT_EINVAL, "%s: this grit was built without S3", url);
+}
+grit_err prep_s3_put_file(prep_s3 *s, const char *local, const char *url)
+{
+    (void)s, (void)local;
+    return grit_errf(GRIT_EINVAL, "%s: this grit was built without S3", url);
+}
+grit_err prep_s3_delete(prep_s3 *s, const char *url)
+{
+    (void)s;
     return grit_errf(GRIT_EINVAL, "%s: this grit was built without S3", url);
 }
 
@@ -200,6 +215,44 @@ grit_err prep_s3_fetch(prep_s3 *s, const char *url, uint64_t size, const char *d
         rc = grit_errf(GRIT_EIO, "%s: the object changed size while being read (%llu bytes, "
                        "now %zu): start over in a new output directory to read the new "
                        "inputs", url, (unsigned long long)size, now);
+    return rc;
+}
+
+grit_err prep_s3_put_file(prep_s3 *s, const char *local, const char *url)
+{
+    char bucket[256], key[1024];
+    grit_err rc = s3_parse_url(url, bucket, sizeof bucket, key, sizeof key);
+    if (rc != GRIT_OK)
+        return rc;
+    int fd = open(local, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        rc = grit_errf(GRIT_EIO, "%s: cannot open: %s", local, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    size_t n = (size_t)st.st_size;
+    void *p = n ? mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0) : (void *)"";
+    close(fd);
+    if (p == MAP_FAILED)
+        return grit_errf(GRIT_EIO, "%s: cannot map: %s", local, strerror(errno));
+    const void *bufs[1] = {p};
+    size_t lens[1] = {n};
+    rc = s3_put(s->c, bucket, key, bufs, lens, 1);
+    if (rc != GRIT_OK)
+        rc = grit_errf(rc, "%s: %s", url, grit_errmsg());
+    if (n)
+        munmap(p, n);
+    return rc;
+}
+
+grit_err prep_s3_delete(prep_s3 *s, const char *url)
+{
+    char bucket[256], key[1024];
+    grit_err rc = s3_parse_url(url, bucket, sizeof bucket, key, sizeof key);
+    if (rc == GRIT_OK && (rc = s3_delete(s->c, bucket, key)) != GRIT_OK)
+        rc = grit_errf(rc, "%s: %s", url, grit_errmsg());
     return rc;
 }
 

@@ -16,6 +16,9 @@
  * AWS_ACCESS_KEY_ID..., AWS_ENDPOINT_URL). Builds without S3 (no libcurl)
  * answer every s3:// input with an error saying so.
  *
+ * Outputs (prep_s3_put_file): a finished local file uploaded as one object;
+ * the caller orders them (data first, manifest last).
+ *
  * Ownership: prep_s3_open allocates a handle (one per thread: the client is
  * single-threaded), prep_s3_close frees it (NULL is a no-op).
  */
@@ -40,5 +43,11 @@ grit_err prep_s3_list(prep_s3 *s, const char *url, prep_s3_add_fn add, void *ctx
 /* Copies the object (expected: size bytes) into the local file dest
  * (created or truncated; not durable: a spool). */
 grit_err prep_s3_fetch(prep_s3 *s, const char *url, uint64_t size, const char *dest);
+
+/* Uploads the local file to url (multipart above the part size; the file is
+ * mapped, not copied): the object appears whole or not at all. */
+grit_err prep_s3_put_file(prep_s3 *s, const char *local, const char *url);
+/* Deletes url (absent is fine). */
+grit_err prep_s3_delete(prep_s3 *s, const char *url);
 
 #endif
