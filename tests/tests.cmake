@@ -167,6 +167,10 @@ add_test(NAME integration.prep_s3
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_s3.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.prep_s3 PROPERTIES TIMEOUT 300 LABELS "integration;s3;mpi"
   SKIP_RETURN_CODE 77)
+# grit prep URL block-list stage (domains, URLs, allow-list, strict/hard/soft words).
+add_test(NAME integration.prep_urlfilter
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_urlfilter.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.prep_urlfilter PROPERTIES TIMEOUT 60 LABELS "integration;san")
 # grit prep language ID: CLD2's full table vs its small one on text in 100+ languages.
 add_test(NAME integration.prep_langid
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_langid.sh $<TARGET_FILE:grit>)

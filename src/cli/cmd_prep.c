@@ -44,6 +44,8 @@ static void usage(FILE *f)
             "  --languages L,L,...   languages to keep, or 'all' (default en,de,es,fr,it,pt,\n"
             "                        pl,nl,ro,sv,cs)\n"
             "  --min-lang-score X    minimum language score in [0,1] (default 0.65)\n"
+            "  --url-blocklist FILE  reject documents by URL first: domains, URLs, words\n"
+            "                        (format in docs/prep.md)\n"
             "  --minhash P           near-duplicate preset: refinedweb (20x450, default),\n"
             "                        cheap (14x8), off\n"
             "  --no-filters          turn every quality filter off\n"
@@ -91,6 +93,7 @@ int cmd_prep(int argc, char **argv)
     long threads = -1, fps = -1;
     double min_score = -1;
     int no_filters = 0, quiet = 0;
+    char *ubl = NULL;
     const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
     int n_in = 0;
     if (!inputs)
@@ -108,6 +111,9 @@ int cmd_prep(int argc, char **argv)
             no_filters = 1;
         } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && hv) {
             out = argv[++i];
+        } else if (!strcmp(a, "--url-blocklist") && hv) {
+            free(ubl);
+            ubl = strdup(argv[++i]);
         } else if (!strcmp(a, "--work") && hv) {
             work = argv[++i];
         } else if (!strcmp(a, "--tokenizer") && hv) {
@@ -200,6 +206,11 @@ int cmd_prep(int argc, char **argv)
         code = 2;
         goto done;
     }
+    if (ubl) {
+        free(c.url_blocklist);
+        c.url_blocklist = ubl;
+        ubl = NULL;
+    }
     if (tok) {
         free(c.tokenizer);
         c.tokenizer = strdup(tok);
@@ -276,6 +287,7 @@ int cmd_prep(int argc, char **argv)
     }
     code = 0;
 done:
+    free(ubl);
     if (cm_on)
         comm_finalize(&cm);
     prep_cfg_free(&c);

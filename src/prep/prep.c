@@ -279,6 +279,18 @@ static grit_err shard_docs(tctx *t, size_t s)
                 break;
             }
             utf8_fix(url, strlen(url));
+            /* URL block-list */
+            if (r->uf) {
+                int why = urlf_check(r->uf, url, strlen(url));
+                prep__stage_add(st, "url", 1, why == URLF_KEEP, (double)d.len,
+                                why == URLF_KEEP ? (double)d.len : 0);
+                if (why != URLF_KEEP) {
+                    rc = drop(t, st, url, "url", urlf_reason_name(why), NULL);
+                    continue;
+                }
+            }
+            prep__stage_time(st, "url", now_seconds() - t1);
+            t1 = now_seconds();
             /* extract */
             if (d.is_html) {
                 rc = extract_html(d.body, d.len, &c->extract, &t->tx);
@@ -639,8 +651,9 @@ static grit_err pool_run(run *r, int stage, int nt)
 
 /* The configuration as text, for the plan fingerprint (everything that
  * changes outputs; not threads or quiet). */
-static char *config_text(const prep_cfg *c)
+static char *config_text(const run *r)
 {
+    const prep_cfg *c = r->c;
     json_t *o = json_object();
     json_t *srcs = json_array();
     for (int i = 0; i < c->n_sources; i++) {
@@ -668,6 +681,11 @@ static char *config_text(const prep_cfg *c)
     json_object_set_new(o, "dedup", json_pack("{s:b, s:b, s:i, s:i, s:i}", "url", c->url_dedup,
                                               "exact", c->exact_dedup, "bands", c->mh_bands,
                                               "rows", c->mh_rows, "ngram", c->mh_ngram));
+    if (r->uf) { /* the rules, not the file's name */
+        char h[24];
+        snprintf(h, sizeof h, "%016llx", (unsigned long long)r->uf_hash);
+        json_object_set_new(o, "url_blocklist", json_string(h));
+    }
     json_object_set_new(o, "tokenizer", c->tokenizer ? json_string(c->tokenizer) : json_null());
     json_object_set_new(o, "eod", c->eod ? json_string(c->eod) : json_null());
     char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
@@ -700,7 +718,7 @@ static void remove_stale_temps(const run *r)
 
 static grit_err check_plan(run *r)
 {
-    char *ct = config_text(r->c);
+    char *ct = config_text(r);
     if (!ct)
         return GRIT_ENOMEM;
     uint64_t fp = plan_fingerprint(&r->pl, ct);
@@ -936,8 +954,13 @@ grit_err prep_run(const prep_cfg *c, const prep_hooks *h, comm *cm)
         return grit_errf(GRIT_EINVAL, "no inputs given");
     if (c->mh_bands > 4096)
         return grit_errf(GRIT_EINVAL, "dedup.bands: at most 4096");
+    rc = c->url_blocklist ? urlf_load(&r.uf, c->url_blocklist, &r.uf_hash) : GRIT_OK;
+    if (rc == GRIT_OK && r.uf && !r.quiet)
+        fprintf(stderr, "grit prep: URL block-list %s: %zu rules\n", c->url_blocklist,
+                urlf_rules(r.uf));
     /* every rank builds the same plan from the same inputs */
-    rc = plan_build(&r.pl, c);
+    if (rc == GRIT_OK)
+        rc = plan_build(&r.pl, c);
     if (rc == GRIT_OK && !(r.mine = calloc(r.pl.n_shards / (size_t)r.size + 1, sizeof *r.mine)))
         rc = GRIT_ENOMEM;
     for (size_t s = (size_t)r.rank; rc == GRIT_OK && s < r.pl.n_shards; s += (size_t)r.size)
@@ -984,6 +1007,7 @@ out:
     bpe_close(r.tok);
     free(r.first_doc);
     free(r.mine);
+    urlf_free(r.uf);
     plan_free(&r.pl);
     pthread_mutex_destroy(&r.mu);
     return rc;

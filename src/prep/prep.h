@@ -4,7 +4,7 @@
  *
  *   inputs --plan--> shards (a WARC or JSONL file each; up to
  *                    files_per_shard HTML / text files each)
- *   1 docs      per shard, parallel: read -> extract (HTML) -> langid ->
+ *   1 docs      per shard, parallel: read -> URL block-list -> extract (HTML) -> langid ->
  *               quality filters + line corrections -> signatures (URL
  *               hash, exact hash, MinHash band keys)
  *               writes docs/NNNNN.jsonl (kept documents), docs/NNNNN.sig,
@@ -70,6 +70,7 @@ typedef struct prep_cfg {
     double min_lang_score;
     extract_opts extract;
     filter_cfg filters;
+    char *url_blocklist;               /* URL block-list file (urlfilter.h); NULL: none */
     int url_dedup, exact_dedup;
     int mh_bands, mh_rows, mh_ngram;   /* mh_bands 0: no fuzzy dedup */
     char *tokenizer;                   /* HF tokenizer.json; NULL: text output */

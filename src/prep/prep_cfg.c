@@ -63,6 +63,7 @@ void prep_cfg_free(prep_cfg *c)
     free(c->sources);
     free(c->output);
     free(c->publish);
+    free(c->url_blocklist);
     free(c->tokenizer);
     free(c->eod);
     memset(c, 0, sizeof *c);
@@ -221,7 +222,7 @@ grit_err prep_cfg_load(prep_cfg *c, const char *path)
 {
     static const char *const top[] = {"output", "threads", "files_per_shard", "inputs",
                                       "sources", "langid", "extract", "filters", "dedup",
-                                      "tokenizer", "eod", NULL};
+                                      "tokenizer", "eod", "url_blocklist", NULL};
     static const char *const fmts[] = {"auto", "warc", "html", "text", "jsonl", NULL};
     jcfg j;
     grit_err rc = jcfg_open(&j, path);
@@ -237,6 +238,9 @@ grit_err prep_cfg_load(prep_cfg *c, const char *path)
     s = NULL;
     TRY(jcfg_str(&j, r, "", "tokenizer", NULL, &s));
     TRY(set_str(&c->tokenizer, s));
+    s = NULL;
+    TRY(jcfg_str(&j, r, "", "url_blocklist", NULL, &s));
+    TRY(set_str(&c->url_blocklist, s));
     s = NULL;
     TRY(jcfg_str(&j, r, "", "eod", NULL, &s));
     TRY(set_str(&c->eod, s));

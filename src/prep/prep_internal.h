@@ -21,6 +21,7 @@
 #include "prep/plan.h"
 #include "prep/prep.h"
 #include "prep/prep_s3.h"
+#include "prep/urlfilter.h"
 
 /* docs/NNNNN.sig: magic (8), u32 documents, u32 bands, then per document:
  * u64 URL hash, u64 exact hash, u32 text bytes, u16 URL length, the URL,
@@ -38,6 +39,8 @@ typedef struct run {
     uint32_t eod;
     int dtype;
     comm *cm;                 /* the ranks of this run (world of 1 without MPI) */
+    urlf *uf;                 /* URL block-list (NULL: none); shared by the threads */
+    uint64_t uf_hash;
     int rank, size;
     size_t *mine, n_mine;     /* the shards this rank owns: s with s mod size == rank */
     int quiet;                /* no progress lines (quiet, or not rank 0) */

@@ -61,7 +61,7 @@ grit_err prep__report(run *r, double wall)
     prep__pathn(p, sizeof p, r, "report.json");
     rc = prep__write_json(p, all);
     if (rc == GRIT_OK && !r->c->quiet) {
-        static const char *const order[] = {"read", "extract", "langid", "filter",
+        static const char *const order[] = {"read", "url", "extract", "langid", "filter",
                                             "signature", "dedup", "tokenize", NULL};
         json_t *sts = json_object_get(all, "stages");
         double total = 0;
