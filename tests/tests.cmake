@@ -171,6 +171,10 @@ set_tests_properties(integration.prep_s3 PROPERTIES TIMEOUT 300 LABELS "integrat
 add_test(NAME integration.prep_urlfilter
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_urlfilter.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.prep_urlfilter PROPERTIES TIMEOUT 60 LABELS "integration;san")
+# grit prep data mix: per-source tokens after dedup, curated/web ratio, data_mix.json for data.weights.
+add_test(NAME integration.prep_mix
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_mix.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.prep_mix PROPERTIES TIMEOUT 120 LABELS "integration")
 # grit prep language ID: CLD2's full table vs its small one on text in 100+ languages.
 add_test(NAME integration.prep_langid
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_langid.sh $<TARGET_FILE:grit>)

@@ -409,7 +409,9 @@ static grit_err shard_tokenize(tctx *t, size_t s)
 {
     run *r = t->r;
     const prep_cfg *c = r->c;
-    double w = c->sources[r->pl.shards[s].source].weight;
+    const prep_source *src = &c->sources[r->pl.shards[s].source];
+    double w = src->weight;
+    double uniq_docs = 0, uniq_tokens = 0, uniq_bytes = 0;
     double whole = floor(w), frac = w - whole;
     char in[4096], outp[4096];
     prep__pathf(in, sizeof in, r, "docs/%05zu.jsonl", s);
@@ -457,9 +459,17 @@ static grit_err shard_tokenize(tctx *t, size_t s)
         prep__stage_add(st, "tokenize", kd, 0, kd ? (double)d.len : 0, 0);
         if (!kd)
             continue;
+        uniq_docs++;
+        uniq_bytes += (double)d.len;
         int copies = (int)whole;
         if (frac > 0 && (double)(XXH3_64bits(d.body, d.len) >> 11) * 0x1.0p-53 < frac)
             copies++;
+        if (copies == 0 && r->tok) { /* left out by its weight: still counted as produced */
+            t->ids.n = 0;
+            if ((rc = bpe_encode(t->bc, d.body, d.len, BPE_ALLOW_SPECIAL, &t->ids)))
+                goto out;
+            uniq_tokens += (double)t->ids.n + 1;
+        }
         for (int cp = 0; cp < copies; cp++) {
             prep__stage_add(st, "tokenize", 0, 1, 0, (double)d.len);
             if (iw) {
@@ -469,6 +479,8 @@ static grit_err shard_tokenize(tctx *t, size_t s)
                     (rc = idx_writer_add(iw, &r->eod, 1)) || (rc = idx_writer_end_doc(iw)))
                     goto out;
                 tokens += t->ids.n + 1;
+                if (cp == 0)
+                    uniq_tokens += (double)t->ids.n + 1;
             } else {
                 json_t *o = json_pack("{s:s%, s:s%}", "url", d.url, d.url_len, "text", d.body,
                                       d.len);
@@ -489,6 +501,21 @@ static grit_err shard_tokenize(tctx *t, size_t s)
     if (rc != GRIT_OK)
         goto out;
     prep__jadd(st, "output", "tokens", (double)tokens, 1);
+    {
+        /* per source, after dedup: documents, bytes and tokens (each document
+         * once; tokens_written counts the weight's copies) */
+        json_t *so = json_object_get(st, "sources");
+        if (!so) {
+            so = json_object();
+            json_object_set_new(st, "sources", so);
+        }
+        prep__jadd(so, src->name, "documents", uniq_docs, 1);
+        prep__jadd(so, src->name, "bytes", uniq_bytes, 1);
+        if (r->tok) {
+            prep__jadd(so, src->name, "tokens", uniq_tokens, 1);
+            prep__jadd(so, src->name, "tokens_written", (double)tokens, 1);
+        }
+    }
     if ((rc = hash_outputs(r, s, st)) != GRIT_OK)
         goto out;
     prep__stage_time(st, "tokenize", now_seconds() - t0);
@@ -810,9 +837,11 @@ static grit_err write_manifest(run *r)
         json_int_t t = json_integer_value(json_object_get(json_object_get(o, "output"),
                                                           "tokens"));
         snprintf(prefix, sizeof prefix, r->tok ? "tokens/%05zu" : "text/%05zu", s);
-        json_array_append_new(arr, json_pack("{s:I, s:s, s:I, s:I, s:O}", "shard",
-                                             (json_int_t)s, "prefix", prefix, "documents", d,
-                                             "tokens", t, "files", json_object_get(o, "files")));
+        const char *srcname = r->c->sources[r->pl.shards[s].source].name;
+        json_array_append_new(arr, json_pack("{s:I, s:s, s:s, s:I, s:I, s:O}", "shard",
+                                             (json_int_t)s, "prefix", prefix, "source", srcname,
+                                             "documents", d, "tokens", t, "files",
+                                             json_object_get(o, "files")));
         docs += d;
         toks += t;
         json_decref(o);
@@ -893,6 +922,8 @@ static grit_err publish(run *r)
     rc = prep__agree(r, rc, "publish (data)");
     if (rc == GRIT_OK && r->rank == 0) {
         rc = put_one(r, s3, "report.json");
+        if (rc == GRIT_OK && r->tok)
+            rc = put_one(r, s3, "data_mix.json");
         if (rc == GRIT_OK)
             rc = put_one(r, s3, "manifest.json");
         prep__pathn(m, sizeof m, r, "done/publish.json");
@@ -904,6 +935,60 @@ static grit_err publish(run *r)
     json_decref(mk);
     prep_s3_close(s3);
     return prep__agree(r, rc, "publish");
+}
+
+/* data_mix.json (rank 0, after the manifest): the trainer's "data" object
+ * for these shards, {"source": "megatron", "paths": [...], "weights": [...]},
+ * one path per shard (local, or under the publish URL) weighted by the
+ * tokens it holds; with mix.curated_fraction f, the curated sources' shards
+ * share f of the weight and the web ones 1 - f, each in proportion to its
+ * tokens. The trainer normalises the weights. */
+static grit_err write_data_mix(run *r)
+{
+    if (!r->tok)
+        return GRIT_OK;
+    size_t n = r->pl.n_shards;
+    double *tok = calloc(n + 1, sizeof *tok), kind_tok[2] = {0, 0};
+    json_t *o = json_pack("{s:s, s:[], s:[]}", "source", "megatron", "paths", "weights");
+    grit_err rc = tok && o ? GRIT_OK : GRIT_ENOMEM;
+    for (size_t s = 0; rc == GRIT_OK && s < n; s++) {
+        char p[4096];
+        prep__pathf(p, sizeof p, r, "done/tokenize.%05zu.json", s);
+        json_error_t je;
+        json_t *m = json_load_file(p, 0, &je);
+        if (!m) {
+            rc = grit_errf(GRIT_EFORMAT, "%s: %s", p, je.text);
+            break;
+        }
+        tok[s] = (double)json_integer_value(json_object_get(json_object_get(m, "output"),
+                                                            "tokens"));
+        kind_tok[r->c->sources[r->pl.shards[s].source].curated] += tok[s];
+        json_decref(m);
+    }
+    double f = r->c->curated_fraction;
+    int target = f >= 0 && kind_tok[0] > 0 && kind_tok[1] > 0;
+    double total = kind_tok[0] + kind_tok[1];
+    for (size_t s = 0; rc == GRIT_OK && s < n; s++) {
+        if (tok[s] <= 0)
+            continue; /* an empty shard cannot be sampled */
+        int k = r->c->sources[r->pl.shards[s].source].curated;
+        double w = target ? (k ? f : 1 - f) * tok[s] / kind_tok[k] : tok[s] / total;
+        char path[4096];
+        if (r->c->publish)
+            snprintf(path, sizeof path, "%s/tokens/%05zu", r->c->publish, s);
+        else
+            prep__pathf(path, sizeof path, r, "tokens/%05zu", s);
+        json_array_append_new(json_object_get(o, "paths"), json_string(path));
+        json_array_append_new(json_object_get(o, "weights"), json_real(w));
+    }
+    if (rc == GRIT_OK) {
+        char p[4096];
+        prep__pathn(p, sizeof p, r, "data_mix.json");
+        rc = prep__write_json(p, o);
+    }
+    free(tok);
+    json_decref(o);
+    return rc;
 }
 
 /* Rank 0's part of the start: output folders, the plan check, stale temps. */
@@ -997,6 +1082,8 @@ grit_err prep_run(const prep_cfg *c, const prep_hooks *h, comm *cm)
         goto out;
     if (r.rank == 0) {
         rc = prep__report(&r, now_seconds() - t0);
+        if (rc == GRIT_OK)
+            rc = write_data_mix(&r);
         if (rc == GRIT_OK)
             rc = write_manifest(&r);
     }

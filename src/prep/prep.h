@@ -55,6 +55,7 @@ typedef struct prep_source {
     int format;      /* PREP_FMT_* (AUTO: by extension) */
     char *field;     /* JSONL text field, NULL = "text" */
     double weight;   /* copies of each kept document (fraction: sampled) */
+    int curated;     /* "kind": 0 web (default), 1 curated (books, papers, ...) */
 } prep_source;
 
 typedef struct prep_cfg {
@@ -71,6 +72,8 @@ typedef struct prep_cfg {
     extract_opts extract;
     filter_cfg filters;
     char *url_blocklist;               /* URL block-list file (urlfilter.h); NULL: none */
+    double curated_fraction;           /* data_mix.json: curated share of the tokens;
+                                          < 0: as produced (default -1) */
     int url_dedup, exact_dedup;
     int mh_bands, mh_rows, mh_ngram;   /* mh_bands 0: no fuzzy dedup */
     char *tokenizer;                   /* HF tokenizer.json; NULL: text output */

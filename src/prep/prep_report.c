@@ -58,6 +58,30 @@ grit_err prep__report(run *r, double wall)
         json_object_set(run_o, "dedup_memory", ranks);
     json_decref(ranks);
     json_object_set_new(all, "run", run_o);
+    /* the mix after dedup: tokens (each document once) by kind of source */
+    {
+        double kt[2] = {0, 0};
+        json_t *srcs = json_object_get(all, "sources");
+        for (int i = 0; srcs && i < r->c->n_sources; i++) {
+            json_t *x = json_object_get(srcs, r->c->sources[i].name);
+            if (!x)
+                continue;
+            json_object_set_new(x, "kind", json_string(r->c->sources[i].curated ? "curated"
+                                                                                : "web"));
+            json_t *tk = json_object_get(x, "tokens");
+            kt[r->c->sources[i].curated] +=
+                json_number_value(tk ? tk : json_object_get(x, "bytes"));
+        }
+        json_t *mix = json_pack("{s:s, s:f, s:f, s:f}", "unit",
+                                r->tok ? "tokens" : "bytes", "web", kt[0], "curated", kt[1],
+                                "curated_fraction",
+                                kt[0] + kt[1] > 0 ? kt[1] / (kt[0] + kt[1]) : 0.0);
+        if (mix && r->c->curated_fraction >= 0)
+            json_object_set_new(mix, "target_curated_fraction",
+                                json_real(r->c->curated_fraction));
+        if (mix)
+            json_object_set_new(all, "mix", mix);
+    }
     prep__pathn(p, sizeof p, r, "report.json");
     rc = prep__write_json(p, all);
     if (rc == GRIT_OK && !r->c->quiet) {
