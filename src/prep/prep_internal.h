@@ -93,6 +93,13 @@ grit_err prep__put_jsonl(prep_buf *b, json_t *o);
 grit_err prep__stage_dedup(run *r);
 /* r->first_doc and r->n_docs from the docs markers. */
 grit_err prep__shard_offsets(run *r);
+/* prep_output.c: o["files"] = shard s's result files with sizes and XXH3;
+ * manifest.json and data_mix.json from the tokenize markers (rank 0); the
+ * upload to c->publish (collective). */
+grit_err prep__hash_outputs(run *r, size_t s, json_t *o);
+grit_err prep__write_manifest(run *r);
+grit_err prep__write_data_mix(run *r);
+grit_err prep__publish(run *r);
 /* report.json and the table (prep_report.c), summed from all markers. */
 grit_err prep__report(run *r, double wall);
 
