@@ -18,6 +18,7 @@ PKGS=(
   libmicrohttpd-dev curl             # dashboard and /metrics server (src/obs); tests fetch with curl
   chromium prometheus                # dashboard browser test; a real Prometheus scrapes /metrics
   libgumbo-dev libcld2-dev libexttextcat-dev zlib1g-dev  # grit prep: HTML parsing, language ID, gzip/WARC
+  iso-codes libgtk-3-common libgtk2.0-common libglib2.0-data libgdk-pixbuf2.0-common libpam-runtime  # grit prep language-ID test: translations in ~130 languages (tests/integration/prep_make_langs.py)
   libcurl4-openssl-dev libssl-dev    # s3:// checkpoints: HTTP (multi interface), SHA-256/HMAC
   swift swift-proxy swift-account swift-container swift-object python3-swift memcached awscli  # S3 tests: a real S3 server (scripts/s3-local.sh), awscli as an independent client
   bc time                            # bench/s3.sh arithmetic and CPU accounting

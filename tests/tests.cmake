@@ -249,6 +249,30 @@ add_test(NAME integration.prep_tokenize_idx
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_tokenize_idx.sh $<TARGET_FILE:grit>
           ${GRIT_PYTHON})
 set_tests_properties(integration.prep_tokenize_idx PROPERTIES TIMEOUT 300 LABELS "integration")
+# grit prep reading s3:// inputs from a real S3 server (s3_lib.sh: Swift): same bytes as the
+# local copy (1 process, 2 ranks), 403, a truncated WARC.gz, an object replaced mid-run.
+add_test(NAME integration.prep_s3
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_s3.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.prep_s3 PROPERTIES TIMEOUT 300 LABELS "integration;s3;mpi"
+  SKIP_RETURN_CODE 77)
+# grit prep URL block-list stage (domains, URLs, allow-list, strict/hard/soft words).
+add_test(NAME integration.prep_urlfilter
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_urlfilter.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.prep_urlfilter PROPERTIES TIMEOUT 60 LABELS "integration;san")
+# grit prep data mix: per-source tokens after dedup, curated/web ratio, data_mix.json for data.weights.
+add_test(NAME integration.prep_mix
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_mix.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.prep_mix PROPERTIES TIMEOUT 120 LABELS "integration")
+# grit prep language ID: CLD2's full table vs its small one on text in 100+ languages.
+add_test(NAME integration.prep_langid
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_langid.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.prep_langid PROPERTIES TIMEOUT 120 LABELS "integration")
+# grit prep over MPI ranks: 1/2/4 ranks byte-identical, planted duplicates across ranks,
+# a rank dying at any stage and a rerun on any number of ranks converge.
+add_test(NAME integration.prep_dist
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/prep_dist.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.prep_dist PROPERTIES TIMEOUT 300 LABELS "integration;mpi"
+  SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
 # s3:// checkpoints (src/s3, src/ckpt/store_s3.c) against a real S3 server each test starts
 # on loopback (scripts/s3-local.sh: OpenStack Swift's S3 API): save/resume bitwise, kills at
 # every commit phase, awscli interoperability, truncation; wrong secret, 5xx, killed server.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "comm/comm.h"
 #include "core/fault.h"
 #include "prep/langid.h"
 #include "prep/prep.h"
@@ -23,20 +24,29 @@ static void usage(FILE *f)
             "Megatron .bin/.idx shards (or write clean JSONL without a tokenizer). Work is\n"
             "split into shards; every finished (stage, shard) leaves a marker, so a rerun\n"
             "after a crash or kill skips finished work and gives identical output.\n"
-            "Flags override the config file; INPUTs are added to a source named 'default'.\n"
+            "Flags override the config file; INPUTs are added to a source named 'default';\n"
+            "an INPUT may be s3://bucket/prefix/ (AWS_* variables as for s3:// checkpoints).\n"
+            "Under mpirun or srun (-n N) the ranks share the work on a shared output\n"
+            "directory and give the same bytes as one process (docs/prep.md).\n"
             "\n"
             "options:\n"
-            "  -o, --output DIR      output directory (required, here or in the config)\n"
+            "  -o, --output DIR      output directory (required, here or in the config);\n"
+            "                        s3://bucket/prefix: the results go there (data\n"
+            "                        first, manifest.json last) and --work holds the rest\n"
+            "  --work DIR            the local (shared) working directory with -o s3://\n"
             "  --tokenizer FILE      Hugging Face tokenizer.json: write tokens/NNNNN.{bin,idx}\n"
             "                        (without it: text/NNNNN.jsonl)\n"
             "  --eod TOKEN           end-of-document token (default \"<|endoftext|>\")\n"
             "  --threads N           worker threads (default 2)\n"
             "  --files-per-shard N   HTML/text files per shard (default 64)\n"
             "  --format F            input format: auto (by extension), warc, html, text, jsonl\n"
-            "  --langid B            cld2 (default) or textcat\n"
+            "  --langid B            cld2 (default: CLD2's full table, ~160 languages),\n"
+            "                        cld2-small (its small table, ~83) or textcat\n"
             "  --languages L,L,...   languages to keep, or 'all' (default en,de,es,fr,it,pt,\n"
             "                        pl,nl,ro,sv,cs)\n"
             "  --min-lang-score X    minimum language score in [0,1] (default 0.65)\n"
+            "  --url-blocklist FILE  reject documents by URL first: domains, URLs, words\n"
+            "                        (format in docs/prep.md)\n"
             "  --minhash P           near-duplicate preset: refinedweb (20x450, default),\n"
             "                        cheap (14x8), off\n"
             "  --no-filters          turn every quality filter off\n"
@@ -63,7 +73,8 @@ static int parse_int(const char *opt, const char *s, long lo, long hi, long *out
 }
 
 /* Fault injection for tests: GRIT_PREP_CRASH_AFTER=N ends the process
- * abruptly (as a kill would) right after the N-th marker of this run. */
+ * abruptly (as a kill would) right after the N-th marker of this run
+ * (GRIT_PREP_CRASH_RANK=R: only on rank R). */
 static void crash_hook(void *arg, const char *marker)
 {
     long *left = arg;
@@ -75,12 +86,15 @@ static void crash_hook(void *arg, const char *marker)
 int cmd_prep(int argc, char **argv)
 {
     prep_cfg c;
+    comm cm;
+    int cm_on = 0;
     prep_cfg_default(&c);
     int code = 2, format = -1;
-    const char *out = NULL, *tok = NULL, *eod = NULL, *langs = NULL, *mh = NULL, *lid = NULL;
+    const char *out = NULL, *work = NULL, *tok = NULL, *eod = NULL, *langs = NULL, *mh = NULL, *lid = NULL;
     long threads = -1, fps = -1;
     double min_score = -1;
     int no_filters = 0, quiet = 0;
+    char *ubl = NULL;
     const char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
     int n_in = 0;
     if (!inputs)
@@ -98,6 +112,11 @@ int cmd_prep(int argc, char **argv)
             no_filters = 1;
         } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && hv) {
             out = argv[++i];
+        } else if (!strcmp(a, "--url-blocklist") && hv) {
+            free(ubl);
+            ubl = strdup(argv[++i]);
+        } else if (!strcmp(a, "--work") && hv) {
+            work = argv[++i];
         } else if (!strcmp(a, "--tokenizer") && hv) {
             tok = argv[++i];
         } else if (!strcmp(a, "--eod") && hv) {
@@ -108,8 +127,9 @@ int cmd_prep(int argc, char **argv)
             mh = argv[++i];
         } else if (!strcmp(a, "--langid") && hv) {
             lid = argv[++i];
-            if (strcmp(lid, "cld2") && strcmp(lid, "textcat")) {
-                fprintf(stderr, "grit prep: --langid: expected cld2 or textcat, got '%s'\n", lid);
+            if (langid_backend_parse(lid) < 0) {
+                fprintf(stderr, "grit prep: --langid: expected cld2, cld2-small or textcat, "
+                                "got '%s'\n", lid);
                 goto done;
             }
         } else if (!strcmp(a, "--min-lang-score") && hv) {
@@ -170,6 +190,28 @@ int cmd_prep(int argc, char **argv)
         free(c.output);
         c.output = strdup(out);
     }
+    if (c.output && !strncmp(c.output, "s3://", 5)) {
+        if (!work) {
+            fprintf(stderr, "grit prep: -o %s: an s3:// output needs --work DIR (a local or "
+                            "shared directory for the work and the markers)\n", c.output);
+            code = 2;
+            goto done;
+        }
+        size_t l = strlen(c.output);
+        while (l > 5 && c.output[l - 1] == '/')
+            c.output[--l] = 0;
+        c.publish = c.output;
+        c.output = strdup(work);
+    } else if (work) {
+        fprintf(stderr, "grit prep: --work is for an s3:// output (-o s3://bucket/prefix)\n");
+        code = 2;
+        goto done;
+    }
+    if (ubl) {
+        free(c.url_blocklist);
+        c.url_blocklist = ubl;
+        ubl = NULL;
+    }
     if (tok) {
         free(c.tokenizer);
         c.tokenizer = strdup(tok);
@@ -185,7 +227,7 @@ int cmd_prep(int argc, char **argv)
     if (min_score >= 0)
         c.min_lang_score = min_score;
     if (lid)
-        c.langid_backend = !strcmp(lid, "textcat") ? LANGID_TEXTCAT : LANGID_CLD2;
+        c.langid_backend = langid_backend_parse(lid);
     if (no_filters)
         c.filters.enabled = 0;
     c.quiet = quiet;
@@ -225,13 +267,30 @@ int cmd_prep(int argc, char **argv)
     const char *ca = fault_spec(FAULT_PREP_CRASH_AFTER);
     if (*ca)
         crash_after = strtol(ca, NULL, 10);
-    prep_hooks h = {.on_marker = crash_after > 0 ? crash_hook : NULL, .arg = &crash_after};
-    if (prep_run(&c, &h) != GRIT_OK) {
+    /* under mpirun / srun every rank runs this with the same arguments */
+    if (comm_init(&cm, &argc, &argv) != GRIT_OK) {
         fprintf(stderr, "grit prep: %s\n", grit_errmsg());
+        goto done;
+    }
+    cm_on = 1;
+    if (!getenv("GRIT_DIST_TIMEOUT"))
+        cm.timeout_s = 7 * 24 * 3600.0; /* ranks wait for the slowest at each stage's end */
+    const char *cr = getenv("GRIT_PREP_CRASH_RANK");
+    if (cr && strtol(cr, NULL, 10) != cm.rank)
+        crash_after = 0;
+    prep_hooks h = {.on_marker = crash_after > 0 ? crash_hook : NULL, .arg = &crash_after};
+    if (prep_run(&c, &h, &cm) != GRIT_OK) {
+        if (cm.size > 1)
+            fprintf(stderr, "grit prep: rank %d: %s\n", cm.rank, grit_errmsg());
+        else
+            fprintf(stderr, "grit prep: %s\n", grit_errmsg());
         goto done;
     }
     code = 0;
 done:
+    free(ubl);
+    if (cm_on)
+        comm_finalize(&cm);
     prep_cfg_free(&c);
     free(inputs);
     return code;

@@ -480,6 +480,89 @@ grit_err comm_wait_all(comm *d)
     return GRIT_OK;
 }
 
+grit_err comm_alltoallv(comm *d, const void *send, const size_t *scounts, size_t elem,
+                        void **recv, size_t *rcount, size_t *rcounts)
+{
+    *recv = NULL;
+    *rcount = 0;
+    if (!d->mpi) {
+        *recv = malloc(scounts[0] * elem + 1);
+        if (!*recv)
+            return grit_errf(GRIT_ENOMEM, "all-to-all: out of memory (%zu bytes)",
+                             scounts[0] * elem);
+        memcpy(*recv, send, scounts[0] * elem);
+        *rcount = scounts[0];
+        if (rcounts)
+            rcounts[0] = scounts[0];
+        return GRIT_OK;
+    }
+    int n = d->size;
+    int *sc = calloc((size_t)n * 4, sizeof *sc);
+    grit_err rc = GRIT_OK;
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    if (!sc)
+        return grit_errf(GRIT_ENOMEM, "all-to-all: out of memory");
+    int *sd = sc + n, *rc_ = sc + 2 * n, *rd = sc + 3 * n;
+    size_t off = 0;
+    for (int r = 0; r < n; r++) {
+        if (scounts[r] > (size_t)INT32_MAX || off > (size_t)INT32_MAX) {
+            rc = grit_errf(GRIT_EINVAL, "all-to-all: a block of %zu elements is too large",
+                           scounts[r]);
+            goto out;
+        }
+        sc[r] = (int)scounts[r];
+        sd[r] = (int)off;
+        off += scounts[r];
+    }
+    {
+        MPI_Request r_;
+        int e = LOCKED(MPI_Ialltoall(sc, 1, MPI_INT, rc_, 1, MPI_INT, COMM(d), &r_));
+        if (e != MPI_SUCCESS || (rc = wait_req(d, &r_, "all-to-all (counts)")) != GRIT_OK) {
+            rc = rc ? rc : mpi_fail(d, e, "all-to-all (counts)");
+            goto out;
+        }
+    }
+    size_t total = 0;
+    for (int r = 0; r < n; r++) {
+        if (total > (size_t)INT32_MAX) {
+            rc = grit_errf(GRIT_EINVAL, "all-to-all: %zu elements received is too many", total);
+            goto out;
+        }
+        rd[r] = (int)total;
+        total += (size_t)rc_[r];
+        if (rcounts)
+            rcounts[r] = (size_t)rc_[r];
+    }
+    *recv = malloc(total * elem + 1);
+    if (!*recv) {
+        rc = grit_errf(GRIT_ENOMEM, "all-to-all: out of memory (%zu bytes)", total * elem);
+        goto out;
+    }
+    if (LOCKED(MPI_Type_contiguous((int)elem, MPI_BYTE, &t)) != MPI_SUCCESS ||
+        LOCKED(MPI_Type_commit(&t)) != MPI_SUCCESS) {
+        rc = grit_errf(GRIT_EIO, "all-to-all: cannot make a %zu-byte MPI type", elem);
+        goto out;
+    }
+    {
+        MPI_Request r_;
+        int e = LOCKED(MPI_Ialltoallv(send, sc, sd, t, *recv, rc_, rd, t, COMM(d), &r_));
+        if (e != MPI_SUCCESS || (rc = wait_req(d, &r_, "all-to-all")) != GRIT_OK) {
+            rc = rc ? rc : mpi_fail(d, e, "all-to-all");
+            goto out;
+        }
+    }
+    *rcount = total;
+out:
+    if (t != MPI_DATATYPE_NULL)
+        LOCKED(MPI_Type_free(&t));
+    if (rc != GRIT_OK) {
+        free(*recv);
+        *recv = NULL;
+    }
+    free(sc);
+    return rc;
+}
+
 #else /* no MPI: world size 1 */
 
 grit_err comm_init(comm *d, int *argc, char ***argv)
@@ -572,5 +655,21 @@ grit_err comm_ireduce_scatter_v(comm *d, const float *b, float *out, const int *
 }
 void comm_progress(comm *d) { (void)d; }
 grit_err comm_wait_all(comm *d) { (void)d; return GRIT_OK; }
+
+grit_err comm_alltoallv(comm *d, const void *send, const size_t *scounts, size_t elem,
+                        void **recv, size_t *rcount, size_t *rcounts)
+{
+    (void)d;
+    *rcount = 0;
+    *recv = malloc(scounts[0] * elem + 1);
+    if (!*recv)
+        return grit_errf(GRIT_ENOMEM, "all-to-all: out of memory (%zu bytes)",
+                         scounts[0] * elem);
+    memcpy(*recv, send, scounts[0] * elem);
+    *rcount = scounts[0];
+    if (rcounts)
+        rcounts[0] = scounts[0];
+    return GRIT_OK;
+}
 
 #endif

@@ -84,6 +84,16 @@ grit_err comm_gather_v(comm *d, const float *in, int n, float *out, const int *c
 /* Gathers bytes from every rank to every rank: out[size][bytes]. */
 grit_err comm_allgather_bytes(comm *d, const void *in, void *out, size_t bytes);
 
+/* All-to-all of variable-size blocks of elem-byte elements (grit prep's
+ * dedup exchange by hash owner). send holds size blocks, block r
+ * (scounts[r] elements) going to rank r, in rank order. The received blocks
+ * are concatenated in source-rank order into a buffer this call allocates:
+ * *recv (caller frees; never NULL on success), *rcount elements in all;
+ * rcounts[size] (may be NULL) gets each source's count. A block must stay
+ * under 2^31 elements (GRIT_EINVAL otherwise). World of 1: a copy. */
+grit_err comm_alltoallv(comm *d, const void *send, const size_t *scounts, size_t elem,
+                        void **recv, size_t *rcount, size_t *rcounts);
+
 /* Point to point (the network health check's ping-pong). Sends sbytes to
  * rank dest and receives up to rbytes from rank src at the same time, both
  * under the deadline; dest or src may be -1 for "none", so comm_send and

@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int prep__cld2_detect(const char *text, int len, char code[8], double *score);
+int prep__cld2_detect(int small, const char *text, int len, char code[8], double *score);
+const char *prep__cld2_small_load(void);
 
 #define LANGID_MAX_BYTES (64 << 10)
 #define TEXTCAT_CONF "/usr/share/libexttextcat/fpdb.conf"
@@ -13,12 +14,23 @@ int prep__cld2_detect(const char *text, int len, char code[8], double *score);
 
 struct langid {
     int backend;
-    void *tc; /* textcat handle */
+    int small_ok; /* cld2: the small table is loaded (the fallback) */
+    void *tc;     /* textcat handle */
 };
 
 const char *langid_backend_name(int backend)
 {
-    return backend == LANGID_TEXTCAT ? "textcat" : "cld2";
+    return backend == LANGID_TEXTCAT ? "textcat" : backend == LANGID_CLD2_SMALL ? "cld2-small"
+                                                                              : "cld2";
+}
+
+int langid_backend_parse(const char *name)
+{
+    static const int all[] = {LANGID_CLD2, LANGID_CLD2_SMALL, LANGID_TEXTCAT};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(name, langid_backend_name(all[i])))
+            return all[i];
+    return -1;
 }
 
 grit_err langid_open(langid **out, int backend)
@@ -28,6 +40,15 @@ grit_err langid_open(langid **out, int backend)
     if (!l)
         return GRIT_ENOMEM;
     l->backend = backend;
+    if (backend == LANGID_CLD2)
+        l->small_ok = prep__cld2_small_load() == NULL;
+    if (backend == LANGID_CLD2_SMALL) {
+        const char *why = prep__cld2_small_load();
+        if (why) {
+            free(l);
+            return grit_errf(GRIT_ENOTFOUND, "langid cld2-small: %s", why);
+        }
+    }
     if (backend == LANGID_TEXTCAT) {
         l->tc = special_textcat_Init(TEXTCAT_CONF, TEXTCAT_PREFIX);
         if (!l->tc) {
@@ -79,6 +100,12 @@ void langid_detect(langid *l, const char *text, size_t len, char code[8], double
         textcat_parse(textcat_Classify(l->tc, text, len), code, score);
         return;
     }
-    if (!prep__cld2_detect(text, (int)len, code, score))
-        strcpy(code, "un");
+    int small = l->backend == LANGID_CLD2_SMALL;
+    if (prep__cld2_detect(small, text, (int)len, code, score))
+        return;
+    /* the full table finds no language: ask the small one (see langid.h) */
+    if (!small && l->small_ok && prep__cld2_detect(1, text, (int)len, code, score))
+        return;
+    strcpy(code, "un");
+    *score = 0;
 }

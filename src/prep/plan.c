@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "prep/prep_s3.h"
 #include "prep/reader.h"
 
 static int cmp_str(const void *a, const void *b)
@@ -36,8 +37,32 @@ static grit_err add_file(plan *p, const char *path, int fmt, uint64_t size, size
     return GRIT_OK;
 }
 
+typedef struct s3_walk {
+    plan *p;
+    int fmt;
+    size_t *cap;
+} s3_walk;
+
+static grit_err s3_add(void *ctx, const char *url, uint64_t size)
+{
+    s3_walk *w = ctx;
+    /* under a prefix only document objects count, as in directories */
+    if (w->fmt == PREP_FMT_AUTO && !prep_is_document_name(url))
+        return GRIT_OK;
+    return add_file(w->p, url, w->fmt, size, w->cap);
+}
+
 static grit_err walk(plan *p, const char *path, int fmt, size_t *cap, int depth)
 {
+    if (prep_s3_is_url(path)) {
+        prep_s3 *s = NULL;
+        s3_walk w = {p, fmt, cap};
+        grit_err rc = prep_s3_open(&s);
+        if (rc == GRIT_OK)
+            rc = prep_s3_list(s, path, s3_add, &w);
+        prep_s3_close(s);
+        return rc;
+    }
     struct stat st;
     if (stat(path, &st) != 0)
         return grit_errf(GRIT_ENOTFOUND, "%s: cannot read input: %s", path, strerror(errno));

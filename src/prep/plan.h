@@ -3,7 +3,8 @@
  * which shard.
  *
  * Each source's inputs are expanded (directories walked recursively, names
- * in byte order, hidden entries and non-document files skipped). A WARC or JSONL file is a shard of
+ * in byte order, hidden entries and non-document files skipped; an
+ * s3://bucket/prefix lists the objects under it the same way, prep_s3.h). A WARC or JSONL file is a shard of
  * its own; consecutive HTML / text files of one source are grouped, up to
  * files_per_shard per shard. Shard numbers follow this order, so the same
  * inputs and settings always give the same plan; plan_fingerprint hashes

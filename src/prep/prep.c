@@ -3,8 +3,8 @@
  * The design (stages, files, resumability) is in prep.h.
  *
  * Files: prep.c (plan check, stages 1 and 3, the thread pool, prep_run),
- * prep_dedup.c (stage 2), prep_report.c (report); shared internals in
- * prep_internal.h.
+ * prep_dedup.c (stage 2), prep_report.c (report), prep_output.c (manifest,
+ * data_mix.json, publishing to s3://); shared internals in prep_internal.h.
  *
  * Unit states, per (stage, shard):
  *
@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm/comm.h"
 #include "core/fsutil.h"
 #include "core/progress.h"
 #include "data/bpe.h"
@@ -237,7 +238,7 @@ static grit_err shard_docs(tctx *t, size_t s)
     grit_err rc = GRIT_OK;
     uint32_t kept = 0, bands = (uint32_t)c->mh_bands;
     uint64_t keys[4096];
-    char *url = NULL;
+    char *url = NULL, spool[4096 + 64];
     if (!st)
         return GRIT_ENOMEM;
     t->docs.len = t->sig.len = t->drops.len = 0;
@@ -246,8 +247,19 @@ static grit_err shard_docs(tctx *t, size_t s)
     for (size_t f = sh->first; f < sh->first + sh->count && rc == GRIT_OK; f++) {
         prep_reader *rd = NULL;
         const plan_file *pf = &r->pl.files[f];
-        if ((rc = prep_reader_open(&rd, pf->path, pf->format, srcfield)) != GRIT_OK)
+        if (prep_s3_is_url(pf->path)) {
+            /* a local spool copy, read and removed here (a stale one: remove_stale_temps) */
+            snprintf(spool, sizeof spool, "%s/docs/%05zu.%zu.in.tmp.%ld", c->output, s, f,
+                     (long)getpid());
+            if ((!t->s3 && (rc = prep_s3_open(&t->s3)) != GRIT_OK) ||
+                (rc = prep_s3_fetch(t->s3, pf->path, pf->size, spool)) != GRIT_OK ||
+                (rc = prep_reader_open_as(&rd, spool, pf->path, pf->format, srcfield)) != GRIT_OK) {
+                unlink(spool);
+                break;
+            }
+        } else if ((rc = prep_reader_open(&rd, pf->path, pf->format, srcfield)) != GRIT_OK) {
             break;
+        }
         for (;;) {
             prep_doc d;
             double t0 = now_seconds();
@@ -267,6 +279,18 @@ static grit_err shard_docs(tctx *t, size_t s)
                 break;
             }
             utf8_fix(url, strlen(url));
+            /* URL block-list */
+            if (r->uf) {
+                int why = urlf_check(r->uf, url, strlen(url));
+                prep__stage_add(st, "url", 1, why == URLF_KEEP, (double)d.len,
+                                why == URLF_KEEP ? (double)d.len : 0);
+                if (why != URLF_KEEP) {
+                    rc = drop(t, st, url, "url", urlf_reason_name(why), NULL);
+                    continue;
+                }
+            }
+            prep__stage_time(st, "url", now_seconds() - t1);
+            t1 = now_seconds();
             /* extract */
             if (d.is_html) {
                 rc = extract_html(d.body, d.len, &c->extract, &t->tx);
@@ -352,6 +376,8 @@ static grit_err shard_docs(tctx *t, size_t s)
         prep__jadd(st, "input", "oversized_records", (double)rs->oversized, 1);
         atomic_fetch_add(&r->bytes, rs->bytes);
         prep_reader_close(rd);
+        if (prep_s3_is_url(pf->path))
+            unlink(spool);
     }
     if (rc != GRIT_OK)
         goto out;
@@ -382,7 +408,9 @@ static grit_err shard_tokenize(tctx *t, size_t s)
 {
     run *r = t->r;
     const prep_cfg *c = r->c;
-    double w = c->sources[r->pl.shards[s].source].weight;
+    const prep_source *src = &c->sources[r->pl.shards[s].source];
+    double w = src->weight;
+    double uniq_docs = 0, uniq_tokens = 0, uniq_bytes = 0;
     double whole = floor(w), frac = w - whole;
     char in[4096], outp[4096];
     prep__pathf(in, sizeof in, r, "docs/%05zu.jsonl", s);
@@ -390,11 +418,23 @@ static grit_err shard_tokenize(tctx *t, size_t s)
     idx_writer *iw = NULL;
     json_t *st = json_object();
     grit_err rc = st ? prep_reader_open(&rd, in, PREP_FMT_JSONL, "text") : GRIT_ENOMEM;
-    uint64_t di = r->first_doc[s], tokens = 0, replaced = 0;
+    uint64_t di = 0, tokens = 0, replaced = 0;
+    uint64_t n_docs = (s + 1 < r->pl.n_shards ? r->first_doc[s + 1] : r->n_docs) -
+                      r->first_doc[s];
     double t0 = now_seconds();
+    char *keep = NULL;
+    size_t kl = 0;
     t->docs.len = 0;
     if (rc != GRIT_OK)
         goto out;
+    prep__pathf(outp, sizeof outp, r, "dedup/%05zu.keep", s);
+    if ((rc = fs_read_all(outp, &keep, &kl)) != GRIT_OK)
+        goto out;
+    if (kl != n_docs) {
+        rc = grit_errf(GRIT_EFORMAT, "%s: %zu decisions for %llu documents; delete the output "
+                       "directory and rerun", outp, kl, (unsigned long long)n_docs);
+        goto out;
+    }
     if (r->tok) {
         prep__pathf(outp, sizeof outp, r, "tokens/%05zu", s);
         if ((rc = idx_writer_open(&iw, outp, r->dtype)) != GRIT_OK)
@@ -409,13 +449,26 @@ static grit_err shard_tokenize(tctx *t, size_t s)
         }
         if (k == 0)
             break;
-        int keep = r->keep[di++];
-        prep__stage_add(st, "tokenize", keep, 0, keep ? (double)d.len : 0, 0);
-        if (!keep)
+        if (di >= kl) {
+            rc = grit_errf(GRIT_EFORMAT, "%s: more documents than dedup/%05zu.keep has "
+                           "decisions; delete the output directory and rerun", in, s);
+            goto out;
+        }
+        int kd = keep[di++];
+        prep__stage_add(st, "tokenize", kd, 0, kd ? (double)d.len : 0, 0);
+        if (!kd)
             continue;
+        uniq_docs++;
+        uniq_bytes += (double)d.len;
         int copies = (int)whole;
         if (frac > 0 && (double)(XXH3_64bits(d.body, d.len) >> 11) * 0x1.0p-53 < frac)
             copies++;
+        if (copies == 0 && r->tok) { /* left out by its weight: still counted as produced */
+            t->ids.n = 0;
+            if ((rc = bpe_encode(t->bc, d.body, d.len, BPE_ALLOW_SPECIAL, &t->ids)))
+                goto out;
+            uniq_tokens += (double)t->ids.n + 1;
+        }
         for (int cp = 0; cp < copies; cp++) {
             prep__stage_add(st, "tokenize", 0, 1, 0, (double)d.len);
             if (iw) {
@@ -440,6 +493,8 @@ static grit_err shard_tokenize(tctx *t, size_t s)
                     (rc = idx_writer_end_doc(iw)))
                     goto out;
                 tokens += t->ids.n;
+                if (cp == 0)
+                    uniq_tokens += (double)t->ids.n;
             } else {
                 json_t *o = json_pack("{s:s%, s:s%}", "url", d.url, d.url_len, "text", d.body,
                                       d.len);
@@ -462,10 +517,28 @@ static grit_err shard_tokenize(tctx *t, size_t s)
     prep__jadd(st, "output", "tokens", (double)tokens, 1);
     if (r->tok) /* invalid UTF-8 bytes the tokenizer saw as U+FFFD */
         prep__jadd(st, "output", "replaced_utf8_bytes", (double)replaced, 1);
+    {
+        /* per source, after dedup: documents, bytes and tokens (each document
+         * once; tokens_written counts the weight's copies) */
+        json_t *so = json_object_get(st, "sources");
+        if (!so) {
+            so = json_object();
+            json_object_set_new(st, "sources", so);
+        }
+        prep__jadd(so, src->name, "documents", uniq_docs, 1);
+        prep__jadd(so, src->name, "bytes", uniq_bytes, 1);
+        if (r->tok) {
+            prep__jadd(so, src->name, "tokens", uniq_tokens, 1);
+            prep__jadd(so, src->name, "tokens_written", (double)tokens, 1);
+        }
+    }
+    if ((rc = prep__hash_outputs(r, s, st)) != GRIT_OK)
+        goto out;
     prep__stage_time(st, "tokenize", now_seconds() - t0);
     prep__pathf(outp, sizeof outp, r, "done/tokenize.%05zu.json", s);
     rc = prep__write_marker(r, outp, st);
 out:
+    free(keep);
     idx_writer_abort(iw);
     prep_reader_close(rd);
     json_decref(st);
@@ -481,9 +554,10 @@ static void *worker(void *arg)
     for (;;) {
         if (atomic_load(&r->failed))
             break;
-        size_t s = atomic_fetch_add(&r->next, 1);
-        if (s >= r->pl.n_shards)
+        size_t i = atomic_fetch_add(&r->next, 1);
+        if (i >= r->n_mine)
             break;
+        size_t s = r->mine[i];
         char m[4096];
         prep__pathf(m, sizeof m, r, r->stage == ST_DOCS ? "done/docs.%05zu.json"
                                                   : "done/tokenize.%05zu.json", s);
@@ -504,6 +578,7 @@ static void *worker(void *arg)
 
 static void tctx_free(tctx *t)
 {
+    prep_s3_close(t->s3);
     langid_close(t->lid);
     filter_scratch_free(&t->fs);
     minhash_free(&t->mh);
@@ -531,25 +606,37 @@ static grit_err tctx_init(tctx *t, run *r)
 }
 
 static const char *const stage_names[] = {"docs", "tokenize"};
+static grit_err pool_run(run *r, int stage, int nt);
 
+/* Runs one per-shard stage over this rank's shards with the thread pool,
+ * then agrees with the other ranks (collective: every rank calls it). */
 static grit_err parallel_stage(run *r, int stage)
 {
     int nt = r->c->threads < 1 ? 1 : r->c->threads;
     size_t pending = 0;
-    for (size_t s = 0; s < r->pl.n_shards; s++) {
+    for (size_t i = 0; i < r->n_mine; i++) {
         char m[4096];
         prep__pathf(m, sizeof m, r, stage == ST_DOCS ? "done/docs.%05zu.json"
-                                               : "done/tokenize.%05zu.json", s);
+                                               : "done/tokenize.%05zu.json", r->mine[i]);
         pending += !prep__exists(m);
     }
     int si = stage == ST_DOCS ? 0 : 2;
-    r->skipped[si] = r->pl.n_shards - pending;
-    r->ran[si] = pending;
-    if (!r->c->quiet && r->skipped[si])
+    /* units run and skipped, over all ranks */
+    double cnt[2] = {(double)(r->n_mine - pending), (double)pending};
+    grit_err rc = comm_allreduce_sum_f64(r->cm, cnt, 2);
+    if (rc != GRIT_OK)
+        return rc;
+    r->skipped[si] = (size_t)cnt[0];
+    r->ran[si] = (size_t)cnt[1];
+    if (!r->quiet && r->skipped[si])
         fprintf(stderr, "grit prep: %s: %zu of %zu shards already done, skipped\n",
                 stage_names[stage], r->skipped[si], r->pl.n_shards);
-    if (pending == 0)
-        return GRIT_OK;
+    rc = pending ? pool_run(r, stage, nt) : GRIT_OK;
+    return prep__agree(r, rc, stage_names[stage]);
+}
+
+static grit_err pool_run(run *r, int stage, int nt)
+{
     r->stage = stage;
     atomic_store(&r->next, 0);
     atomic_store(&r->done, 0);
@@ -571,10 +658,10 @@ static grit_err parallel_stage(run *r, int stage)
     if (rc != GRIT_OK)
         fail(r, rc);
     progress pg;
-    progress_init(&pg, stderr, (long)r->pl.n_shards, 1);
+    progress_init(&pg, stderr, (long)r->n_mine, 1);
     double t0 = now_seconds();
     size_t last = (size_t)-1;
-    while (started && !r->c->quiet) {
+    while (started && !r->quiet) {
         size_t d = atomic_load(&r->done);
         if (d != last) {
             double dt = now_seconds() - t0;
@@ -585,14 +672,14 @@ static grit_err parallel_stage(run *r, int stage)
             progress_update(&pg, (long)d, txt);
             last = d;
         }
-        if (d >= r->pl.n_shards || atomic_load(&r->failed))
+        if (d >= r->n_mine || atomic_load(&r->failed))
             break;
         struct timespec ts2 = {0, 100 * 1000 * 1000};
         nanosleep(&ts2, NULL);
     }
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
-    if (started && !r->c->quiet)
+    if (started && !r->quiet)
         progress_finish(&pg);
     for (int i = 0; ts && i < nt; i++)
         tctx_free(&ts[i]);
@@ -607,8 +694,9 @@ static grit_err parallel_stage(run *r, int stage)
 
 /* The configuration as text, for the plan fingerprint (everything that
  * changes outputs; not threads or quiet). */
-static char *config_text(const prep_cfg *c)
+static char *config_text(const run *r)
 {
+    const prep_cfg *c = r->c;
     json_t *o = json_object();
     json_t *srcs = json_array();
     for (int i = 0; i < c->n_sources; i++) {
@@ -624,7 +712,7 @@ static char *config_text(const prep_cfg *c)
         json_array_append_new(langs, json_string(c->langs[i]));
     json_object_set_new(o, "langs", langs);
     json_object_set_new(o, "files_per_shard", json_integer(c->files_per_shard));
-    json_object_set_new(o, "langid", json_integer(c->langid_backend));
+    json_object_set_new(o, "langid", json_string(langid_backend_name(c->langid_backend)));
     json_object_set_new(o, "min_lang_score", json_real(c->min_lang_score));
     json_object_set_new(o, "link_density", json_real(c->extract.max_link_density));
     /* the filter thresholds, as raw bytes (no pointers inside) */
@@ -636,6 +724,11 @@ static char *config_text(const prep_cfg *c)
     json_object_set_new(o, "dedup", json_pack("{s:b, s:b, s:i, s:i, s:i}", "url", c->url_dedup,
                                               "exact", c->exact_dedup, "bands", c->mh_bands,
                                               "rows", c->mh_rows, "ngram", c->mh_ngram));
+    if (r->uf) { /* the rules, not the file's name */
+        char h[24];
+        snprintf(h, sizeof h, "%016llx", (unsigned long long)r->uf_hash);
+        json_object_set_new(o, "url_blocklist", json_string(h));
+    }
     json_object_set_new(o, "tokenizer", c->tokenizer ? json_string(c->tokenizer) : json_null());
     json_object_set_new(o, "eod", c->eod ? json_string(c->eod) : json_null());
     char *s = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
@@ -668,7 +761,7 @@ static void remove_stale_temps(const run *r)
 
 static grit_err check_plan(run *r)
 {
-    char *ct = config_text(r->c);
+    char *ct = config_text(r);
     if (!ct)
         return GRIT_ENOMEM;
     uint64_t fp = plan_fingerprint(&r->pl, ct);
@@ -692,12 +785,61 @@ static grit_err check_plan(run *r)
     return fs_write_durable(p, want, strlen(want));
 }
 
-grit_err prep_run(const prep_cfg *c, const prep_hooks *h)
+grit_err prep__agree(run *r, grit_err rc, const char *what)
+{
+    unsigned char f = rc != GRIT_OK;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", rc != GRIT_OK ? grit_errmsg() : "");
+    grit_err e = comm_allreduce_or_u8(r->cm, &f, 1);
+    if (rc != GRIT_OK)
+        return grit_errf(rc, "%s", *msg ? msg : grit_strerror(rc));
+    if (e != GRIT_OK)
+        return e;
+    if (f)
+        return grit_errf(GRIT_EIO, "%s: another rank failed (its message is in its output); "
+                         "rerun to resume", what);
+    return GRIT_OK;
+}
+
+/* Rank 0's part of the start: output folders, the plan check, stale temps. */
+static grit_err setup_output(run *r)
+{
+    const prep_cfg *c = r->c;
+    static const char *const dirs[] = {"", "docs", "done", "dedup", "tokens", "text", NULL};
+    grit_err rc = GRIT_OK;
+    for (int i = 0; dirs[i] && rc == GRIT_OK; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", c->output, dirs[i]);
+        if (!strcmp(dirs[i], "tokens") && !c->tokenizer)
+            continue;
+        if (!strcmp(dirs[i], "text") && c->tokenizer)
+            continue;
+        rc = fs_mkdirs(p);
+    }
+    if (rc == GRIT_OK)
+        rc = check_plan(r);
+    if (rc == GRIT_OK)
+        remove_stale_temps(r);
+    return rc;
+}
+
+grit_err prep_run(const prep_cfg *c, const prep_hooks *h, comm *cm)
 {
     run r;
+    comm solo;
     memset(&r, 0, sizeof r);
+    if (!cm) {
+        memset(&solo, 0, sizeof solo);
+        solo.size = 1;
+        solo.timeout_s = 300;
+        cm = &solo;
+    }
     r.c = c;
     r.h = h;
+    r.cm = cm;
+    r.rank = cm->rank;
+    r.size = cm->size < 1 ? 1 : cm->size;
+    r.quiet = c->quiet || r.rank != 0;
     pthread_mutex_init(&r.mu, NULL);
     double t0 = now_seconds();
     grit_err rc;
@@ -707,22 +849,21 @@ grit_err prep_run(const prep_cfg *c, const prep_hooks *h)
         return grit_errf(GRIT_EINVAL, "no inputs given");
     if (c->mh_bands > 4096)
         return grit_errf(GRIT_EINVAL, "dedup.bands: at most 4096");
-    if ((rc = plan_build(&r.pl, c)) != GRIT_OK)
-        return rc;
-    static const char *const dirs[] = {"", "docs", "done", "dedup", "tokens", "text", NULL};
-    for (int i = 0; dirs[i]; i++) {
-        char p[4096];
-        snprintf(p, sizeof p, "%s/%s", c->output, dirs[i]);
-        if (!strcmp(dirs[i], "tokens") && !c->tokenizer)
-            continue;
-        if (!strcmp(dirs[i], "text") && c->tokenizer)
-            continue;
-        if ((rc = fs_mkdirs(p)) != GRIT_OK)
-            goto out;
-    }
-    if ((rc = check_plan(&r)) != GRIT_OK)
+    rc = c->url_blocklist ? urlf_load(&r.uf, c->url_blocklist, &r.uf_hash) : GRIT_OK;
+    if (rc == GRIT_OK && r.uf && !r.quiet)
+        fprintf(stderr, "grit prep: URL block-list %s: %zu rules\n", c->url_blocklist,
+                urlf_rules(r.uf));
+    /* every rank builds the same plan from the same inputs */
+    if (rc == GRIT_OK)
+        rc = plan_build(&r.pl, c);
+    if (rc == GRIT_OK && !(r.mine = calloc(r.pl.n_shards / (size_t)r.size + 1, sizeof *r.mine)))
+        rc = GRIT_ENOMEM;
+    for (size_t s = (size_t)r.rank; rc == GRIT_OK && s < r.pl.n_shards; s += (size_t)r.size)
+        r.mine[r.n_mine++] = s;
+    if (rc == GRIT_OK && r.rank == 0)
+        rc = setup_output(&r);
+    if ((rc = prep__agree(&r, rc, "start")) != GRIT_OK)
         goto out;
-    remove_stale_temps(&r);
     if (c->tokenizer) {
         const char *eod = c->eod ? c->eod : "<|endoftext|>";
         if ((rc = bpe_open_hf(&r.tok, c->tokenizer)) != GRIT_OK)
@@ -739,44 +880,31 @@ grit_err prep_run(const prep_cfg *c, const prep_hooks *h)
         rc = GRIT_ENOMEM;
         goto out;
     }
-    if (!c->quiet)
-        fprintf(stderr, "grit prep: %zu files, %.1f MB, %zu shards -> %s\n", r.pl.n_files,
-                (double)r.pl.bytes / 1e6, r.pl.n_shards, c->output);
+    if (!r.quiet)
+        fprintf(stderr, "grit prep: %zu files, %.1f MB, %zu shards, %d rank%s -> %s\n",
+                r.pl.n_files, (double)r.pl.bytes / 1e6, r.pl.n_shards, r.size,
+                r.size > 1 ? "s" : "", c->output);
     if ((rc = parallel_stage(&r, ST_DOCS)) != GRIT_OK)
         goto out;
-    if ((rc = prep__stage_dedup(&r)) != GRIT_OK || (rc = prep__shard_offsets(&r)) != GRIT_OK)
+    if ((rc = prep__shard_offsets(&r)) != GRIT_OK || (rc = prep__stage_dedup(&r)) != GRIT_OK)
         goto out;
-    char kp[4096];
-    prep__pathn(kp, sizeof kp, &r, "dedup/keep.bin");
-    char *keep = NULL;
-    size_t kl;
-    if ((rc = fs_read_all(kp, &keep, &kl)) != GRIT_OK)
+    if ((rc = parallel_stage(&r, ST_TOKENIZE)) != GRIT_OK)
         goto out;
-    uint64_t total = r.pl.n_shards ? r.first_doc[r.pl.n_shards - 1] : 0;
-    {
-        /* the last shard's count comes from its marker */
-        char p[4096];
-        prep__pathf(p, sizeof p, &r, "done/docs.%05zu.json", r.pl.n_shards - 1);
-        json_error_t je;
-        json_t *o = json_load_file(p, 0, &je);
-        total += o ? (uint64_t)json_integer_value(json_object_get(o, "kept")) : 0;
-        json_decref(o);
-    }
-    if (kl != total) {
-        free(keep);
-        rc = grit_errf(GRIT_EFORMAT, "%s: %zu decisions for %llu documents; delete the "
-                       "output directory and rerun", kp, kl, (unsigned long long)total);
-        goto out;
-    }
-    r.keep = (const uint8_t *)keep;
-    rc = parallel_stage(&r, ST_TOKENIZE);
-    free(keep);
-    r.keep = NULL;
-    if (rc == GRIT_OK)
+    if (r.rank == 0) {
         rc = prep__report(&r, now_seconds() - t0);
+        if (rc == GRIT_OK)
+            rc = prep__write_data_mix(&r);
+        if (rc == GRIT_OK)
+            rc = prep__write_manifest(&r);
+    }
+    rc = prep__agree(&r, rc, "report");
+    if (rc == GRIT_OK && c->publish)
+        rc = prep__publish(&r);
 out:
     bpe_close(r.tok);
     free(r.first_doc);
+    free(r.mine);
+    urlf_free(r.uf);
     plan_free(&r.pl);
     pthread_mutex_destroy(&r.mu);
     return rc;

@@ -4,19 +4,27 @@
  *
  *   inputs --plan--> shards (a WARC or JSONL file each; up to
  *                    files_per_shard HTML / text files each)
- *   1 docs      per shard, parallel: read -> extract (HTML) -> langid ->
+ *   1 docs      per shard, parallel: read -> URL block-list -> extract (HTML) -> langid ->
  *               quality filters + line corrections -> signatures (URL
  *               hash, exact hash, MinHash band keys)
  *               writes docs/NNNNN.jsonl (kept documents), docs/NNNNN.sig,
  *               docs/NNNNN.drops.jsonl
- *   2 dedup     global, one pass over the signatures: URL dedup (WARC
- *               URLs), exact dedup, MinHash-LSH + union-find; the first
- *               document in input order survives in each group
- *               writes dedup/keep.bin (one byte per document), dedup/drops.jsonl
+ *   2 dedup     global, over all ranks (prep_dedup.c): URL dedup (WARC
+ *               URLs), exact dedup, MinHash-LSH + union-find; the smallest
+ *               document id (input order) survives in each group
+ *               writes dedup/NNNNN.keep (one byte per document) and
+ *               dedup/NNNNN.drops.jsonl per shard
  *   3 tokenize  per shard, parallel: kept documents, each repeated by its
  *               source's weight (mixing), -> tokens/NNNNN.{bin,idx} (or
  *               text/NNNNN.jsonl without a tokenizer)
- *   report.json and a table on stderr, summed from the markers.
+ *   report.json and a table on stderr, summed from the markers;
+ *   manifest.json (every output file, size and hash) last.
+ *
+ * Ranks. Under MPI (comm.h) every rank runs prep_run with the same
+ * configuration on a shared output directory: shard s belongs to rank
+ * s mod size for stages 1 and 3, dedup exchanges keys by hash owner, rank 0
+ * writes plan.json, the dedup marker, the report and the manifest. Outputs
+ * do not depend on the number of ranks (docs/prep.md).
  *
  * Resumability. Every (stage, shard) ends with a marker
  * done/<stage>.NNNNN.json (dedup: done/dedup.json) that holds the unit's
@@ -47,10 +55,12 @@ typedef struct prep_source {
     int format;      /* PREP_FMT_* (AUTO: by extension) */
     char *field;     /* JSONL text field, NULL = "text" */
     double weight;   /* copies of each kept document (fraction: sampled) */
+    int curated;     /* "kind": 0 web (default), 1 curated (books, papers, ...) */
 } prep_source;
 
 typedef struct prep_cfg {
-    char *output;
+    char *output;                      /* local (shared) directory: all work and results */
+    char *publish;                     /* s3://bucket/prefix for the results; NULL: none */
     prep_source *sources;
     int n_sources;
     int threads;
@@ -61,6 +71,9 @@ typedef struct prep_cfg {
     double min_lang_score;
     extract_opts extract;
     filter_cfg filters;
+    char *url_blocklist;               /* URL block-list file (urlfilter.h); NULL: none */
+    double curated_fraction;           /* data_mix.json: curated share of the tokens;
+                                          < 0: as produced (default -1) */
     int url_dedup, exact_dedup;
     int mh_bands, mh_rows, mh_ngram;   /* mh_bands 0: no fuzzy dedup */
     char *tokenizer;                   /* HF tokenizer.json; NULL: text output */
@@ -87,8 +100,11 @@ typedef struct prep_hooks {
     void *arg;
 } prep_hooks;
 
+struct comm;
 /* Runs (or resumes) the pipeline. On error, the message names the file and
- * what was wrong; finished units stay finished. */
-grit_err prep_run(const prep_cfg *c, const prep_hooks *h);
+ * what was wrong; finished units stay finished. cm: the ranks to share the
+ * work with (every rank calls prep_run with the same configuration; the
+ * output directory is shared by them); NULL: this process alone. */
+grit_err prep_run(const prep_cfg *c, const prep_hooks *h, struct comm *cm);
 
 #endif

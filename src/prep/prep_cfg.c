@@ -22,6 +22,7 @@ void prep_cfg_default(prep_cfg *c)
     for (int i = 0; eu[i]; i++)
         strcpy(c->langs[c->n_langs++], eu[i]);
     c->min_lang_score = 0.65;
+    c->curated_fraction = -1;
     c->extract.max_link_density = 0.5;
     c->extract.max_depth = EXTRACT_MAX_DEPTH;
     c->extract.max_bytes = EXTRACT_MAX_BYTES;
@@ -64,6 +65,8 @@ void prep_cfg_free(prep_cfg *c)
         source_free(&c->sources[i]);
     free(c->sources);
     free(c->output);
+    free(c->publish);
+    free(c->url_blocklist);
     free(c->tokenizer);
     free(c->eod);
     memset(c, 0, sizeof *c);
@@ -222,7 +225,7 @@ grit_err prep_cfg_load(prep_cfg *c, const char *path)
 {
     static const char *const top[] = {"output", "threads", "files_per_shard", "inputs",
                                       "sources", "langid", "extract", "filters", "dedup",
-                                      "tokenizer", "eod", NULL};
+                                      "tokenizer", "eod", "url_blocklist", "mix", NULL};
     static const char *const fmts[] = {"auto", "warc", "html", "text", "jsonl", NULL};
     jcfg j;
     grit_err rc = jcfg_open(&j, path);
@@ -238,6 +241,9 @@ grit_err prep_cfg_load(prep_cfg *c, const char *path)
     s = NULL;
     TRY(jcfg_str(&j, r, "", "tokenizer", NULL, &s));
     TRY(set_str(&c->tokenizer, s));
+    s = NULL;
+    TRY(jcfg_str(&j, r, "", "url_blocklist", NULL, &s));
+    TRY(set_str(&c->url_blocklist, s));
     s = NULL;
     TRY(jcfg_str(&j, r, "", "eod", NULL, &s));
     TRY(set_str(&c->eod, s));
@@ -268,7 +274,9 @@ grit_err prep_cfg_load(prep_cfg *c, const char *path)
         json_array_foreach(o, i, e) {
             char p[64];
             snprintf(p, sizeof p, "sources[%zu]", i);
-            static const char *const sk[] = {"name", "inputs", "format", "field", "weight", NULL};
+            static const char *const sk[] = {"name", "inputs", "format", "field", "weight",
+                                             "kind", NULL};
+            static const char *const kinds[] = {"web", "curated", NULL};
             if (!json_is_object(e)) {
                 rc = jcfg_fail(&j, p, "expected an object");
                 goto out;
@@ -294,16 +302,25 @@ grit_err prep_cfg_load(prep_cfg *c, const char *path)
             TRY(jcfg_str(&j, e, p, "field", NULL, &fld));
             TRY(set_str(&src->field, fld));
             TRY(jcfg_num(&j, e, p, "weight", 0, 1000, &src->weight));
+            const char *kd = NULL;
+            TRY(jcfg_str(&j, e, p, "kind", kinds, &kd));
+            if (kd)
+                src->curated = !strcmp(kd, "curated");
         }
+    }
+    if ((o = json_object_get(r, "mix"))) {
+        static const char *const mk[] = {"curated_fraction", NULL};
+        TRY(jcfg_only(&j, o, "mix", mk));
+        TRY(jcfg_num(&j, o, "mix", "curated_fraction", 0, 1, &c->curated_fraction));
     }
     if ((o = json_object_get(r, "langid"))) {
         static const char *const lk[] = {"backend", "languages", "min_score", NULL};
-        static const char *const be[] = {"cld2", "textcat", NULL};
+        static const char *const be[] = {"cld2", "cld2-small", "textcat", NULL};
         TRY(jcfg_only(&j, o, "langid", lk));
         s = NULL;
         TRY(jcfg_str(&j, o, "langid", "backend", be, &s));
         if (s)
-            c->langid_backend = !strcmp(s, "textcat") ? LANGID_TEXTCAT : LANGID_CLD2;
+            c->langid_backend = langid_backend_parse(s);
         TRY(jcfg_num(&j, o, "langid", "min_score", 0, 1, &c->min_lang_score));
         json_t *l = json_object_get(o, "languages");
         if (l) {

@@ -28,6 +28,7 @@ grit_err prep__report(run *r, double wall)
                 return grit_errf(GRIT_EFORMAT, "%s: %s", p, je.text);
             }
             json_object_del(o, "kept");
+            json_object_del(o, "files");
             prep__jsum(all, o);
             json_decref(o);
         }
@@ -40,21 +41,51 @@ grit_err prep__report(run *r, double wall)
         json_decref(all);
         return grit_errf(GRIT_EFORMAT, "%s: %s", p, je.text);
     }
+    /* memory per rank (of the run that did the dedup) goes under "run" with
+     * the other facts that depend on how the work was spread, not on the data */
+    json_t *ranks = json_incref(json_object_get(o, "ranks"));
     prep__jsum(all, o);
     json_decref(o);
-    json_t *run_o = json_pack("{s:I, s:f, s:i, s:s, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}}",
+    json_t *run_o = json_pack("{s:I, s:f, s:i, s:i, s:s, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}}",
                               "shards", (json_int_t)r->pl.n_shards, "wall_seconds", wall,
-                              "threads", r->c->threads, "langid",
+                              "threads", r->c->threads, "ranks", r->size, "langid",
                               langid_backend_name(r->c->langid_backend), "units_run", "docs",
                               (json_int_t)r->ran[0], "dedup", (json_int_t)r->ran[1], "tokenize",
                               (json_int_t)r->ran[2], "units_skipped", "docs",
                               (json_int_t)r->skipped[0], "dedup", (json_int_t)r->skipped[1],
                               "tokenize", (json_int_t)r->skipped[2]);
+    if (run_o && ranks)
+        json_object_set(run_o, "dedup_memory", ranks);
+    json_decref(ranks);
     json_object_set_new(all, "run", run_o);
+    /* the mix after dedup: tokens (each document once) by kind of source */
+    {
+        double kt[2] = {0, 0};
+        json_t *srcs = json_object_get(all, "sources");
+        for (int i = 0; srcs && i < r->c->n_sources; i++) {
+            json_t *x = json_object_get(srcs, r->c->sources[i].name);
+            if (!x)
+                continue;
+            json_object_set_new(x, "kind", json_string(r->c->sources[i].curated ? "curated"
+                                                                                : "web"));
+            json_t *tk = json_object_get(x, "tokens");
+            kt[r->c->sources[i].curated] +=
+                json_number_value(tk ? tk : json_object_get(x, "bytes"));
+        }
+        json_t *mix = json_pack("{s:s, s:f, s:f, s:f}", "unit",
+                                r->tok ? "tokens" : "bytes", "web", kt[0], "curated", kt[1],
+                                "curated_fraction",
+                                kt[0] + kt[1] > 0 ? kt[1] / (kt[0] + kt[1]) : 0.0);
+        if (mix && r->c->curated_fraction >= 0)
+            json_object_set_new(mix, "target_curated_fraction",
+                                json_real(r->c->curated_fraction));
+        if (mix)
+            json_object_set_new(all, "mix", mix);
+    }
     prep__pathn(p, sizeof p, r, "report.json");
     rc = prep__write_json(p, all);
     if (rc == GRIT_OK && !r->c->quiet) {
-        static const char *const order[] = {"read", "extract", "langid", "filter",
+        static const char *const order[] = {"read", "url", "extract", "langid", "filter",
                                             "signature", "dedup", "tokenize", NULL};
         json_t *sts = json_object_get(all, "stages");
         double total = 0;

@@ -176,12 +176,18 @@ static int read_exact(prep_reader *r, char *dst, size_t n)
 
 grit_err prep_reader_open(prep_reader **out, const char *path, int fmt, const char *field)
 {
+    return prep_reader_open_as(out, path, path, fmt, field);
+}
+
+grit_err prep_reader_open_as(prep_reader **out, const char *path, const char *name, int fmt,
+                             const char *field)
+{
     *out = NULL;
     prep_reader *r = calloc(1, sizeof *r);
     if (!r)
         return GRIT_ENOMEM;
-    r->path = strdup(path);
-    r->fmt = fmt == PREP_FMT_AUTO ? prep_format_of(path) : fmt;
+    r->path = strdup(name);
+    r->fmt = fmt == PREP_FMT_AUTO ? prep_format_of(name) : fmt;
     r->field = field ? field : "text";
     if (!r->path) {
         free(r);
@@ -189,7 +195,7 @@ grit_err prep_reader_open(prep_reader **out, const char *path, int fmt, const ch
     }
     r->gz = gzopen(path, "rb");
     if (!r->gz) {
-        grit_err e = grit_errf(GRIT_EIO, "%s: cannot open: %s", path,
+        grit_err e = grit_errf(GRIT_EIO, "%s: cannot open: %s", name,
                                errno ? strerror(errno) : "out of memory");
         free(r->path);
         free(r);

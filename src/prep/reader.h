@@ -54,6 +54,10 @@ const char *prep_format_name(int fmt);
 int prep_is_document_name(const char *path);
 /* fmt: PREP_FMT_*; field: JSONL text field (NULL = "text"). */
 grit_err prep_reader_open(prep_reader **out, const char *path, int fmt, const char *field);
+/* The same, reading the file path but naming it name (format by name, and
+ * in messages and URLs): a local copy of an s3:// object. */
+grit_err prep_reader_open_as(prep_reader **out, const char *path, const char *name, int fmt,
+                             const char *field);
 /* 1: *d filled; 0: end of input; < 0: error (message names file and
  * record or line). */
 int prep_reader_next(prep_reader *r, prep_doc *d);

@@ -7,6 +7,7 @@
 #include "data/gptdataset.h"
 #include "data/indexed.h"
 #include "data/synthetic.h"
+#include "train/s3cache.h"
 
 typedef struct train_megatron {
     int k;                               /* datasets */
@@ -21,7 +22,10 @@ typedef struct train_megatron {
 static grit_err open_one(train_megatron *g, const train_cfg *cfg, int i, int64_t nsamples)
 {
     const char *path = cfg->data_paths[i];
-    grit_err rc = idx_open(&g->r[i], path);
+    char local[4096];
+    grit_err rc = train_s3cache_prefix(path, local, sizeof local); /* s3://: fetched once */
+    if (rc == GRIT_OK)
+        rc = idx_open(&g->r[i], local);
     if (rc != GRIT_OK)
         return rc;
     size_t n = idx_num_seqs(g->r[i]), b[4];

@@ -35,7 +35,7 @@ import glob, json, struct, sys
 tmp = sys.argv[1]
 exp = json.load(open(f"{tmp}/expected.json"))
 got = {}
-for f in sorted(glob.glob(f"{tmp}/out/docs/*.drops.jsonl")) + [f"{tmp}/out/dedup/drops.jsonl"]:
+for f in sorted(glob.glob(f"{tmp}/out/docs/*.drops.jsonl")) + sorted(glob.glob(f"{tmp}/out/dedup/*.drops.jsonl")):
     for line in open(f):
         d = json.loads(line)
         # a URL can be dropped twice (the url_dup copy); key by url+reason
