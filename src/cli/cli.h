@@ -13,5 +13,6 @@ int cmd_generate(int argc, char **argv);
 int cmd_dashboard(int argc, char **argv);
 int cmd_prep(int argc, char **argv);
 int cmd_s3(int argc, char **argv);
+int cmd_cluster(int argc, char **argv);
 
 #endif

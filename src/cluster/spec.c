@@ -10,6 +10,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,16 @@
 
 #include "core/fsutil.h"
 #include "core/jcfg.h"
+
+/* snprintf whose truncation is intended (bounded names and paths) */
+static void sfmt(char *dst, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void sfmt(char *dst, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst, cap, fmt, ap);
+    va_end(ap);
+}
 
 #define TRY(x)                                                                                     \
     do {                                                                                           \
@@ -69,7 +80,7 @@ static grit_err need_str(const jcfg *j, json_t *o, const char *prefix, const cha
         return rc;
     if (!*out) {
         char p[256];
-        snprintf(p, sizeof p, "%s%s%s", prefix, *prefix ? "." : "", key);
+        sfmt(p, sizeof p, "%s%s%s", prefix, *prefix ? "." : "", key);
         return jcfg_fail(j, p, "missing; expected %s", what);
     }
     return GRIT_OK;
@@ -81,7 +92,7 @@ static grit_err load_lifecycle(const jcfg *j, json_t *g, const char *p, const ch
     grit_err rc;
     json_t *lc = NULL;
     char lp[256], f[256];
-    snprintf(lp, sizeof lp, "%s.LifeCycleConfig", p);
+    sfmt(lp, sizeof lp, "%s.LifeCycleConfig", p);
     if ((rc = jcfg_obj(j, g, p, "LifeCycleConfig", &lc)) != GRIT_OK)
         return rc;
     if (!lc)
@@ -94,7 +105,7 @@ static grit_err load_lifecycle(const jcfg *j, json_t *g, const char *p, const ch
                                                  "or file://)", &src)) != GRIT_OK ||
         (rc = need_str(j, lc, lp, "OnCreate", "the name of a script in SourceS3Uri", &oc)) != GRIT_OK)
         return rc;
-    snprintf(f, sizeof f, "%s.SourceS3Uri", lp);
+    sfmt(f, sizeof f, "%s.SourceS3Uri", lp);
     if (!strncmp(src, "s3://", 5))
         return jcfg_fail(j, f, "s3:// sources are not supported yet; expected a local directory "
                                "(copy the scripts with `aws s3 sync`), got \"%s\"", src);
@@ -102,9 +113,9 @@ static grit_err load_lifecycle(const jcfg *j, json_t *g, const char *p, const ch
         src += 7;
     char path[PATH_MAX * 2];
     if (src[0] == '/')
-        snprintf(path, sizeof path, "%s", src);
+        sfmt(path, sizeof path, "%s", src);
     else
-        snprintf(path, sizeof path, "%s/%s", base_dir, src);
+        sfmt(path, sizeof path, "%s/%s", base_dir, src);
     char *abs = realpath(path, NULL);
     struct stat st;
     if (!abs || stat(abs, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -116,16 +127,16 @@ static grit_err load_lifecycle(const jcfg *j, json_t *g, const char *p, const ch
         free(abs);
         return jcfg_fail(j, f, "path too long");
     }
-    snprintf(grp->source, sizeof grp->source, "%s", abs);
+    sfmt(grp->source, sizeof grp->source, "%s", abs);
     free(abs);
-    snprintf(f, sizeof f, "%s.OnCreate", lp);
+    sfmt(f, sizeof f, "%s.OnCreate", lp);
     if (strchr(oc, '/') || !strcmp(oc, "..") || strlen(oc) >= sizeof grp->on_create)
         return jcfg_fail(j, f, "expected a file name inside SourceS3Uri, got \"%s\"", oc);
-    snprintf(path, sizeof path, "%s/%s", grp->source, oc);
+    sfmt(path, sizeof path, "%s/%s", grp->source, oc);
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return jcfg_fail(j, f, "expected a script in %s, but %s is missing or not a file",
                          grp->source, oc);
-    snprintf(grp->on_create, sizeof grp->on_create, "%s", oc);
+    sfmt(grp->on_create, sizeof grp->on_create, "%s", oc);
     return GRIT_OK;
 }
 
@@ -134,7 +145,7 @@ static grit_err load_group(const jcfg *j, json_t *g, size_t i, const char *base_
 {
     grit_err rc;
     char p[64];
-    snprintf(p, sizeof p, "InstanceGroups[%zu]", i);
+    sfmt(p, sizeof p, "InstanceGroups[%zu]", i);
     if (!json_is_object(g))
         return jcfg_fail(j, p, "expected an object (an instance group)");
     static const char *const keys[] = {"InstanceGroupName", "InstanceType", "InstanceCount",
@@ -146,17 +157,17 @@ static grit_err load_group(const jcfg *j, json_t *g, size_t i, const char *base_
     char f[96];
     if ((rc = need_str(j, g, p, "InstanceGroupName", "a group name", &name)) != GRIT_OK)
         return rc;
-    snprintf(f, sizeof f, "%s.InstanceGroupName", p);
+    sfmt(f, sizeof f, "%s.InstanceGroupName", p);
     if (!valid_name(name))
         return jcfg_fail(j, f, "expected 1-63 letters, digits and inner hyphens, got \"%s\"", name);
-    snprintf(grp->name, sizeof grp->name, "%s", name);
+    sfmt(grp->name, sizeof grp->name, "%s", name);
     if ((rc = need_str(j, g, p, "InstanceType", "an instance type such as \"ml.g5.xlarge\"",
                        &type)) != GRIT_OK)
         return rc;
-    snprintf(f, sizeof f, "%s.InstanceType", p);
+    sfmt(f, sizeof f, "%s.InstanceType", p);
     if (!valid_type(type))
         return jcfg_fail(j, f, "expected letters, digits, '.', '_' or '-', got \"%s\"", type);
-    snprintf(grp->type, sizeof grp->type, "%s", type);
+    sfmt(grp->type, sizeof grp->type, "%s", type);
     static const char *const roles[] = {"controller", "login", "worker", NULL};
     if ((rc = jcfg_str(j, g, p, "Role", roles, &role)) != GRIT_OK)
         return rc;
@@ -166,7 +177,7 @@ static grit_err load_group(const jcfg *j, json_t *g, size_t i, const char *base_
     long count = -1, tpc = 1, spares = 0;
     if ((rc = jcfg_int(j, g, p, "InstanceCount", 0, CLUSTER_MAX_NODES, &count)) != GRIT_OK)
         return rc;
-    snprintf(f, sizeof f, "%s.InstanceCount", p);
+    sfmt(f, sizeof f, "%s.InstanceCount", p);
     if (count < 0)
         return jcfg_fail(j, f, "missing; expected an integer in [0, %d]", CLUSTER_MAX_NODES);
     if (grp->role == CLUSTER_CONTROLLER && count != 1)
@@ -174,7 +185,7 @@ static grit_err load_group(const jcfg *j, json_t *g, size_t i, const char *base_
     if ((rc = jcfg_int(j, g, p, "ThreadsPerCore", 1, 2, &tpc)) != GRIT_OK ||
         (rc = jcfg_int(j, g, p, "WarmSpares", 0, CLUSTER_MAX_NODES, &spares)) != GRIT_OK)
         return rc;
-    snprintf(f, sizeof f, "%s.WarmSpares", p);
+    sfmt(f, sizeof f, "%s.WarmSpares", p);
     if (spares > 0 && grp->role != CLUSTER_WORKER)
         return jcfg_fail(j, f, "only worker groups keep warm spares (this group is %s)", role);
     grp->count = (int)count;
@@ -187,8 +198,8 @@ static grit_err load_network(const jcfg *j, cluster_spec *s)
 {
     grit_err rc;
     json_t *n = NULL;
-    snprintf(s->bridge, sizeof s->bridge, "gritc0");
-    snprintf(s->subnet, sizeof s->subnet, "10.79.0");
+    sfmt(s->bridge, sizeof s->bridge, "gritc0");
+    sfmt(s->subnet, sizeof s->subnet, "10.79.0");
     s->port = 18200;
     if ((rc = jcfg_obj(j, j->root, "", "Network", &n)) != GRIT_OK || !n)
         return rc;
@@ -208,7 +219,7 @@ static grit_err load_network(const jcfg *j, cluster_spec *s)
         if (!ok)
             return jcfg_fail(j, "Network.Bridge", "expected 1-11 lower-case letters and digits "
                                                   "starting with a letter, got \"%s\"", b);
-        snprintf(s->bridge, sizeof s->bridge, "%s", b);
+        sfmt(s->bridge, sizeof s->bridge, "%s", b);
     }
     if (sub) {
         unsigned a, bb, c;
@@ -216,7 +227,7 @@ static grit_err load_network(const jcfg *j, cluster_spec *s)
         if (sscanf(sub, "%u.%u.%u%c", &a, &bb, &c, &extra) != 3 || a > 255 || bb > 255 || c > 255)
             return jcfg_fail(j, "Network.Subnet", "expected the first three octets of a /24 "
                                                   "such as \"10.79.0\", got \"%s\"", sub);
-        snprintf(s->subnet, sizeof s->subnet, "%u.%u.%u", a, bb, c);
+        sfmt(s->subnet, sizeof s->subnet, "%u.%u.%u", a, bb, c);
     }
     s->port = (int)port;
     return GRIT_OK;
@@ -232,7 +243,7 @@ grit_err cluster_spec_parse(cluster_spec *s, const char *name, const char *text,
         memset(s, 0, sizeof *s);
         return rc;
     }
-    snprintf(s->file, sizeof s->file, "%s", name);
+    sfmt(s->file, sizeof s->file, "%s", name);
     static const char *const keys[] = {"ClusterName", "InstanceGroups", "Network", "VpcConfig",
                                        "Tags", "Orchestrator", "NodeRecovery", NULL};
     TRY(jcfg_only(&j, j.root, "", keys));
@@ -243,7 +254,7 @@ grit_err cluster_spec_parse(cluster_spec *s, const char *name, const char *text,
                                           "got \"%s\"", cn);
         goto out;
     }
-    snprintf(s->name, sizeof s->name, "%s", cn);
+    sfmt(s->name, sizeof s->name, "%s", cn);
     TRY(load_network(&j, s));
     json_t *groups = json_object_get(j.root, "InstanceGroups");
     if (!groups) {
@@ -265,7 +276,7 @@ grit_err cluster_spec_parse(cluster_spec *s, const char *name, const char *text,
         char f[96];
         for (size_t k = 0; k < i; k++)
             if (!strcmp(s->groups[k].name, grp->name)) {
-                snprintf(f, sizeof f, "InstanceGroups[%zu].InstanceGroupName", i);
+                sfmt(f, sizeof f, "InstanceGroups[%zu].InstanceGroupName", i);
                 rc = jcfg_fail(&j, f, "duplicate group name \"%s\" (also InstanceGroups[%zu]); "
                                       "expected a unique name", grp->name, k);
                 goto out;
@@ -300,12 +311,12 @@ grit_err cluster_spec_load(cluster_spec *s, const char *path)
     if (rc != GRIT_OK)
         return rc;
     char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
+    sfmt(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash)
         *(slash == dir ? slash + 1 : slash) = '\0';
     else
-        snprintf(dir, sizeof dir, ".");
+        sfmt(dir, sizeof dir, ".");
     rc = cluster_spec_parse(s, path, text, dir);
     free(text);
     return rc;
