@@ -19,7 +19,8 @@
 #   slurm-local-cluster.sh node-exec N CMD...  netns mode: run CMD as root "in" node N (its
 #                                         network namespace, host name and hosts file)
 #   slurm-local-cluster.sh renew-node N   netns mode: node N stopped, its namespace and veth
-#                                         made again (a fresh machine at the same address)
+#                                         made again (a fresh machine at the same address;
+#                                         a fault-node mark stays, to test a bad replacement)
 #   slurm-local-cluster.sh wait-node N S  until slurmctld sees node N up (S seconds at most)
 #   slurm-local-cluster.sh ping           exit 0 when this directory's slurmctld answers
 #
@@ -563,6 +564,8 @@ case $cmd in
     [ "$NET" = netns ] || die "node-exec needs a cluster started with GRIT_SLURM_NET=netns"
     n=$1; shift
     [ $# -gt 0 ] || die "node-exec NODE CMD...: no command"
+    # a node marked with fault-node fails its grit health here too (admission checks)
+    [ -s "$DIR/faults/$n" ] && export GRIT_HEALTH_FAULT="$(cat "$DIR/faults/$n")"
     exec nsenter --net="/run/netns/$(node_ns "$n")" unshare --mount --uts --propagation private \
       sh -c 'hostname "$1" && mount --bind "$2/etc/hosts" /etc/hosts &&
         mount --bind "$2/etc/resolv.conf" /etc/resolv.conf || exit 125; shift 2; exec "$@"' \
@@ -572,7 +575,7 @@ case $cmd in
     [ "$NET" = netns ] || die "renew-node needs a cluster started with GRIT_SLURM_NET=netns"
     node_kill "$1"
     node_net_renew "$1"
-    rm -rf "${DIR:?}/spool/$1" "${DIR:?}/tmp/$1" "$DIR/faults/$1"
+    rm -rf "${DIR:?}/spool/$1" "${DIR:?}/tmp/$1" # a fault-node mark stays with the slot
     mkdir -p "$DIR/spool/$1" "$DIR/tmp/$1"
     say "$1 renewed (stopped, fresh network namespace)" ;;
   wait-node)

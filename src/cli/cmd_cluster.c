@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cluster/agent.h"
 #include "cluster/cluster.h"
 
 static void usage(FILE *f)
@@ -37,6 +38,9 @@ static void usage(FILE *f)
             "                                lifecycle, admission check, rejoin\n"
             "  reboot-node NAME NODE         restart the node's processes (slurmd)\n"
             "  delete NAME                   remove every node, process, namespace and file\n"
+            "  agent NAME                    the healing agent (create starts it, delete stops\n"
+            "                                it): replaces nodes marked Action:Replace, drained\n"
+            "                                by grit or down; reboots nodes marked Action:Reboot\n"
             "\n"
             "options:\n"
             "  --state DIR       state database and cluster files (default $GRIT_CLUSTER_STATE,\n"
@@ -47,6 +51,7 @@ static void usage(FILE *f)
             "  --health ARGS     admission check run in each new worker before it joins Slurm:\n"
             "                    `grit health ARGS` (default \"--deep\"); \"\" or --no-health: none\n"
             "  --no-health       no admission check\n"
+            "  --attempts N      replace-node: fresh nodes tried before giving up (default 3)\n"
             "  --quiet           no progress lines\n"
             "  --help, -h        this help\n"
             "\n"
@@ -175,6 +180,7 @@ int cmd_cluster(int argc, char **argv)
     snprintf(o.state_dir, sizeof o.state_dir, "%s", st && *st ? st : "/var/lib/grit/cluster");
     snprintf(o.health_args, sizeof o.health_args, "--deep");
     o.progress = stderr;
+    o.attempts = 3;
     int json = 0, i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *a = argv[i];
@@ -187,6 +193,16 @@ int cmd_cluster(int argc, char **argv)
             o.progress = NULL;
         else if (!strcmp(a, "--no-health"))
             o.health_args[0] = '\0';
+        else if (!strcmp(a, "--attempts") && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 1 || v > 10) {
+                fprintf(stderr, "grit cluster: --attempts: expected an integer in [1, 10], got "
+                                "'%s'\n", argv[i]);
+                return 2;
+            }
+            o.attempts = (int)v;
+        }
         else if ((!strcmp(a, "--state") || !strcmp(a, "--health")) && i + 1 < argc) {
             char *dst = a[2] == 's' ? o.state_dir : o.health_args;
             size_t cap = a[2] == 's' ? sizeof o.state_dir : sizeof o.health_args;
@@ -215,7 +231,8 @@ int cmd_cluster(int argc, char **argv)
                 {"describe-node", 2, "describe-node NAME NODE"},
                 {"update-software", 1, "update-software NAME"},
                 {"replace-node", 2, "replace-node NAME NODE"},
-                {"reboot-node", 2, "reboot-node NAME NODE"}, {"delete", 1, "delete NAME"}};
+                {"reboot-node", 2, "reboot-node NAME NODE"}, {"delete", 1, "delete NAME"},
+                {"agent", 1, "agent NAME"}};
     int c = -1;
     for (int k = 0; k < (int)(sizeof cmds / sizeof cmds[0]); k++)
         if (!strcmp(cmds[k].name, cmd))
@@ -271,6 +288,8 @@ int cmd_cluster(int argc, char **argv)
         rc = cluster_reboot_node(&o, args[0], args[1]);
     else if (!strcmp(cmd, "delete"))
         rc = cluster_delete(&o, args[0]);
+    else if (!strcmp(cmd, "agent"))
+        rc = cluster_agent_run(&o, args[0], 1.0, 10.0);
     if (rc != GRIT_OK) {
         fprintf(stderr, "grit cluster %s: %s\n", cmd,
                 *grit_errmsg() ? grit_errmsg() : grit_strerror(rc));

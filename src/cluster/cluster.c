@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster/agent.h"
 #include "cluster/provider.h"
 #include "cluster/run.h"
 #include "cluster/spec.h"
@@ -274,7 +275,7 @@ static grit_err admission(cl *k, cluster_node *n, int *ok, char *why, size_t cap
 
 /* Takes a Pending node to Running or Failure (invariant 2). A node failure is not an
  * error of the operation; only the store or the provider failing is. */
-static grit_err bring_up(cl *k, cluster_node *n, const char *why)
+static grit_err bring_up(cl *k, cluster_node *n, const char *why, double tm[3])
 {
     const cluster_group *g = &k->spec.groups[k->slot_group[n->slot]];
     double t0 = wall_now();
@@ -306,6 +307,11 @@ static grit_err bring_up(cl *k, cluster_node *n, const char *why)
     if (g->role == CLUSTER_WORKER) {
         char nn[16];
         sfmt(nn, sizeof nn, "n%d", n->slot);
+        /* RESUME clears a FAIL or DRAIN of the node it replaces (FAIL -> DOWN is refused),
+         * DOWN marks it not there yet; with ReturnToService=2 the node turns idle as soon
+         * as its new slurmd registers */
+        scontrol(k, nn, "RESUME", NULL);
+        scontrol(k, nn, "DOWN", "grit cluster: joining");
         if ((rc = k->prov->start(&k->ctx, n->slot)) == GRIT_OK)
             rc = k->prov->wait(&k->ctx, n->slot, 30);
         if (rc != GRIT_OK) {
@@ -316,6 +322,11 @@ static grit_err bring_up(cl *k, cluster_node *n, const char *why)
         scontrol(k, nn, "RESUME", NULL); /* a node drained or failed before: back in service */
     }
     double t3 = wall_now();
+    if (tm) {
+        tm[0] = t1 - t0;
+        tm[1] = t2 - t1;
+        tm[2] = t3 - t2;
+    }
     n->launch_time = n->launch_time > 0 ? n->launch_time : t0;
     sfmt(msg, sizeof msg, "lifecycle %.1f s, admission %.1f s, rejoin %.1f s", t1 - t0,
              t2 - t1, t3 - t2);
@@ -430,13 +441,21 @@ grit_err cluster_create(const cluster_opts *o, const char *spec_path, char *name
             failed++;
             continue;
         }
-        rc = bring_up(&k, n, "OnCreate");
+        rc = bring_up(&k, n, "OnCreate", NULL);
         failed += rc == GRIT_OK && !strcmp(n->status, "Failure");
     }
     free(nodes);
     if (rc != GRIT_OK)
         goto out;
     rc = cluster_state_set_status(k.st, k.row.name, "InService");
+    if (rc == GRIT_OK) {
+        char alog[PATH_MAX + 32];
+        sfmt(alog, sizeof alog, "%s/logs/agent.log", k.row.dir);
+        if ((rc = cluster_agent_start(o, k.row.name, alog)) == GRIT_OK)
+            say(&k, "healing agent started (log %s)", alog);
+    }
+    if (rc != GRIT_OK)
+        goto out;
     char detail[128];
     sfmt(detail, sizeof detail, "%d nodes, %d failed", nn, failed);
     say(&k, "cluster %s InService: %s", k.row.name, detail);
@@ -465,6 +484,8 @@ grit_err cluster_delete(const cluster_opts *o, const char *name)
     if (rc != GRIT_OK)
         return rc;
     say(&k, "deleting cluster %s", name);
+    if ((rc = cluster_agent_stop(o, name)) != GRIT_OK)
+        goto out;
     if ((rc = cluster_state_set_status(k.st, name, "Deleting")) != GRIT_OK)
         goto out;
     cluster_node *nodes = NULL;
@@ -679,38 +700,48 @@ grit_err cluster_replace_node(const cluster_opts *o, const char *name, const cha
     if ((rc = pick(&k, key, &old)) != GRIT_OK ||
         (rc = cluster_state_op_begin(k.st, name, "ReplaceNode", old.id, &op)) != GRIT_OK)
         goto out;
-    say(&k, "replacing n%d (%s)", old.slot, old.id);
-    double t0 = wall_now();
-    /* the new node's row and the old one's end in one transaction: a kill leaves one live
-     * node in the slot, Pending, and the rerun (replace-node nN) brings it up */
-    n = old;
-    if (strcmp(old.status, "Pending") != 0) {
-        cluster_state_new_id(n.id);
-        n.lifecycle_rc = -1;
-        n.lifecycle_log[0] = n.message[0] = '\0';
-        n.launch_time = t0;
-        sfmt(n.status, sizeof n.status, "Pending");
-        if ((rc = cluster_state_begin(k.st)) != GRIT_OK)
+    const char *first = old.id[0] ? old.id : "?";
+    char first_id[24];
+    sfmt(first_id, sizeof first_id, "%s", first);
+    int limit = o->attempts > 0 ? o->attempts : 1;
+    double t0 = wall_now(), tm[3] = {0, 0, 0}, prov = 0;
+    for (int attempt = 1;; attempt++) {
+        say(&k, "replacing n%d (%s), attempt %d of %d", old.slot, old.id, attempt, limit);
+        double ta = wall_now();
+        /* the new node's row and the old one's end in one transaction: a kill leaves one
+         * live node in the slot, Pending, and the rerun (replace-node nN) brings it up */
+        n = old;
+        if (strcmp(old.status, "Pending") != 0) {
+            cluster_state_new_id(n.id);
+            n.lifecycle_rc = -1;
+            n.lifecycle_log[0] = n.message[0] = '\0';
+            n.launch_time = ta;
+            sfmt(n.status, sizeof n.status, "Pending");
+            if ((rc = cluster_state_begin(k.st)) != GRIT_OK)
+                goto out;
+            if ((rc = put(&k, &old, "Terminated", "replaced")) == GRIT_OK)
+                rc = cluster_state_put_node(k.st, name, &n);
+            if (rc == GRIT_OK)
+                rc = cluster_state_commit(k.st);
+            else
+                cluster_state_rollback(k.st);
+            if (rc != GRIT_OK)
+                goto out;
+        }
+        if ((rc = k.prov->renew(&k.ctx, n.slot)) != GRIT_OK)
             goto out;
-        if ((rc = put(&k, &old, "Terminated", "replaced")) == GRIT_OK)
-            rc = cluster_state_put_node(k.st, name, &n);
-        if (rc == GRIT_OK)
-            rc = cluster_state_commit(k.st);
-        else
-            cluster_state_rollback(k.st);
-        if (rc != GRIT_OK)
+        prov = wall_now() - ta;
+        if ((rc = bring_up(&k, &n, "OnCreate", tm)) != GRIT_OK)
             goto out;
+        if (!strcmp(n.status, "Running") || attempt >= limit)
+            break;
+        say(&k, "n%d (%s) was not admitted: %s; replacing it again", n.slot, n.id, n.message);
+        old = n;
     }
-    char nn[16];
-    sfmt(nn, sizeof nn, "n%d", n.slot);
-    if ((rc = k.prov->renew(&k.ctx, n.slot)) != GRIT_OK)
-        goto out;
-    double t1 = wall_now();
-    if ((rc = bring_up(&k, &n, "OnCreate")) != GRIT_OK)
-        goto out;
-    char detail[256];
-    sfmt(detail, sizeof detail, "%s -> %s: %s (provision %.1f s, total %.1f s)", old.id, n.id,
-             n.status, t1 - t0, wall_now() - t0);
+    char detail[512];
+    sfmt(detail, sizeof detail, "%s -> %s: %s (provisioning %.2f s, lifecycle %.2f s, health "
+         "%.2f s, rejoin %.2f s; total %.2f s)%s%s", first_id, n.id, n.status, prov, tm[0], tm[1],
+         tm[2], wall_now() - t0, n.message[0] ? ": " : "", n.message);
     rc = cluster_state_op_end(k.st, op, !strcmp(n.status, "Running") ? "Succeeded" : "Failed",
                               detail);
     op = 0;

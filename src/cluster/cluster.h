@@ -35,6 +35,7 @@ typedef struct cluster_opts {
     char script[PATH_MAX];     /* scripts/slurm-local-cluster.sh */
     char grit[PATH_MAX];       /* the grit binary, run in nodes for admission checks */
     char health_args[256];     /* admission: `grit health ARGS` ("" = no admission check) */
+    int attempts;              /* replace-node: fresh nodes tried before giving up (>= 1) */
     FILE *progress;            /* one line per step, or NULL */
 } cluster_opts;
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,6 +55,10 @@ grit_err cluster_run(char *const argv[], char *const env[], const char *log, cha
     }
     if (pid == 0) {
         setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* grit killed: its helper goes too (daemons the
+                                             helper started in their own sessions stay) */
+        if (getppid() == 1)
+            _exit(127);
         signal(SIGPIPE, SIG_DFL);
         int nul = open("/dev/null", O_RDWR);
         int o = pfd[1] >= 0 ? pfd[1] : lfd >= 0 ? lfd : nul;
