@@ -56,7 +56,9 @@ static void usage(FILE *f)
             "  --help, -h        this help\n"
             "\n"
             "environment: GRIT_SLURM_LOCAL_CLUSTER names scripts/slurm-local-cluster.sh when it\n"
-            "is not next to the grit binary (../scripts/ or ../share/grit/).\n");
+            "is not next to the grit binary (../scripts/ or ../share/grit/); GRIT_SPANK_PLUGIN\n"
+            "names spank_grit.so (default: beside the binary or ../lib/grit/; \"\" for none),\n"
+            "loaded in the cluster's plugstack.conf so srun has --auto-resume.\n");
 }
 
 /* scripts/slurm-local-cluster.sh: $GRIT_SLURM_LOCAL_CLUSTER, else beside the binary. */
@@ -253,6 +255,21 @@ int cmd_cluster(int argc, char **argv)
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = '\0';
     snprintf(o.grit, sizeof o.grit, "%s", exe);
+    /* spank_grit.so: $GRIT_SPANK_PLUGIN, else beside the binary (the build tree) or in
+     * ../lib/grit/; without it srun has no --auto-resume in the cluster */
+    const char *sp = getenv("GRIT_SPANK_PLUGIN");
+    if (sp)
+        snprintf(o.spank, sizeof o.spank, "%s", sp);
+    else {
+        char d[PATH_MAX];
+        snprintf(d, sizeof d, "%s", exe);
+        const char *dd = dirname(d);
+        const char *rel[] = {"spank_grit.so", "../lib/grit/spank_grit.so"};
+        for (int k = 0; k < 2 && !o.spank[0]; k++)
+            if ((size_t)snprintf(o.spank, sizeof o.spank, "%s/%s", dd, rel[k]) >= sizeof o.spank ||
+                access(o.spank, R_OK) != 0)
+                o.spank[0] = '\0';
+    }
     int mutating = strcmp(cmd, "list") && strcmp(cmd, "describe") && strcmp(cmd, "list-nodes") &&
                    strcmp(cmd, "describe-node");
     if (mutating && !find_script(o.script, sizeof o.script, exe)) {

@@ -123,6 +123,8 @@ static grit_err setup(cl *k, const char *spec_text, const char *spec_name)
     sfmt(k->ctx.dir, sizeof k->ctx.dir, "%s", k->row.dir);
     sfmt(k->ctx.script, sizeof k->ctx.script, "%s", k->o->script);
     sfmt(k->ctx.layout, sizeof k->ctx.layout, "%s/layout", k->row.dir);
+    sfmt(k->ctx.spank, sizeof k->ctx.spank, "%s", k->o->spank);
+    sfmt(k->ctx.grit, sizeof k->ctx.grit, "%s", k->o->grit);
     k->ctx.nslots = assign_slots(&k->spec, k->slot_group, k->slot_spare);
     return GRIT_OK;
 }
@@ -280,7 +282,15 @@ static grit_err bring_up(cl *k, cluster_node *n, const char *why, double tm[3])
     const cluster_group *g = &k->spec.groups[k->slot_group[n->slot]];
     double t0 = wall_now();
     int st;
-    char msg[512];
+    char msg[512], nn[16];
+    sfmt(nn, sizeof nn, "n%d", n->slot);
+    if (g->role == CLUSTER_WORKER) {
+        /* out of service until admitted: RESUME clears a FAIL or DRAIN of the node this one
+         * replaces (FAIL -> DOWN is refused), DOWN keeps jobs off it; with ReturnToService=2
+         * it turns idle when its new slurmd registers */
+        scontrol(k, nn, "RESUME", NULL);
+        scontrol(k, nn, "DOWN", "grit cluster: provisioning");
+    }
     grit_err rc = put(k, n, "Pending", "");
     if (rc == GRIT_OK)
         rc = lifecycle(k, n, why, &st);
@@ -291,6 +301,8 @@ static grit_err bring_up(cl *k, cluster_node *n, const char *why, double tm[3])
         sfmt(msg, sizeof msg, "lifecycle script %s exited with status %d (log %s)",
                  g->on_create, st, n->lifecycle_log);
         say(k, "n%d (%s): %s", n->slot, n->id, msg);
+        if (g->role == CLUSTER_WORKER)
+            scontrol(k, nn, "DOWN", "grit cluster: lifecycle script failed");
         return put(k, n, "Failure", msg);
     }
     double t1 = wall_now();
@@ -300,23 +312,19 @@ static grit_err bring_up(cl *k, cluster_node *n, const char *why, double tm[3])
             return rc;
         if (!ok) {
             say(k, "n%d (%s): %s", n->slot, n->id, msg);
+            scontrol(k, nn, "DOWN", "grit cluster: admission health check failed");
             return put(k, n, "Failure", msg);
         }
     }
     double t2 = wall_now();
     if (g->role == CLUSTER_WORKER) {
-        char nn[16];
-        sfmt(nn, sizeof nn, "n%d", n->slot);
-        /* RESUME clears a FAIL or DRAIN of the node it replaces (FAIL -> DOWN is refused),
-         * DOWN marks it not there yet; with ReturnToService=2 the node turns idle as soon
-         * as its new slurmd registers */
-        scontrol(k, nn, "RESUME", NULL);
-        scontrol(k, nn, "DOWN", "grit cluster: joining");
         if ((rc = k->prov->start(&k->ctx, n->slot)) == GRIT_OK)
             rc = k->prov->wait(&k->ctx, n->slot, 30);
         if (rc != GRIT_OK) {
             sfmt(msg, sizeof msg, "slurmd did not join: %s", grit_errmsg());
             say(k, "n%d (%s): %s", n->slot, n->id, msg);
+            k->prov->stop(&k->ctx, n->slot);
+            scontrol(k, nn, "DOWN", "grit cluster: slurmd did not join");
             return put(k, n, "Failure", msg);
         }
         scontrol(k, nn, "RESUME", NULL); /* a node drained or failed before: back in service */

@@ -34,6 +34,7 @@ typedef struct cluster_opts {
     char state_dir[PATH_MAX];  /* state.db and one folder per cluster */
     char script[PATH_MAX];     /* scripts/slurm-local-cluster.sh */
     char grit[PATH_MAX];       /* the grit binary, run in nodes for admission checks */
+    char spank[PATH_MAX];      /* spank_grit.so for the nodes' plugstack.conf ("" = none) */
     char health_args[256];     /* admission: `grit health ARGS` ("" = no admission check) */
     int attempts;              /* replace-node: fresh nodes tried before giving up (>= 1) */
     FILE *progress;            /* one line per step, or NULL */

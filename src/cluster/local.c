@@ -33,8 +33,8 @@ void cluster_ctx_slurm_conf(const cluster_ctx *c, char *buf, size_t cap)
 
 /* The script's settings as environment strings, in env (space for 12). */
 typedef struct local_env {
-    char v[10][PATH_MAX + 32];
-    char *p[12];
+    char v[12][PATH_MAX + 40];
+    char *p[14];
 } local_env;
 
 static void make_env(const cluster_ctx *c, local_env *e)
@@ -49,6 +49,10 @@ static void make_env(const cluster_ctx *c, local_env *e)
     sfmt(e->v[k++], sizeof e->v[0], "GRIT_SLURM_LAYOUT=%s", c->layout);
     sfmt(e->v[k++], sizeof e->v[0], "GRIT_SLURM_DEFER=1");
     sfmt(e->v[k++], sizeof e->v[0], "SLURM_CONF=%s/slurm/etc/slurm.conf", c->dir);
+    if (c->spank[0]) {
+        sfmt(e->v[k++], sizeof e->v[0], "GRIT_SLURM_PLUGIN=%s", c->spank);
+        sfmt(e->v[k++], sizeof e->v[0], "GRIT_SLURM_PLUGIN_ARGS=grit=%s", c->grit);
+    }
     for (int i = 0; i < k; i++)
         e->p[i] = e->v[i];
     e->p[k] = NULL;

@@ -25,6 +25,8 @@ typedef struct cluster_ctx {
     char script[PATH_MAX];  /* scripts/slurm-local-cluster.sh */
     int nslots;             /* node slots 1..nslots */
     char layout[PATH_MAX];  /* the layout file (slot -> role, group, features) */
+    char spank[PATH_MAX];   /* spank_grit.so to load in srun/slurmd ("" = none) */
+    char grit[PATH_MAX];    /* the grit binary the plugin starts */
 } cluster_ctx;
 
 typedef struct cluster_provider {
