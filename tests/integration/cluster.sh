@@ -16,7 +16,7 @@
 #              create, then run again: converges (6 nodes Running, one NodeId per slot,
 #              one slurmd per worker, 5 idle in sinfo, one bridge, 6 namespaces).
 #   heal       1 controller + 4 workers + 1 warm spare; a training job (sbatch -N 5,
-#              srun --auto-resume=1 grit train, 4 ranks + the spare) loses worker n3
+#              srun --auto-resume=1 grit train, 4 ranks + the spare, 80 steps) loses worker n3
 #              mid-run (every process SIGKILLed): the job resumes on the spare and ends
 #              bitwise equal to a fault-free run; the agent replaces n3 (same name,
 #              new NodeId) and it is idle again; then Action:Replace and Action:Reboot
@@ -90,10 +90,10 @@ EOF
 status_of() { "${G[@]}" --json describe-node "$name" "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["NodeDetails"]["InstanceStatus"]["Status"])'; }
 id_of() { "${G[@]}" --json describe-node "$name" "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["NodeDetails"]["NodeId"])'; }
 slurm_state() { sinfo -h -N -n "$1" -o '%T' 2> /dev/null | head -1; }
-# wait_for SECONDS CMD...: until CMD succeeds
+# wait_for SECONDS 'SHELL CONDITION': until it holds (evaluated anew each time)
 wait_for() {
   local t=$1; shift
-  for _ in $(seq $((t * 5))); do "$@" > /dev/null 2>&1 && return 0; sleep 0.2; done
+  for _ in $(seq $((t * 5))); do eval "$1" > /dev/null 2>&1 && return 0; sleep 0.2; done
   return 1
 }
 
@@ -158,7 +158,7 @@ for n in j:
   old=$(id_of n3)
   "${G[@]}" replace-node "$name" n3 || fail "replace-node n3 failed"
   [ "$(status_of n3)" = Running ] && [ "$(id_of n3)" != "$old" ] || fail "n3 after replace: $(status_of n3) $(id_of n3) (was $old)"
-  wait_for 20 test "$(slurm_state n3)" = idle || fail "n3 is '$(slurm_state n3)' after replace, expected idle"
+  wait_for 20 'test "$(slurm_state n3)" = idle' || fail "n3 is '$(slurm_state n3)' after replace, expected idle"
   # a node whose health check fails is never admitted: both fresh nodes of n4 fail
   "$lc" fault-node n4 gemm_bitflip
   "${G[@]}" --attempts 2 replace-node "$name" n4 || fail "replace-node n4 failed as a command"
@@ -184,7 +184,7 @@ resume)
   "${G[@]}" create "$tmp/spec.json" > "$tmp/create1.out" 2>&1 &
   bg=$!
   # kill it once the first worker runs (the others still to come)
-  wait_for 60 grep -q "n2 (.*): Running" "$tmp/create1.out" || fail "create did not get to n2"
+  wait_for 60 'grep -q "n2 (.*): Running" "$tmp/create1.out"' || fail "create did not get to n2"
   kill -9 "$bg"; wait "$bg" 2> /dev/null || true; bg=""
   pending=$(sqlite3 "$state/state.db" "select count(*) from nodes where status != 'Running'")
   echo "killed create with $pending of 6 nodes not Running yet"
@@ -209,12 +209,12 @@ heal)
   spec 4 1
   "${G[@]}" create "$tmp/spec.json" || fail "create failed"
   [ "$(sinfo -h -N -o '%N %T' | grep -c ' idle$')" = 5 ] || fail "sinfo: workers not idle: $(sinfo -h -N -o '%N %T')"
-  # 4 data-parallel ranks + 1 spare, 40 steps, a checkpoint every 5
+  # 4 data-parallel ranks + 1 spare, 80 steps, a checkpoint every 5
   python3 - "$here/../configs/slurm_job.json" "$tmp/job.json" << 'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 j["optim"]["global_batch"] = 8
-j["optim"]["total_steps"] = 40
+j["optim"]["total_steps"] = 80
 json.dump(j, open(sys.argv[2], "w"))
 PY
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none -np 4 \
@@ -228,7 +228,7 @@ srun --auto-resume=1 "$grit" train "$tmp/job.json" --run-dir "$run" --quiet
 EOF
   old3=$(id_of n3)
   jid=$(sbatch --parsable -N 5 --no-kill --requeue --open-mode=append -o "$tmp/job.out" "$tmp/batch.sh")
-  wait_for 90 test "$(grep -c '"step"' "$run/metrics.jsonl" 2> /dev/null)" -ge 10 || fail "heal: training did not start"
+  wait_for 90 'test "$(grep -c "\"step\"" "$run/metrics.jsonl" 2> /dev/null)" -ge 10' || fail "heal: training did not start"
   "$lc" kill-node n3
   echo "n3 killed at step $(grep -c '"step"' "$run/metrics.jsonl")"
   for _ in $(seq 300); do
@@ -240,9 +240,9 @@ EOF
   cmp -s "$tmp/ref/model.safetensors" "$run/model.safetensors" || fail "heal: final weights differ from the fault-free run"
   grep -q '"event":"cordon","node":"n3"' "$run/events.jsonl" || fail "heal: grit launch did not cordon n3"
   # the agent: n3 replaced (a new NodeId under the same name), idle again
-  wait_for 60 test "$(id_of n3)" != "$old3" || fail "heal: the agent did not replace n3"
-  wait_for 60 test "$(status_of n3)" = Running || fail "heal: n3 is $(status_of n3) after the agent"
-  wait_for 30 test "$(slurm_state n3)" = idle || fail "heal: n3 is '$(slurm_state n3)' in Slurm after the agent"
+  wait_for 60 'test "$(id_of n3)" != "$old3"' || fail "heal: the agent did not replace n3"
+  wait_for 60 'test "$(status_of n3)" = Running' || fail "heal: n3 is $(status_of n3) after the agent"
+  wait_for 30 'test "$(slurm_state n3)" = idle' || fail "heal: n3 is '$(slurm_state n3)' in Slurm after the agent"
   d=$("${G[@]}" describe "$name")
   grep -q "DetectNode .*n3: Slurm state" <<< "$d" && grep -q "ReplaceNode *$old3 .*Succeeded .*provisioning" <<< "$d" ||
     fail "heal: describe lacks the detection and replacement of n3: $d"
@@ -257,9 +257,9 @@ assert g["CurrentCount"] == 4 and g["CurrentWarmSpares"] == 1, g' <<< "$("${G[@]
   old4=$(id_of n4)
   scontrol update nodename=n4 state=fail reason="Action:Replace"
   scontrol update nodename=n2 state=drain reason="Action:Reboot"
-  wait_for 60 test "$(id_of n4)" != "$old4" || fail "Action:Replace on n4 was not acted on"
-  wait_for 60 test "$(slurm_state n4)" = idle || fail "n4 is '$(slurm_state n4)' after Action:Replace"
-  wait_for 60 test "$(slurm_state n2)" = idle || fail "n2 is '$(slurm_state n2)' after Action:Reboot"
+  wait_for 60 'test "$(id_of n4)" != "$old4"' || fail "Action:Replace on n4 was not acted on"
+  wait_for 60 'test "$(slurm_state n4)" = idle' || fail "n4 is '$(slurm_state n4)' after Action:Replace"
+  wait_for 60 'test "$(slurm_state n2)" = idle' || fail "n2 is '$(slurm_state n2)' after Action:Reboot"
   "${G[@]}" describe "$name" | grep -q "RebootNode .*Succeeded" || fail "no RebootNode operation for Action:Reboot"
   [ "$fails" -eq 0 ] && ok "Action:Replace (n4 $old4 -> $(id_of n4)) and Action:Reboot (n2) acted on"
   if [ "$fails" -ne 0 ]; then
