@@ -52,6 +52,8 @@ static void usage(FILE *f)
             "                    `grit health ARGS` (default \"--deep\"); \"\" or --no-health: none\n"
             "  --no-health       no admission check\n"
             "  --attempts N      replace-node: fresh nodes tried before giving up (default 3)\n"
+            "  --down-grace S    agent: seconds a node may stay DOWN (slurmd silent) before it\n"
+            "                    is replaced (default 10; given to create, kept by its agent)\n"
             "  --quiet           no progress lines\n"
             "  --help, -h        this help\n"
             "\n"
@@ -183,6 +185,7 @@ int cmd_cluster(int argc, char **argv)
     snprintf(o.health_args, sizeof o.health_args, "--deep");
     o.progress = stderr;
     o.attempts = 3;
+    o.down_grace = 10;
     int json = 0, i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *a = argv[i];
@@ -195,7 +198,16 @@ int cmd_cluster(int argc, char **argv)
             o.progress = NULL;
         else if (!strcmp(a, "--no-health"))
             o.health_args[0] = '\0';
-        else if (!strcmp(a, "--attempts") && i + 1 < argc) {
+        else if (!strcmp(a, "--down-grace") && i + 1 < argc) {
+            char *end;
+            double v = strtod(argv[++i], &end);
+            if (*end || !(v >= 0 && v <= 3600)) {
+                fprintf(stderr, "grit cluster: --down-grace: expected seconds in [0, 3600], got "
+                                "'%s'\n", argv[i]);
+                return 2;
+            }
+            o.down_grace = v;
+        } else if (!strcmp(a, "--attempts") && i + 1 < argc) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
             if (*end || v < 1 || v > 10) {
@@ -306,7 +318,7 @@ int cmd_cluster(int argc, char **argv)
     else if (!strcmp(cmd, "delete"))
         rc = cluster_delete(&o, args[0]);
     else if (!strcmp(cmd, "agent"))
-        rc = cluster_agent_run(&o, args[0], 1.0, 10.0);
+        rc = cluster_agent_run(&o, args[0], 1.0, o.down_grace);
     if (rc != GRIT_OK) {
         fprintf(stderr, "grit cluster %s: %s\n", cmd,
                 *grit_errmsg() ? grit_errmsg() : grit_strerror(rc));

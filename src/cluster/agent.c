@@ -203,8 +203,12 @@ grit_err cluster_agent_start(const cluster_opts *o, const char *name, const char
         dup2(fd, 2);
         close(pfd[0]);
         close(pfd[1]);
+        char grace[32], att[16];
+        snprintf(grace, sizeof grace, "%g", o->down_grace);
+        snprintf(att, sizeof att, "%d", o->attempts > 0 ? o->attempts : 1);
         char *argv[] = {(char *)o->grit, "cluster", "--state", (char *)o->state_dir, "--health",
-                        (char *)o->health_args, "agent", (char *)name, NULL};
+                        (char *)o->health_args, "--down-grace", grace, "--attempts", att,
+                        "agent", (char *)name, NULL};
         execv(o->grit, argv);
         _exit(127);
     }

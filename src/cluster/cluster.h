@@ -37,6 +37,7 @@ typedef struct cluster_opts {
     char spank[PATH_MAX];      /* spank_grit.so for the nodes' plugstack.conf ("" = none) */
     char health_args[256];     /* admission: `grit health ARGS` ("" = no admission check) */
     int attempts;              /* replace-node: fresh nodes tried before giving up (>= 1) */
+    double down_grace;         /* agent: seconds a node may be down before it is replaced */
     FILE *progress;            /* one line per step, or NULL */
 } cluster_opts;
 
