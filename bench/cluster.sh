@@ -47,17 +47,17 @@ cat > "$tmp/spec.json" << EOF
    "LifeCycleConfig": {"SourceS3Uri": "lc", "OnCreate": "on_create.sh"}}]}
 EOF
 now() { date +%s.%N; }
-node_id() { sqlite3 "$state/state.db" "select id from nodes where slot = $1 and status != 'Terminated'"; }
+node_id() { sqlite3 -cmd ".timeout 10000" "$state/state.db" "select id from nodes where slot = $1 and status != 'Terminated'"; }
 # replacement NODE FAULT_TIME OLD_ID KIND: waits, then prints the split
 replacement() {
   local slot=${1#n} t0=$2 old=$3 kind=$4 st=""
   for _ in $(seq 600); do
-    st=$(sqlite3 "$state/state.db" "select status from operations where kind = 'ReplaceNode' and target = '$old'")
+    st=$(sqlite3 -cmd ".timeout 10000" "$state/state.db" "select status from operations where kind = 'ReplaceNode' and target = '$old'")
     [ "$st" = Succeeded ] || [ "$st" = Failed ] && break
     sleep 0.1
   done
   [ "$st" = Succeeded ] || { echo "bench/cluster: $kind: replacement of $1 did not succeed ($st)" >&2; exit 1; }
-  sqlite3 -separator ' ' "$state/state.db" \
+  sqlite3 -cmd ".timeout 10000" -separator ' ' "$state/state.db" \
     "select d.started, r.ended, r.detail from operations d, operations r where d.kind = 'DetectNode' and d.target = '$old' and r.kind = 'ReplaceNode' and r.target = '$old'" |
     python3 -c '
 import re, sys

@@ -113,7 +113,7 @@ delete_and_check() {
   left=$(grep -F "$state" /proc/self/mountinfo || true)
   [ -z "$left" ] || fail "left after delete: mounts: $left"
   [ ! -e "$state/$name" ] || fail "left after delete: $state/$name"
-  [ "$(sqlite3 "$state/state.db" 'select count(*) from clusters; select count(*) from nodes')" = $'0\n0' ] ||
+  [ "$(sqlite3 -cmd ".timeout 10000" "$state/state.db" 'select count(*) from clusters; select count(*) from nodes')" = $'0\n0' ] ||
     fail "left after delete: rows in the state database"
   "${G[@]}" describe "$name" > /dev/null 2>&1 && fail "describe of a deleted cluster succeeded"
   [ "$fails" -eq 0 ] && ok "$scenario: delete left no namespace, link, process, mount, folder or row"
@@ -164,7 +164,7 @@ for n in j:
   "${G[@]}" --attempts 2 replace-node "$name" n4 || fail "replace-node n4 failed as a command"
   [ "$(status_of n4)" = Failure ] || fail "n4 with a health fault is $(status_of n4), expected Failure"
   grep -q "admission health check failed" <<< "$("${G[@]}" describe-node "$name" n4)" || fail "n4: no admission failure message"
-  [ "$(sqlite3 "$state/state.db" "select count(*) from nodes where slot = 4 and status = 'Terminated'")" = 2 ] ||
+  [ "$(sqlite3 -cmd ".timeout 10000" "$state/state.db" "select count(*) from nodes where slot = 4 and status = 'Terminated'")" = 2 ] ||
     fail "n4: expected 2 terminated nodes (the original and the first failed replacement)"
   s4=$(slurm_state n4)
   [[ $s4 == idle* || $s4 == mixed* || $s4 == alloc* ]] && fail "n4 failed admission but is '$s4' in Slurm"
@@ -186,13 +186,13 @@ resume)
   # kill it once the first worker runs (the others still to come)
   wait_for 60 'grep -q "n2 (.*): Running" "$tmp/create1.out"' || fail "create did not get to n2"
   kill -9 "$bg"; wait "$bg" 2> /dev/null || true; bg=""
-  pending=$(sqlite3 "$state/state.db" "select count(*) from nodes where status != 'Running'")
+  pending=$(sqlite3 -cmd ".timeout 10000" "$state/state.db" "select count(*) from nodes where status != 'Running'")
   echo "killed create with $pending of 6 nodes not Running yet"
   [ "$pending" -gt 0 ] || fail "the kill came too late to test resuming (all nodes Running)"
   "${G[@]}" create "$tmp/spec.json" || fail "the second create failed"
-  [ "$(sqlite3 "$state/state.db" "select count(*), count(distinct slot), sum(status = 'Running') from nodes where status != 'Terminated'")" = "6|6|6" ] ||
-    fail "after resume: nodes $(sqlite3 "$state/state.db" 'select slot, id, status from nodes')"
-  [ "$(sqlite3 "$state/state.db" 'select count(*) from clusters')" = 1 ] || fail "more than one cluster row"
+  [ "$(sqlite3 -cmd ".timeout 10000" "$state/state.db" "select count(*), count(distinct slot), sum(status = 'Running') from nodes where status != 'Terminated'")" = "6|6|6" ] ||
+    fail "after resume: nodes $(sqlite3 -cmd ".timeout 10000" "$state/state.db" 'select slot, id, status from nodes')"
+  [ "$(sqlite3 -cmd ".timeout 10000" "$state/state.db" 'select count(*) from clusters')" = 1 ] || fail "more than one cluster row"
   [ "$(sinfo -h -N -o '%N %T' | grep -c ' idle$')" = 5 ] || fail "sinfo: $(sinfo -h -N -o '%N %T')"
   for i in 2 3 4 5 6; do
     k=$(for p in $("$lc" node-pids "n$i"); do cat "/proc/$p/comm" 2> /dev/null; done | grep -c '^slurmd$' || true)
