@@ -23,6 +23,12 @@
 #                                         a fault-node mark stays, to test a bad replacement)
 #   slurm-local-cluster.sh wait-node N S  until slurmctld sees node N up (S seconds at most)
 #   slurm-local-cluster.sh ping           exit 0 when this directory's slurmctld answers
+#   slurm-local-cluster.sh reconfigure    layout mode: GRIT_SLURM_LAYOUT and GRIT_SLURM_NODES
+#                                         read again (nodes added or removed): slurm.conf and
+#                                         hosts rewritten, namespaces of new nodes made,
+#                                         slurmctld restarted, slurmds told to reread
+#   slurm-local-cluster.sh remove-node N  layout mode: node N stopped, its namespace and veth
+#                                         removed (before a reconfigure without it)
 #
 # Settings (read by start, remembered in $DIR/cluster.env for the other commands):
 #   GRIT_SLURM_DIR   state, config and logs (default /tmp/grit-slurm)
@@ -40,7 +46,8 @@
 #   GRIT_SLURM_LAYOUT  netns mode, optional: a file of lines "nI ROLE GROUP FEATURES"
 #                    (grit cluster writes it from its spec). ROLE controller: slurmctld runs
 #                    in that node; login: no daemon; worker: a slurmd with Features=FEATURES
-#                    (comma list) in partition GROUP (the first worker group is the default).
+#                    (comma list) in partition GROUP (the first worker group is the default);
+#                    absent: a slot with no node (no namespace, not in slurm.conf).
 #                    Without it: slurmctld on the host side of the bridge, all nodes workers
 #                    in partition debug.
 #   GRIT_SLURM_DEFER 1: start brings up the network, munge and slurmctld but no slurmd (the
@@ -178,7 +185,9 @@ net_up() {
   ip addr add "$SUBNET.1/24" dev "$BRIDGE" # the host side; also the controller without a layout
   ip link set "$BRIDGE" up
   local i
-  for i in $(seq "$NODES"); do node_net_up "n$i"; done
+  for i in $(seq "$NODES"); do
+    [ "$(layout_field "n$i" 2)" = absent ] || node_net_up "n$i"
+  done
 }
 node_net_up() {
   local n=$1 ns
@@ -587,6 +596,31 @@ case $cmd in
       sleep 0.2
     done
     die "$1 is not up after ${2:-30} s (state '${st:-?}')" ;;
+  reconfigure)
+    [ -f "$DIR/cluster.env" ] || die "no cluster runs in $DIR"
+    [ -n "${GRIT_SLURM_LAYOUT_NEW:-}" ] || die "reconfigure: set GRIT_SLURM_LAYOUT_NEW to the new layout"
+    [ -f "$GRIT_SLURM_LAYOUT_NEW" ] || die "reconfigure: $GRIT_SLURM_LAYOUT_NEW: no such file"
+    [[ ${GRIT_SLURM_NODES_NEW:-} =~ ^[0-9]+$ ]] && [ "$GRIT_SLURM_NODES_NEW" -ge 1 ] && [ "$GRIT_SLURM_NODES_NEW" -le 32 ] ||
+      die "reconfigure: GRIT_SLURM_NODES_NEW: expected 1..32, got '${GRIT_SLURM_NODES_NEW:-}'"
+    cp "$GRIT_SLURM_LAYOUT_NEW" "$DIR/etc/layout"
+    LAYOUT=$DIR/etc/layout NODES=$GRIT_SLURM_NODES_NEW
+    sed -i "s/^GRIT_SLURM_NODES=[0-9]*/GRIT_SLURM_NODES=$NODES/" "$DIR/cluster.env"
+    write_conf # hosts rewritten in place: the nodes' bind mounts see it
+    for i in $(seq "$NODES"); do
+      [ "$(layout_field "n$i" 2)" = absent ] && continue
+      [ -e "/run/netns/$(node_ns "n$i")" ] || node_net_up "n$i"
+    done
+    if p=$(pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld); then end_pid "$p"; fi
+    ctld_start # node definitions change only with a restart; state (jobs) is kept
+    scontrol reconfigure > /dev/null 2>&1 || true
+    say "reconfigured: $NODES slots" ;;
+  remove-node)
+    need_node "${1:-}"
+    node_kill "$1"
+    ns=$(node_ns "$1")
+    if [ -e "/run/netns/$ns" ]; then ip netns del "$ns" || die "could not remove network namespace $ns"; fi
+    ip link del "$ns" 2> /dev/null || true
+    say "$1 removed" ;;
   ping) [ -f "$DIR/cluster.env" ] && pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld > /dev/null &&
     scontrol ping 2> /dev/null | grep -q 'is UP' ;;
   node-pids) need_node "${1:-}"; node_pids "$1" ;;

@@ -33,6 +33,9 @@ static void usage(FILE *f)
             "  list-nodes NAME               nodes: NodeId, group, InstanceStatus, Slurm state\n"
             "  describe-node NAME NODE       one node (NodeId or Slurm name), with the output\n"
             "                                of its lifecycle script\n"
+            "  update NAME SPEC.json         change group sizes (InstanceCount, WarmSpares):\n"
+            "                                new nodes created and admitted; removed ones\n"
+            "                                drained, their jobs waited for, then removed\n"
             "  update-software NAME          run every group's OnCreate again on its nodes\n"
             "  replace-node NAME NODE        a fresh node in NODE's place (same Slurm name):\n"
             "                                lifecycle, admission check, rejoin\n"
@@ -244,6 +247,7 @@ int cmd_cluster(int argc, char **argv)
                 {"describe", 1, "describe NAME"},        {"list-nodes", 1, "list-nodes NAME"},
                 {"describe-node", 2, "describe-node NAME NODE"},
                 {"update-software", 1, "update-software NAME"},
+                {"update", 2, "update NAME SPEC.json"},
                 {"replace-node", 2, "replace-node NAME NODE"},
                 {"reboot-node", 2, "reboot-node NAME NODE"}, {"delete", 1, "delete NAME"},
                 {"agent", 1, "agent NAME"}};
@@ -309,6 +313,8 @@ int cmd_cluster(int argc, char **argv)
         rc = cluster_list_nodes(&o, args[0], &out);
     else if (!strcmp(cmd, "describe-node"))
         rc = cluster_describe_node(&o, args[0], args[1], &out);
+    else if (!strcmp(cmd, "update"))
+        rc = cluster_update(&o, args[0], args[1]);
     else if (!strcmp(cmd, "update-software"))
         rc = cluster_update_software(&o, args[0]);
     else if (!strcmp(cmd, "replace-node"))

@@ -13,6 +13,7 @@
  *   3. delete removes the store's rows last: a killed delete is found and finished.
  */
 #include "cluster/cluster.h"
+#include "cluster/cluster_int.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -39,27 +40,15 @@ static void sfmt(char *dst, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
-/* An open cluster: the store, its row, the spec it was made from, the provider. */
-typedef struct cl {
-    const cluster_opts *o;
-    cluster_state *st;
-    cluster_row row;
-    cluster_spec spec;
-    cluster_ctx ctx;
-    const cluster_provider *prov;
-    int slot_group[CLUSTER_MAX_NODES + 1]; /* slot -> group index */
-    int slot_spare[CLUSTER_MAX_NODES + 1];
-} cl;
 
-static double wall_now(void)
+double cluster__now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void say(const cl *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(const cl *k, const char *fmt, ...)
+void cluster__say(const cl *k, const char *fmt, ...)
 {
     if (!k->o->progress)
         return;
@@ -100,11 +89,15 @@ static int assign_slots(const cluster_spec *s, int *grp, int *spare)
     return n;
 }
 
-static grit_err write_layout(cl *k)
+grit_err cluster__write_layout(cl *k)
 {
     char buf[CLUSTER_MAX_NODES * 160] = "";
     size_t len = 0;
     for (int i = 1; i <= k->ctx.nslots; i++) {
+        if (k->slot_group[i] < 0) { /* a slot whose node was removed (scale down) */
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "n%d absent - -\n", i);
+            continue;
+        }
         const cluster_group *g = &k->spec.groups[k->slot_group[i]];
         len += (size_t)snprintf(buf + len, sizeof buf - len, "n%d %s %s %s\n", i,
                                 cluster_role_name(g->role), g->name, g->type);
@@ -126,11 +119,40 @@ static grit_err setup(cl *k, const char *spec_text, const char *spec_name)
     sfmt(k->ctx.spank, sizeof k->ctx.spank, "%s", k->o->spank);
     sfmt(k->ctx.grit, sizeof k->ctx.grit, "%s", k->o->grit);
     k->ctx.nslots = assign_slots(&k->spec, k->slot_group, k->slot_spare);
-    return GRIT_OK;
+    return k->st && k->row.name[0] ? cluster__slots_from_store(k) : GRIT_OK;
+}
+
+grit_err cluster__slots_from_store(cl *k)
+{
+    cluster_node *nodes = NULL;
+    int nn = 0;
+    grit_err rc = cluster_state_nodes(k->st, k->row.name, 0, &nodes, &nn);
+    if (rc != GRIT_OK || nn == 0) {
+        free(nodes);
+        return rc; /* a new cluster: the spec's assignment */
+    }
+    int max = 0;
+    for (int i = 0; i <= CLUSTER_MAX_NODES; i++)
+        k->slot_group[i] = -1, k->slot_spare[i] = 0;
+    for (int i = 0; i < nn; i++) {
+        int g = cluster_spec_group(&k->spec, nodes[i].group), s = nodes[i].slot;
+        if (g < 0 || s < 1 || s > CLUSTER_MAX_NODES) {
+            rc = grit_errf(GRIT_EFORMAT, "cluster %s: node %s has group \"%s\" / slot %d, not "
+                                         "in its spec", k->row.name, nodes[i].id, nodes[i].group, s);
+            break;
+        }
+        k->slot_group[s] = g;
+        k->slot_spare[s] = nodes[i].spare;
+        max = s > max ? s : max;
+    }
+    free(nodes);
+    if (rc == GRIT_OK)
+        k->ctx.nslots = max;
+    return rc;
 }
 
 /* Opens an existing cluster. */
-static grit_err cl_open(cl *k, const cluster_opts *o, const char *name)
+grit_err cluster__open(cl *k, const cluster_opts *o, const char *name)
 {
     memset(k, 0, sizeof *k);
     k->o = o;
@@ -151,12 +173,12 @@ static grit_err cl_open(cl *k, const cluster_opts *o, const char *name)
     return rc;
 }
 
-static void cl_close(cl *k) { cluster_state_close(k->st); }
+void cluster__close(cl *k) { cluster_state_close(k->st); }
 
 /* --- Slurm views ------------------------------------------------------------------ */
 
 /* Slurm's state of every node: states[slot] ("" when unknown). */
-static void slurm_states(const cl *k, char states[][32], char reasons[][128])
+void cluster__slurm_states(const cl *k, char states[][32], char reasons[][128])
 {
     for (int i = 0; i <= CLUSTER_MAX_NODES; i++) {
         states[i][0] = '\0';
@@ -185,7 +207,7 @@ static void slurm_states(const cl *k, char states[][32], char reasons[][128])
     free(out);
 }
 
-static int scontrol(const cl *k, const char *node, const char *state, const char *reason)
+int cluster__scontrol(const cl *k, const char *node, const char *state, const char *reason)
 {
     char conf[PATH_MAX + 64], nn[64], ss[64], rr[192];
     sfmt(conf, sizeof conf, "SLURM_CONF=%s/slurm/etc/slurm.conf", k->row.dir);
@@ -203,7 +225,7 @@ static int scontrol(const cl *k, const char *node, const char *state, const char
 
 /* --- one node ---------------------------------------------------------------------- */
 
-static grit_err put(cl *k, cluster_node *n, const char *status, const char *msg)
+grit_err cluster__put(cl *k, cluster_node *n, const char *status, const char *msg)
 {
     sfmt(n->status, sizeof n->status, "%s", status);
     if (msg)
@@ -277,10 +299,10 @@ static grit_err admission(cl *k, cluster_node *n, int *ok, char *why, size_t cap
 
 /* Takes a Pending node to Running or Failure (invariant 2). A node failure is not an
  * error of the operation; only the store or the provider failing is. */
-static grit_err bring_up(cl *k, cluster_node *n, const char *why, double tm[3])
+grit_err cluster__bring_up(cl *k, cluster_node *n, const char *why, double tm[3])
 {
     const cluster_group *g = &k->spec.groups[k->slot_group[n->slot]];
-    double t0 = wall_now();
+    double t0 = cluster__now();
     int st;
     char msg[512], nn[16];
     sfmt(nn, sizeof nn, "n%d", n->slot);
@@ -288,10 +310,10 @@ static grit_err bring_up(cl *k, cluster_node *n, const char *why, double tm[3])
         /* out of service until admitted: RESUME clears a FAIL or DRAIN of the node this one
          * replaces (FAIL -> DOWN is refused), DOWN keeps jobs off it; with ReturnToService=2
          * it turns idle when its new slurmd registers */
-        scontrol(k, nn, "RESUME", NULL);
-        scontrol(k, nn, "DOWN", "grit cluster: provisioning");
+        cluster__scontrol(k, nn, "RESUME", NULL);
+        cluster__scontrol(k, nn, "DOWN", "grit cluster: provisioning");
     }
-    grit_err rc = put(k, n, "Pending", "");
+    grit_err rc = cluster__put(k, n, "Pending", "");
     if (rc == GRIT_OK)
         rc = lifecycle(k, n, why, &st);
     if (rc != GRIT_OK)
@@ -300,36 +322,36 @@ static grit_err bring_up(cl *k, cluster_node *n, const char *why, double tm[3])
     if (st != 0) {
         sfmt(msg, sizeof msg, "lifecycle script %s exited with status %d (log %s)",
                  g->on_create, st, n->lifecycle_log);
-        say(k, "n%d (%s): %s", n->slot, n->id, msg);
+        cluster__say(k, "n%d (%s): %s", n->slot, n->id, msg);
         if (g->role == CLUSTER_WORKER)
-            scontrol(k, nn, "DOWN", "grit cluster: lifecycle script failed");
-        return put(k, n, "Failure", msg);
+            cluster__scontrol(k, nn, "DOWN", "grit cluster: lifecycle script failed");
+        return cluster__put(k, n, "Failure", msg);
     }
-    double t1 = wall_now();
+    double t1 = cluster__now();
     if (g->role == CLUSTER_WORKER) {
         int ok;
         if ((rc = admission(k, n, &ok, msg, sizeof msg)) != GRIT_OK)
             return rc;
         if (!ok) {
-            say(k, "n%d (%s): %s", n->slot, n->id, msg);
-            scontrol(k, nn, "DOWN", "grit cluster: admission health check failed");
-            return put(k, n, "Failure", msg);
+            cluster__say(k, "n%d (%s): %s", n->slot, n->id, msg);
+            cluster__scontrol(k, nn, "DOWN", "grit cluster: admission health check failed");
+            return cluster__put(k, n, "Failure", msg);
         }
     }
-    double t2 = wall_now();
+    double t2 = cluster__now();
     if (g->role == CLUSTER_WORKER) {
         if ((rc = k->prov->start(&k->ctx, n->slot)) == GRIT_OK)
             rc = k->prov->wait(&k->ctx, n->slot, 30);
         if (rc != GRIT_OK) {
             sfmt(msg, sizeof msg, "slurmd did not join: %s", grit_errmsg());
-            say(k, "n%d (%s): %s", n->slot, n->id, msg);
+            cluster__say(k, "n%d (%s): %s", n->slot, n->id, msg);
             k->prov->stop(&k->ctx, n->slot);
-            scontrol(k, nn, "DOWN", "grit cluster: slurmd did not join");
-            return put(k, n, "Failure", msg);
+            cluster__scontrol(k, nn, "DOWN", "grit cluster: slurmd did not join");
+            return cluster__put(k, n, "Failure", msg);
         }
-        scontrol(k, nn, "RESUME", NULL); /* a node drained or failed before: back in service */
+        cluster__scontrol(k, nn, "RESUME", NULL); /* a node drained or failed before: back in service */
     }
-    double t3 = wall_now();
+    double t3 = cluster__now();
     if (tm) {
         tm[0] = t1 - t0;
         tm[1] = t2 - t1;
@@ -338,9 +360,9 @@ static grit_err bring_up(cl *k, cluster_node *n, const char *why, double tm[3])
     n->launch_time = n->launch_time > 0 ? n->launch_time : t0;
     sfmt(msg, sizeof msg, "lifecycle %.1f s, admission %.1f s, rejoin %.1f s", t1 - t0,
              t2 - t1, t3 - t2);
-    say(k, "n%d (%s, %s%s): Running (%s)", n->slot, n->id, g->name, n->spare ? ", spare" : "",
+    cluster__say(k, "n%d (%s, %s%s): Running (%s)", n->slot, n->id, g->name, n->spare ? ", spare" : "",
         msg);
-    return put(k, n, "Running", "");
+    return cluster__put(k, n, "Running", "");
 }
 
 /* --- create -------------------------------------------------------------------------- */
@@ -381,7 +403,7 @@ grit_err cluster_create(const cluster_opts *o, const char *spec_path, char *name
         char *abs = realpath(base, NULL);
         sfmt(k.row.base, sizeof k.row.base, "%s", abs ? abs : base);
         free(abs);
-        k.row.created = wall_now();
+        k.row.created = cluster__now();
         if ((rc = setup(&k, text, spec_path)) != GRIT_OK)
             goto out;
         if ((rc = cluster_state_begin(k.st)) != GRIT_OK)
@@ -401,7 +423,7 @@ grit_err cluster_create(const cluster_opts *o, const char *spec_path, char *name
             cluster_state_rollback(k.st);
         if (rc != GRIT_OK)
             goto out;
-        say(&k, "creating cluster %s: %d nodes (%s provider), state in %s", k.row.name,
+        cluster__say(&k, "creating cluster %s: %d nodes (%s provider), state in %s", k.row.name,
             k.ctx.nslots, k.prov->name, o->state_dir);
     } else if (rc == GRIT_OK) {
         if (!strcmp(k.row.status, "Deleting")) {
@@ -412,10 +434,10 @@ grit_err cluster_create(const cluster_opts *o, const char *spec_path, char *name
         if ((rc = setup(&k, stored, "spec")) != GRIT_OK)
             goto out;
         if (strcmp(stored, text) != 0)
-            say(&k, "cluster %s exists; converging to the spec it was created with (use "
+            cluster__say(&k, "cluster %s exists; converging to the spec it was created with (use "
                     "`grit cluster update` to change it)", spec.name);
         else
-            say(&k, "cluster %s exists (%s); finishing what is left", spec.name, k.row.status);
+            cluster__say(&k, "cluster %s exists (%s); finishing what is left", spec.name, k.row.status);
     } else
         goto out;
 
@@ -423,13 +445,13 @@ grit_err cluster_create(const cluster_opts *o, const char *spec_path, char *name
         goto out;
     char sub[PATH_MAX + 16];
     sfmt(sub, sizeof sub, "%s/logs", k.row.dir);
-    if ((rc = fs_mkdirs(sub)) != GRIT_OK || (rc = write_layout(&k)) != GRIT_OK)
+    if ((rc = fs_mkdirs(sub)) != GRIT_OK || (rc = cluster__write_layout(&k)) != GRIT_OK)
         goto out;
     if (chmod(o->state_dir, 0755) != 0 || chmod(k.row.dir, 0755) != 0) {
         rc = grit_errf(GRIT_EIO, "%s: %s", k.row.dir, strerror(errno));
         goto out;
     }
-    say(&k, "network %s (%s.0/24), munge, slurmctld on n1", k.spec.bridge, k.spec.subnet);
+    cluster__say(&k, "network %s (%s.0/24), munge, slurmctld on n1", k.spec.bridge, k.spec.subnet);
     if ((rc = k.prov->up(&k.ctx)) != GRIT_OK)
         goto out;
     cluster_node *nodes = NULL;
@@ -449,7 +471,9 @@ grit_err cluster_create(const cluster_opts *o, const char *spec_path, char *name
             failed++;
             continue;
         }
-        rc = bring_up(&k, n, "OnCreate", NULL);
+        if (!strcmp(n->status, "ShuttingDown"))
+            continue; /* an update's scale-down finishes it */
+        rc = cluster__bring_up(&k, n, "OnCreate", NULL);
         failed += rc == GRIT_OK && !strcmp(n->status, "Failure");
     }
     free(nodes);
@@ -460,13 +484,13 @@ grit_err cluster_create(const cluster_opts *o, const char *spec_path, char *name
         char alog[PATH_MAX + 32];
         sfmt(alog, sizeof alog, "%s/logs/agent.log", k.row.dir);
         if ((rc = cluster_agent_start(o, k.row.name, alog)) == GRIT_OK)
-            say(&k, "healing agent started (log %s)", alog);
+            cluster__say(&k, "healing agent started (log %s)", alog);
     }
     if (rc != GRIT_OK)
         goto out;
     char detail[128];
     sfmt(detail, sizeof detail, "%d nodes, %d failed", nn, failed);
-    say(&k, "cluster %s InService: %s", k.row.name, detail);
+    cluster__say(&k, "cluster %s InService: %s", k.row.name, detail);
     if (rc == GRIT_OK)
         rc = cluster_state_op_end(k.st, op, "Succeeded", detail);
     op = 0;
@@ -479,7 +503,7 @@ out:
     }
     free(text);
     free(stored);
-    cl_close(&k);
+    cluster__close(&k);
     return rc;
 }
 
@@ -488,10 +512,10 @@ out:
 grit_err cluster_delete(const cluster_opts *o, const char *name)
 {
     cl k;
-    grit_err rc = cl_open(&k, o, name);
+    grit_err rc = cluster__open(&k, o, name);
     if (rc != GRIT_OK)
         return rc;
-    say(&k, "deleting cluster %s", name);
+    cluster__say(&k, "deleting cluster %s", name);
     if ((rc = cluster_agent_stop(o, name)) != GRIT_OK)
         goto out;
     if ((rc = cluster_state_set_status(k.st, name, "Deleting")) != GRIT_OK)
@@ -501,7 +525,7 @@ grit_err cluster_delete(const cluster_opts *o, const char *name)
     if ((rc = cluster_state_nodes(k.st, name, 0, &nodes, &nn)) != GRIT_OK)
         goto out;
     for (int i = 0; i < nn && rc == GRIT_OK; i++)
-        rc = put(&k, &nodes[i], "ShuttingDown", "");
+        rc = cluster__put(&k, &nodes[i], "ShuttingDown", "");
     free(nodes);
     if (rc != GRIT_OK)
         goto out;
@@ -518,9 +542,9 @@ grit_err cluster_delete(const cluster_opts *o, const char *name)
     }
     rc = cluster_state_remove(k.st, name); /* invariant 3: last */
     if (rc == GRIT_OK)
-        say(&k, "cluster %s deleted", name);
+        cluster__say(&k, "cluster %s deleted", name);
 out:
-    cl_close(&k);
+    cluster__close(&k);
     return rc;
 }
 
@@ -583,11 +607,11 @@ static json_t *node_json(const cl *k, const cluster_node *n, const char *slurm, 
 grit_err cluster_list_nodes(const cluster_opts *o, const char *name, json_t **out)
 {
     cl k;
-    grit_err rc = cl_open(&k, o, name);
+    grit_err rc = cluster__open(&k, o, name);
     if (rc != GRIT_OK)
         return rc;
     static char states[CLUSTER_MAX_NODES + 1][32], reasons[CLUSTER_MAX_NODES + 1][128];
-    slurm_states(&k, states, reasons);
+    cluster__slurm_states(&k, states, reasons);
     cluster_node *nodes = NULL;
     int nn = 0;
     rc = cluster_state_nodes(k.st, name, 0, &nodes, &nn);
@@ -596,7 +620,7 @@ grit_err cluster_list_nodes(const cluster_opts *o, const char *name, json_t **ou
         json_array_append_new(arr, node_json(&k, &nodes[i], states[nodes[i].slot],
                                              reasons[nodes[i].slot]));
     free(nodes);
-    cl_close(&k);
+    cluster__close(&k);
     *out = json_pack("{s:o}", "ClusterNodeSummaries", arr);
     return rc;
 }
@@ -619,13 +643,13 @@ grit_err cluster_describe_node(const cluster_opts *o, const char *name, const ch
                                json_t **out)
 {
     cl k;
-    grit_err rc = cl_open(&k, o, name);
+    grit_err rc = cluster__open(&k, o, name);
     if (rc != GRIT_OK)
         return rc;
     cluster_node n;
     if ((rc = cluster_state_node(k.st, name, node, &n)) == GRIT_OK) {
         static char states[CLUSTER_MAX_NODES + 1][32], reasons[CLUSTER_MAX_NODES + 1][128];
-        slurm_states(&k, states, reasons);
+        cluster__slurm_states(&k, states, reasons);
         const cluster_group *g = &k.spec.groups[k.slot_group[n.slot]];
         json_t *d = node_json(&k, &n, states[n.slot], reasons[n.slot]);
         json_object_set_new(d, "LifeCycleConfig", lifecycle_json(g));
@@ -636,14 +660,14 @@ grit_err cluster_describe_node(const cluster_opts *o, const char *name, const ch
         json_object_set_new(d, "LifeCycleOutput", file_tail(n.lifecycle_log, 4096));
         *out = json_pack("{s:o}", "NodeDetails", d);
     }
-    cl_close(&k);
+    cluster__close(&k);
     return rc;
 }
 
 grit_err cluster_describe(const cluster_opts *o, const char *name, json_t **out)
 {
     cl k;
-    grit_err rc = cl_open(&k, o, name);
+    grit_err rc = cluster__open(&k, o, name);
     if (rc != GRIT_OK)
         return rc;
     cluster_node *nodes = NULL;
@@ -681,7 +705,7 @@ grit_err cluster_describe(const cluster_opts *o, const char *name, json_t **out)
 out:
     free(nodes);
     free(ops);
-    cl_close(&k);
+    cluster__close(&k);
     return rc;
 }
 
@@ -700,7 +724,7 @@ static grit_err pick(cl *k, const char *key, cluster_node *n)
 grit_err cluster_replace_node(const cluster_opts *o, const char *name, const char *key)
 {
     cl k;
-    grit_err rc = cl_open(&k, o, name);
+    grit_err rc = cluster__open(&k, o, name);
     if (rc != GRIT_OK)
         return rc;
     cluster_node old, n;
@@ -712,10 +736,10 @@ grit_err cluster_replace_node(const cluster_opts *o, const char *name, const cha
     char first_id[24];
     sfmt(first_id, sizeof first_id, "%s", first);
     int limit = o->attempts > 0 ? o->attempts : 1;
-    double t0 = wall_now(), tm[3] = {0, 0, 0}, prov = 0;
+    double t0 = cluster__now(), tm[3] = {0, 0, 0}, prov = 0;
     for (int attempt = 1;; attempt++) {
-        say(&k, "replacing n%d (%s), attempt %d of %d", old.slot, old.id, attempt, limit);
-        double ta = wall_now();
+        cluster__say(&k, "replacing n%d (%s), attempt %d of %d", old.slot, old.id, attempt, limit);
+        double ta = cluster__now();
         /* the new node's row and the old one's end in one transaction: a kill leaves one
          * live node in the slot, Pending, and the rerun (replace-node nN) brings it up */
         n = old;
@@ -727,7 +751,7 @@ grit_err cluster_replace_node(const cluster_opts *o, const char *name, const cha
             sfmt(n.status, sizeof n.status, "Pending");
             if ((rc = cluster_state_begin(k.st)) != GRIT_OK)
                 goto out;
-            if ((rc = put(&k, &old, "Terminated", "replaced")) == GRIT_OK)
+            if ((rc = cluster__put(&k, &old, "Terminated", "replaced")) == GRIT_OK)
                 rc = cluster_state_put_node(k.st, name, &n);
             if (rc == GRIT_OK)
                 rc = cluster_state_commit(k.st);
@@ -738,33 +762,33 @@ grit_err cluster_replace_node(const cluster_opts *o, const char *name, const cha
         }
         if ((rc = k.prov->renew(&k.ctx, n.slot)) != GRIT_OK)
             goto out;
-        prov = wall_now() - ta;
-        if ((rc = bring_up(&k, &n, "OnCreate", tm)) != GRIT_OK)
+        prov = cluster__now() - ta;
+        if ((rc = cluster__bring_up(&k, &n, "OnCreate", tm)) != GRIT_OK)
             goto out;
         if (!strcmp(n.status, "Running") || attempt >= limit)
             break;
-        say(&k, "n%d (%s) was not admitted: %s; replacing it again", n.slot, n.id, n.message);
+        cluster__say(&k, "n%d (%s) was not admitted: %s; replacing it again", n.slot, n.id, n.message);
         old = n;
     }
     char detail[512];
     sfmt(detail, sizeof detail, "%s -> %s: %s (provisioning %.2f s, lifecycle %.2f s, health "
          "%.2f s, rejoin %.2f s; total %.2f s)%s%s", first_id, n.id, n.status, prov, tm[0], tm[1],
-         tm[2], wall_now() - t0, n.message[0] ? ": " : "", n.message);
+         tm[2], cluster__now() - t0, n.message[0] ? ": " : "", n.message);
     rc = cluster_state_op_end(k.st, op, !strcmp(n.status, "Running") ? "Succeeded" : "Failed",
                               detail);
     op = 0;
-    say(&k, "n%d: %s", n.slot, detail);
+    cluster__say(&k, "n%d: %s", n.slot, detail);
 out:
     if (op)
         cluster_state_op_end(k.st, op, "Failed", grit_errmsg());
-    cl_close(&k);
+    cluster__close(&k);
     return rc;
 }
 
 grit_err cluster_reboot_node(const cluster_opts *o, const char *name, const char *key)
 {
     cl k;
-    grit_err rc = cl_open(&k, o, name);
+    grit_err rc = cluster__open(&k, o, name);
     if (rc != GRIT_OK)
         return rc;
     cluster_node n;
@@ -772,38 +796,38 @@ grit_err cluster_reboot_node(const cluster_opts *o, const char *name, const char
     if ((rc = pick(&k, key, &n)) != GRIT_OK ||
         (rc = cluster_state_op_begin(k.st, name, "RebootNode", n.id, &op)) != GRIT_OK)
         goto out;
-    double t0 = wall_now();
-    say(&k, "rebooting n%d (%s): its processes end and slurmd starts again", n.slot, n.id);
-    if ((rc = put(&k, &n, "SystemUpdating", "rebooting")) != GRIT_OK ||
+    double t0 = cluster__now();
+    cluster__say(&k, "rebooting n%d (%s): its processes end and slurmd starts again", n.slot, n.id);
+    if ((rc = cluster__put(&k, &n, "SystemUpdating", "rebooting")) != GRIT_OK ||
         (rc = k.prov->stop(&k.ctx, n.slot)) != GRIT_OK)
         goto out;
     char nn[16], detail[160];
     sfmt(nn, sizeof nn, "n%d", n.slot);
     if ((rc = k.prov->start(&k.ctx, n.slot)) == GRIT_OK &&
         (rc = k.prov->wait(&k.ctx, n.slot, 30)) == GRIT_OK) {
-        scontrol(&k, nn, "RESUME", NULL);
-        rc = put(&k, &n, "Running", "");
+        cluster__scontrol(&k, nn, "RESUME", NULL);
+        rc = cluster__put(&k, &n, "Running", "");
     } else {
         sfmt(detail, sizeof detail, "slurmd did not come back: %s", grit_errmsg());
-        rc = put(&k, &n, "Failure", detail);
+        rc = cluster__put(&k, &n, "Failure", detail);
     }
-    sfmt(detail, sizeof detail, "n%d %s in %.1f s", n.slot, n.status, wall_now() - t0);
+    sfmt(detail, sizeof detail, "n%d %s in %.1f s", n.slot, n.status, cluster__now() - t0);
     if (rc == GRIT_OK)
         rc = cluster_state_op_end(k.st, op, !strcmp(n.status, "Running") ? "Succeeded" : "Failed",
                                   detail);
     op = 0;
-    say(&k, "%s", detail);
+    cluster__say(&k, "%s", detail);
 out:
     if (op)
         cluster_state_op_end(k.st, op, "Failed", grit_errmsg());
-    cl_close(&k);
+    cluster__close(&k);
     return rc;
 }
 
 grit_err cluster_update_software(const cluster_opts *o, const char *name)
 {
     cl k;
-    grit_err rc = cl_open(&k, o, name);
+    grit_err rc = cluster__open(&k, o, name);
     if (rc != GRIT_OK)
         return rc;
     cluster_node *nodes = NULL;
@@ -817,7 +841,7 @@ grit_err cluster_update_software(const cluster_opts *o, const char *name)
         /* Running nodes, and those a killed update left SystemUpdating */
         if (strcmp(n->status, "Running") != 0 && strcmp(n->status, "SystemUpdating") != 0)
             continue;
-        if ((rc = put(&k, n, "SystemUpdating", "")) != GRIT_OK)
+        if ((rc = cluster__put(&k, n, "SystemUpdating", "")) != GRIT_OK)
             break;
         int st;
         if ((rc = lifecycle(&k, n, "UpdateSoftware", &st)) != GRIT_OK)
@@ -829,8 +853,8 @@ grit_err cluster_update_software(const cluster_opts *o, const char *name)
                                       "(log %s)", st, n->lifecycle_log);
             failed++;
         }
-        say(&k, "n%d (%s): %s", n->slot, n->id, st ? msg : "software updated");
-        rc = put(&k, n, st ? "Failure" : "Running", msg);
+        cluster__say(&k, "n%d (%s): %s", n->slot, n->id, st ? msg : "software updated");
+        rc = cluster__put(&k, n, st ? "Failure" : "Running", msg);
     }
     char detail[64];
     sfmt(detail, sizeof detail, "%d failed", failed);
@@ -842,6 +866,6 @@ out:
     if (op)
         cluster_state_op_end(k.st, op, "Failed", grit_errmsg());
     free(nodes);
-    cl_close(&k);
+    cluster__close(&k);
     return rc;
 }

@@ -53,6 +53,9 @@ grit_err cluster_list_nodes(const cluster_opts *o, const char *name, json_t **ou
 grit_err cluster_describe_node(const cluster_opts *o, const char *name, const char *node,
                                json_t **out);
 
+/* Group sizes (InstanceCount, WarmSpares) changed to those of spec_path: new nodes
+ * created and admitted; removed ones drained, their jobs waited for, then removed. */
+grit_err cluster_update(const cluster_opts *o, const char *name, const char *spec_path);
 /* Runs every group's OnCreate again on its Running nodes. */
 grit_err cluster_update_software(const cluster_opts *o, const char *name);
 /* node: a NodeId or a Slurm name (n3). */

@@ -58,10 +58,38 @@ static void make_env(const cluster_ctx *c, local_env *e)
     e->p[k] = NULL;
 }
 
-/* Runs the script with args; a non-zero exit is an error quoting the log. */
+/* Runs the script with args (and extra "K=V" variables); a non-zero exit is an error
+ * naming the log. */
+static grit_err script_env(const cluster_ctx *c, const char *what, double timeout_s,
+                           char *const extra[], char *a1)
+{
+    local_env e;
+    make_env(c, &e);
+    char *env[20];
+    int m = 0;
+    for (int i = 0; e.p[i]; i++)
+        env[m++] = e.p[i];
+    for (int i = 0; extra && extra[i] && m < 19; i++)
+        env[m++] = extra[i];
+    env[m] = NULL;
+    char log[PATH_MAX + 32];
+    sfmt(log, sizeof log, "%s/logs/provider.log", c->dir);
+    char *argv[] = {(char *)c->script, (char *)what, a1, NULL, NULL};
+    int st;
+    grit_err rc = cluster_run(argv, env, log, NULL, timeout_s, &st);
+    if (rc != GRIT_OK)
+        return rc;
+    if (st != 0)
+        return grit_errf(GRIT_EIO, "local provider: %s %s failed (exit %d; see %s)", what,
+                         a1 ? a1 : "", st, log);
+    return GRIT_OK;
+}
+
 static grit_err script(const cluster_ctx *c, const char *what, double timeout_s, char *a1,
                        char *a2, char *a3)
 {
+    if (!a2)
+        return script_env(c, what, timeout_s, NULL, a1);
     local_env e;
     make_env(c, &e);
     char log[PATH_MAX + 32];
@@ -73,7 +101,7 @@ static grit_err script(const cluster_ctx *c, const char *what, double timeout_s,
         return rc;
     if (st != 0)
         return grit_errf(GRIT_EIO, "local provider: %s %s %s failed (exit %d; see %s)", what,
-                         a1 ? a1 : "", a2 ? a2 : "", st, log);
+                         a1 ? a1 : "", a2, st, log);
     return GRIT_OK;
 }
 
@@ -160,6 +188,22 @@ static grit_err local_exec(const cluster_ctx *c, int slot, char *const argv[], c
     return cluster_run(full, all, log, NULL, timeout_s, status);
 }
 
+static grit_err local_remove(const cluster_ctx *c, int slot)
+{
+    char n[16];
+    sfmt(n, sizeof n, "n%d", slot);
+    return script(c, "remove-node", 60, n, NULL, NULL);
+}
+
+static grit_err local_reconfigure(const cluster_ctx *c)
+{
+    char lay[PATH_MAX + 32], nodes[48];
+    sfmt(lay, sizeof lay, "GRIT_SLURM_LAYOUT_NEW=%s", c->layout);
+    sfmt(nodes, sizeof nodes, "GRIT_SLURM_NODES_NEW=%d", c->nslots);
+    char *extra[] = {lay, nodes, NULL};
+    return script_env(c, "reconfigure", 120, extra, NULL);
+}
+
 static void local_addr(const cluster_ctx *c, int slot, char *buf, size_t cap)
 {
     sfmt(buf, cap, "%s.%d", c->spec->subnet, 10 + slot);
@@ -174,5 +218,7 @@ const cluster_provider cluster_provider_local = {
     .start = local_start,
     .stop = local_stop,
     .wait = local_wait,
+    .remove = local_remove,
+    .reconfigure = local_reconfigure,
     .addr = local_addr,
 };

@@ -41,6 +41,10 @@ typedef struct cluster_provider {
     grit_err (*start)(const cluster_ctx *c, int slot);
     grit_err (*stop)(const cluster_ctx *c, int slot);
     grit_err (*wait)(const cluster_ctx *c, int slot, int seconds);
+    /* the node in slot gone for good (processes, namespace) */
+    grit_err (*remove)(const cluster_ctx *c, int slot);
+    /* the layout file and nslots changed: nodes added to or removed from Slurm */
+    grit_err (*reconfigure)(const cluster_ctx *c);
     /* the address other nodes reach slot at (buf of cap bytes) */
     void (*addr)(const cluster_ctx *c, int slot, char *buf, size_t cap);
 } cluster_provider;
