@@ -15,6 +15,10 @@
 #   resume     1 controller + 4 workers + 1 spare; `grit cluster create` SIGKILLed mid-
 #              create, then run again: converges (6 nodes Running, one NodeId per slot,
 #              one slurmd per worker, 5 idle in sinfo, one bridge, 6 namespaces).
+#   scale      1 controller + 2 workers; update to 4 workers SIGKILLed mid-way and run
+#              again: converges (4 idle, one NodeId per slot, one slurmd each); a 4-node job
+#              runs while update shrinks to 2: the job completes, then n4/n5 are removed
+#              (not in Slurm, no namespace, rows Terminated).
 #   heal       1 controller + 4 workers + 1 warm spare; a training job (sbatch -N 5,
 #              srun --auto-resume=1 grit train, 4 ranks + the spare, 80 steps) loses worker n3
 #              mid-run (every process SIGKILLed): the job resumes on the spare and ends
@@ -202,6 +206,39 @@ resume)
   [ "$(ip -o link show type bridge | grep -c "$bridge")" = 1 ] || fail "bridges: $(ip -o link show type bridge)"
   [ "$(pgrep -fc "cluster --state $state .*agent $name" || true)" = 1 ] || fail "expected exactly one agent"
   ok "resume: create killed mid-way, run again: 6 nodes Running, nothing duplicated"
+  delete_and_check
+  ;;
+
+scale)
+  spec 2 0
+  "${G[@]}" create "$tmp/spec.json" || fail "create failed"
+  cp "$tmp/spec.json" "$tmp/spec2.json"
+  spec 4 0
+  "${G[@]}" update "$name" "$tmp/spec.json" > "$tmp/up1.out" 2>&1 &
+  bg=$!
+  wait_for 60 'grep -q "n4 (.*): Running" "$tmp/up1.out"' || fail "update did not get to n4"
+  kill -9 "$bg"; wait "$bg" 2> /dev/null || true; bg=""
+  echo "killed update with $(sqlite3 -cmd ".timeout 10000" "$state/state.db" "select count(*) from nodes where status = 'Pending'") node(s) Pending"
+  "${G[@]}" update "$name" "$tmp/spec.json" || fail "the second update failed"
+  [ "$(sqlite3 -cmd ".timeout 10000" "$state/state.db" "select count(*), count(distinct slot), sum(status = 'Running') from nodes where status != 'Terminated'")" = "5|5|5" ] ||
+    fail "after resumed scale-up: $(sqlite3 "$state/state.db" 'select slot, id, status from nodes')"
+  [ "$(sinfo -h -N -o '%N %T' | grep -c ' idle$')" = 4 ] || fail "sinfo after scale-up: $(sinfo -h -N -o '%N %T')"
+  for i in 2 3 4 5; do
+    k=$(for p in $("$lc" node-pids "n$i"); do cat "/proc/$p/comm" 2> /dev/null; done | grep -c '^slurmd$' || true)
+    [ "$k" = 1 ] || fail "n$i runs $k slurmd, expected 1"
+  done
+  [ "$fails" -eq 0 ] && ok "scale: 2 -> 4 workers, killed mid-way and run again: 4 idle, nothing duplicated"
+  jid=$(sbatch --parsable -N 4 -o /dev/null --wrap="sleep 8")
+  wait_for 20 'test "$(squeue -h -j "$jid" -o %T)" = RUNNING' || fail "the job did not start"
+  "${G[@]}" update "$name" "$tmp/spec2.json" || fail "scale-down failed"
+  js=$(scontrol show job "$jid" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+  [ "$js" = COMPLETED ] || fail "scale-down: the running job ended $js, expected COMPLETED (waited for)"
+  [ "$(sinfo -h -N -o '%N' | sort | tr '\n' ' ')" = "n2 n3 " ] || fail "scale-down: Slurm nodes $(sinfo -h -N -o '%N %T')"
+  [ -z "$(ip netns list | grep -E "^$bridge-n[45]( |$)")" ] || fail "scale-down: namespaces of n4/n5 left: $(ip netns list)"
+  [ "$(sqlite3 -cmd ".timeout 10000" "$state/state.db" "select group_concat(status) from nodes where slot in (4, 5)")" = "Terminated,Terminated" ] ||
+    fail "scale-down: rows $(sqlite3 "$state/state.db" 'select slot, status from nodes')"
+  "${G[@]}" describe "$name" | grep -q "UpdateCluster .*Succeeded .*workers nodes: 4 -> 2" || fail "describe lacks the scale-down"
+  [ "$fails" -eq 0 ] && ok "scale: 4 -> 2 workers while a job ran: the job completed, n4/n5 removed"
   delete_and_check
   ;;
 
