@@ -12,8 +12,10 @@
 #   detect_s     fault -> the agent's DetectNode; provision_s (fresh namespace, old
 #                processes ended), lifecycle_s, health_s, rejoin_s (slurmd registered,
 #                RESUME), total_s fault -> ReplaceNode ended
+#   scale_up_s   `grit cluster update` 4 -> 8 workers (4 new nodes created and admitted,
+#                Slurm reconfigured)
+#   scale_down_s `grit cluster update` 8 -> 4 workers (idle: drained and removed at once)
 #   delete_s     `grit cluster delete` (nothing left)
-# Scaling (update) is not implemented yet: no number for 4 -> 8 workers.
 # Prints one line per measurement and the medians. The machine is shared: repeat, compare
 # medians.
 set -euo pipefail
@@ -46,6 +48,7 @@ cat > "$tmp/spec.json" << EOF
    "InstanceCount": 4, "WarmSpares": 1,
    "LifeCycleConfig": {"SourceS3Uri": "lc", "OnCreate": "on_create.sh"}}]}
 EOF
+sed 's/"InstanceCount": 4, "WarmSpares": 1/"InstanceCount": 8, "WarmSpares": 1/' "$tmp/spec.json" > "$tmp/spec8.json"
 now() { date +%s.%N; }
 node_id() { sqlite3 -cmd ".timeout 10000" "$state/state.db" "select id from nodes where slot = $1 and status != 'Terminated'"; }
 # replacement NODE FAULT_TIME OLD_ID KIND: waits, then prints the split
@@ -82,6 +85,12 @@ for r in $(seq "$reps"); do
     if [ $kind = crash ]; then "$lc" kill-node $n 2> /dev/null; else scontrol update nodename=$n state=fail reason="Action:Replace"; fi
     replacement $n "$t" "$old" $kind | tee -a "$out"
   done
+  t=$(now)
+  "${G[@]}" update "$name" "$tmp/spec8.json"
+  printf 'scale   scale_up_s %.2f\n' "$(echo "$(now) - $t" | bc)" | tee -a "$out"
+  t=$(now)
+  "${G[@]}" update "$name" "$tmp/spec.json"
+  printf 'scale   scale_down_s %.2f\n' "$(echo "$(now) - $t" | bc)" | tee -a "$out"
   t=$(now)
   "${G[@]}" delete "$name"
   printf 'delete  delete_s %.2f\n' "$(echo "$(now) - $t" | bc)" | tee -a "$out"
