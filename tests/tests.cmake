@@ -187,6 +187,6 @@ endforeach()
 foreach(scenario lifecycle resume scale heal)
   add_test(NAME integration.cluster.${scenario}
     COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/cluster.sh $<TARGET_FILE:grit> ${scenario})
-  set_tests_properties(integration.cluster.${scenario} PROPERTIES TIMEOUT 300
+  set_tests_properties(integration.cluster.${scenario} PROPERTIES TIMEOUT 600
     LABELS "integration;cluster" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 endforeach()

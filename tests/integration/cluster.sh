@@ -26,6 +26,8 @@
 #              new NodeId) and it is idle again; then Action:Replace and Action:Reboot
 #              set by hand with scontrol are acted on; describe shows it all.
 # Exit 77 (skipped, said loudly): not root, no Slurm/munge, no namespaces/bridges.
+# The waits of a failing run add up to less than the CTest timeout, so the trap (delete
+# and the removal of the temp folder) always runs.
 set -euo pipefail
 grit=$(realpath "$1") scenario=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -96,8 +98,8 @@ id_of() { "${G[@]}" --json describe-node "$name" "$1" | python3 -c 'import json,
 slurm_state() { sinfo -h -N -n "$1" -o '%T' 2> /dev/null | head -1; }
 # wait_for SECONDS 'SHELL CONDITION': until it holds (evaluated anew each time)
 wait_for() {
-  local t=$1; shift
-  for _ in $(seq $((t * 5))); do eval "$1" > /dev/null 2>&1 && return 0; sleep 0.2; done
+  local end=$((SECONDS + $1)); shift
+  while [ "$SECONDS" -lt "$end" ]; do eval "$1" > /dev/null 2>&1 && return 0; sleep 0.2; done
   return 1
 }
 
@@ -268,7 +270,8 @@ EOF
   wait_for 90 'test "$(grep -c "\"step\"" "$run/metrics.jsonl" 2> /dev/null)" -ge 10' || fail "heal: training did not start"
   "$lc" kill-node n3
   echo "n3 killed at step $(grep -c '"step"' "$run/metrics.jsonl")"
-  for _ in $(seq 300); do
+  end=$((SECONDS + 150))
+  while [ "$SECONDS" -lt "$end" ]; do
     js=$(scontrol show job "$jid" 2> /dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
     case $js in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) break ;; esac
     sleep 0.5
@@ -277,8 +280,8 @@ EOF
   cmp -s "$tmp/ref/model.safetensors" "$run/model.safetensors" || fail "heal: final weights differ from the fault-free run"
   grep -q '"event":"cordon","node":"n3"' "$run/events.jsonl" || fail "heal: grit launch did not cordon n3"
   # the agent: n3 replaced (a new NodeId under the same name), idle again
-  wait_for 60 'test "$(id_of n3)" != "$old3"' || fail "heal: the agent did not replace n3"
-  wait_for 60 'test "$(status_of n3)" = Running' || fail "heal: n3 is $(status_of n3) after the agent"
+  wait_for 30 'test "$(id_of n3)" != "$old3"' || fail "heal: the agent did not replace n3"
+  wait_for 30 'test "$(status_of n3)" = Running' || fail "heal: n3 is $(status_of n3) after the agent"
   wait_for 30 'test "$(slurm_state n3)" = idle' || fail "heal: n3 is '$(slurm_state n3)' in Slurm after the agent"
   d=$("${G[@]}" describe "$name")
   grep -q "DetectNode .*n3: Slurm state" <<< "$d" && grep -q "ReplaceNode *$old3 .*Succeeded .*provisioning" <<< "$d" ||
@@ -294,9 +297,9 @@ assert g["CurrentCount"] == 4 and g["CurrentWarmSpares"] == 1, g' <<< "$("${G[@]
   old4=$(id_of n4)
   scontrol update nodename=n4 state=fail reason="Action:Replace"
   scontrol update nodename=n2 state=drain reason="Action:Reboot"
-  wait_for 60 'test "$(id_of n4)" != "$old4"' || fail "Action:Replace on n4 was not acted on"
-  wait_for 60 'test "$(slurm_state n4)" = idle' || fail "n4 is '$(slurm_state n4)' after Action:Replace"
-  wait_for 60 'test "$(slurm_state n2)" = idle' || fail "n2 is '$(slurm_state n2)' after Action:Reboot"
+  wait_for 30 'test "$(id_of n4)" != "$old4"' || fail "Action:Replace on n4 was not acted on"
+  wait_for 30 'test "$(slurm_state n4)" = idle' || fail "n4 is '$(slurm_state n4)' after Action:Replace"
+  wait_for 30 'test "$(slurm_state n2)" = idle' || fail "n2 is '$(slurm_state n2)' after Action:Reboot"
   "${G[@]}" describe "$name" | grep -q "RebootNode .*Succeeded" || fail "no RebootNode operation for Action:Reboot"
   [ "$fails" -eq 0 ] && ok "Action:Replace (n4 $old4 -> $(id_of n4)) and Action:Reboot (n2) acted on"
   if [ "$fails" -ne 0 ]; then
