@@ -23,6 +23,7 @@ PKGS=(
   swift swift-proxy swift-account swift-container swift-object python3-swift memcached awscli  # S3 tests: a real S3 server (scripts/s3-local.sh), awscli as an independent client
   bc time                            # bench/s3.sh arithmetic and CPU accounting
   slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev libpmix-dev # Slurm: spank_grit.so, --backend slurm, scripts/slurm-local-cluster.sh
+  libsqlite3-dev iproute2 util-linux # grit cluster: durable state (SQLite); network namespaces, nsenter/unshare
 )
 # npm ships inside nodesource's nodejs; Debian packages it separately.
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)

@@ -16,6 +16,19 @@
 #   slurm-local-cluster.sh heal-node N    netns mode: connect it again (veth up)
 #   slurm-local-cluster.sh node-addr N    the address other nodes reach node N at
 #   slurm-local-cluster.sh node-pids N    host PIDs of node N's processes
+#   slurm-local-cluster.sh node-exec N CMD...  netns mode: run CMD as root "in" node N (its
+#                                         network namespace, host name and hosts file)
+#   slurm-local-cluster.sh renew-node N   netns mode: node N stopped, its namespace and veth
+#                                         made again (a fresh machine at the same address;
+#                                         a fault-node mark stays, to test a bad replacement)
+#   slurm-local-cluster.sh wait-node N S  until slurmctld sees node N up (S seconds at most)
+#   slurm-local-cluster.sh ping           exit 0 when this directory's slurmctld answers
+#   slurm-local-cluster.sh reconfigure    layout mode: GRIT_SLURM_LAYOUT and GRIT_SLURM_NODES
+#                                         read again (nodes added or removed): slurm.conf and
+#                                         hosts rewritten, namespaces of new nodes made,
+#                                         slurmctld restarted, slurmds told to reread
+#   slurm-local-cluster.sh remove-node N  layout mode: node N stopped, its namespace and veth
+#                                         removed (before a reconfigure without it)
 #
 # Settings (read by start, remembered in $DIR/cluster.env for the other commands):
 #   GRIT_SLURM_DIR   state, config and logs (default /tmp/grit-slurm)
@@ -30,6 +43,15 @@
 #                    host-side veths "BRIDGE-nI" (default gritbr0, at most 11 characters)
 #   GRIT_SLURM_SUBNET  netns mode: first three octets of a /24 that nothing on this
 #                    machine uses (default 10.77.0): bridge .1, node i at .(10+i)
+#   GRIT_SLURM_LAYOUT  netns mode, optional: a file of lines "nI ROLE GROUP FEATURES"
+#                    (grit cluster writes it from its spec). ROLE controller: slurmctld runs
+#                    in that node; login: no daemon; worker: a slurmd with Features=FEATURES
+#                    (comma list) in partition GROUP (the first worker group is the default);
+#                    absent: a slot with no node (no namespace, not in slurm.conf).
+#                    Without it: slurmctld on the host side of the bridge, all nodes workers
+#                    in partition debug.
+#   GRIT_SLURM_DEFER 1: start brings up the network, munge and slurmctld but no slurmd (the
+#                    caller prepares each node, then start-node)
 #
 # Design: every node is `slurmd -D -N nI` (Debian's slurmd supports several per host)
 # in its own PID and mount namespace (unshare), so a node crashes or freezes as a unit.
@@ -71,12 +93,23 @@ PLUGIN_ARGS=${GRIT_SLURM_PLUGIN_ARGS:-}
 NET=${GRIT_SLURM_NET:-local}
 BRIDGE=${GRIT_SLURM_BRIDGE:-gritbr0}
 SUBNET=${GRIT_SLURM_SUBNET:-10.77.0}
+LAYOUT=${GRIT_SLURM_LAYOUT:-}
+DEFER=${GRIT_SLURM_DEFER:-0}
 CONF=$DIR/etc/slurm.conf
 MSOCK=$DIR/munge/socket
 export SLURM_CONF=$CONF
 
 say() { printf 'slurm-local-cluster: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
+# layout: field F (2 role, 3 group, 4 features) of node N; role worker without a layout
+layout_field() {
+  local v=""
+  [ -n "$LAYOUT" ] && v=$(awk -v n="$1" -v f="$2" '$1 == n { print $f; exit }' "$LAYOUT")
+  if [ -z "$v" ] && [ "$2" = 2 ]; then v=worker; fi
+  echo "$v"
+}
+ctl_node() { [ -n "$LAYOUT" ] && awk '$2 == "controller" { print $1; exit }' "$LAYOUT"; return 0; }
+workers() { local i; for i in $(seq "$NODES"); do [ "$(layout_field "n$i" 2)" = worker ] && echo "n$i"; done; return 0; }
 is_node() { [[ ${1:-} =~ ^n([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -ge 1 ] && [ "${BASH_REMATCH[1]}" -le "$NODES" ]; }
 need_node() {
   [ -f "$DIR/cluster.env" ] || die "no cluster runs in $DIR (start it, or set GRIT_SLURM_DIR)"
@@ -112,12 +145,20 @@ detach() {
 # node_addr N: where the others reach node N; node_ns N: its network namespace, also the
 # name of the host end of its veth pair (inside the namespace the other end is eth0)
 node_addr() { if [ "$NET" = netns ]; then echo "$SUBNET.$((10 + ${1#n}))"; else echo 127.0.0.1; fi; }
-ctl_addr() { if [ "$NET" = netns ]; then echo "$SUBNET.1"; else echo 127.0.0.1; fi; }
+ctl_addr() {
+  local c
+  c=$(ctl_node)
+  if [ -n "$c" ]; then node_addr "$c"; elif [ "$NET" = netns ]; then echo "$SUBNET.1"; else echo 127.0.0.1; fi
+}
 node_ns() { echo "$BRIDGE-$1"; }
 NODE_IF=eth0
 
 check_net_settings() {
   [ "$NET" = local ] || [ "$NET" = netns ] || die "GRIT_SLURM_NET: expected local or netns, got '$NET'"
+  if [ -n "$LAYOUT" ]; then
+    [ "$NET" = netns ] || die "GRIT_SLURM_LAYOUT needs GRIT_SLURM_NET=netns"
+    [ -f "$LAYOUT" ] || die "GRIT_SLURM_LAYOUT: $LAYOUT: no such file"
+  fi
   [ "$NET" = netns ] || return 0
   [[ $BRIDGE =~ ^[a-z][a-z0-9]{0,10}$ ]] || die "GRIT_SLURM_BRIDGE: expected 1..11 lower-case letters and digits, starting with a letter, got '$BRIDGE'"
   [[ $SUBNET =~ ^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$ ]] &&
@@ -141,19 +182,31 @@ net_up() {
   [ "$NET" = netns ] || return 0
   echo "GRIT_SLURM_NET=netns GRIT_SLURM_BRIDGE=$BRIDGE GRIT_SLURM_SUBNET=$SUBNET" > "$DIR/net.env"
   ip link add "$BRIDGE" type bridge || die "cannot create bridge $BRIDGE"
-  ip addr add "$(ctl_addr)/24" dev "$BRIDGE"
+  ip addr add "$SUBNET.1/24" dev "$BRIDGE" # the host side; also the controller without a layout
   ip link set "$BRIDGE" up
-  local i n ns
+  local i
   for i in $(seq "$NODES"); do
-    n=n$i ns=$(node_ns "n$i")
-    ip netns add "$ns" || die "cannot create network namespace $ns"
-    ip link add "$ns" type veth peer name "$NODE_IF" netns "$ns" || die "cannot create veth $ns"
-    ip -n "$ns" addr add "$(node_addr "$n")/24" dev "$NODE_IF"
-    ip -n "$ns" link set lo up
-    ip -n "$ns" link set "$NODE_IF" up
-    ip link set "$ns" master "$BRIDGE"
-    ip link set "$ns" up
+    [ "$(layout_field "n$i" 2)" = absent ] || node_net_up "n$i"
   done
+}
+node_net_up() {
+  local n=$1 ns
+  ns=$(node_ns "$n")
+  ip netns add "$ns" || die "cannot create network namespace $ns"
+  ip link add "$ns" type veth peer name "$NODE_IF" netns "$ns" || die "cannot create veth $ns"
+  ip -n "$ns" addr add "$(node_addr "$n")/24" dev "$NODE_IF"
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link set "$NODE_IF" up
+  ip link set "$ns" master "$BRIDGE"
+  ip link set "$ns" up
+}
+# a fresh network for node N: its namespace and veth removed and made again
+node_net_renew() {
+  local ns
+  ns=$(node_ns "$1")
+  if [ -e "/run/netns/$ns" ]; then ip netns del "$ns" || die "could not remove network namespace $ns"; fi
+  ip link del "$ns" 2> /dev/null || true
+  node_net_up "$1"
 }
 
 # Removes every namespace and link named BRIDGE or BRIDGE-nI (with the names from
@@ -176,15 +229,29 @@ write_conf() {
   mkdir -p "$DIR"/{etc,state,spool,tmp,log,pids,faults}
   local i nodes="" hosts
   hosts="127.0.0.1 localhost $(hostname -s 2> /dev/null || true)"$'\n'"$(ctl_addr) gritctl"$'\n'
+  local feat parts="" g gs="" ctl ctlhost=localhost
   for i in $(seq "$NODES"); do
     mkdir -p "$DIR/spool/n$i" "$DIR/tmp/n$i"
     if [ "$NET" = netns ]; then
-      nodes+="NodeName=n$i NodeHostname=n$i NodeAddr=$(node_addr "n$i") Port=$((PORT + i)) CPUs=$CPUS RealMemory=1000 State=UNKNOWN"$'\n'
       hosts+="$(node_addr "n$i") n$i"$'\n'
+      [ "$(layout_field "n$i" 2)" = worker ] || continue
+      feat=$(layout_field "n$i" 4)
+      nodes+="NodeName=n$i NodeHostname=n$i NodeAddr=$(node_addr "n$i") Port=$((PORT + i)) CPUs=$CPUS RealMemory=1000${feat:+ Features=$feat} State=UNKNOWN"$'\n'
     else
       nodes+="NodeName=n$i NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((PORT + i)) CPUs=$CPUS RealMemory=1000 State=UNKNOWN"$'\n'
     fi
   done
+  if [ -n "$LAYOUT" ]; then
+    # a partition per worker group, named after it; the first is the default
+    for g in $(awk '$2 == "worker" { print $3 }' "$LAYOUT" | awk '!seen[$0]++'); do
+      parts+="PartitionName=$g Nodes=$(awk -v g="$g" '$2 == "worker" && $3 == g { printf "%s%s", s, $1; s = "," }' "$LAYOUT")${gs:- Default=YES} MaxTime=INFINITE State=UP"$'\n'
+      gs=" "
+    done
+  else
+    parts="PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP"$'\n'
+  fi
+  ctl=$(ctl_node)
+  [ -n "$ctl" ] && ctlhost=$ctl
   if [ "$NET" = netns ]; then
     # names resolve from this file, never from the machine's resolver
     printf '%s' "$hosts" > "$DIR/etc/hosts"
@@ -217,7 +284,7 @@ EOF
   cat > "$CONF" <<EOF
 # written by grit scripts/slurm-local-cluster.sh ($NODES nodes)
 ClusterName=gritlocal
-SlurmctldHost=localhost($(ctl_addr))
+SlurmctldHost=$ctlhost($(ctl_addr))
 SlurmctldPort=$PORT
 SlurmdPort=$((PORT + 1))
 SlurmUser=root
@@ -252,7 +319,7 @@ MessageTimeout=5
 InactiveLimit=0
 KillWait=2
 MinJobAge=300
-${nodes}PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+${nodes}${parts}
 EOF
 }
 
@@ -282,6 +349,12 @@ ctld_start() {
   # mount namespace with the cluster's hosts file
   [ "$NET" = netns ] && argv=(unshare --mount --propagation private sh -c \
     'mount --bind "$0/etc/hosts" /etc/hosts && exec slurmctld -D -i' "$DIR")
+  # a controller node of the layout: slurmctld in that node's namespaces, under its name
+  local c
+  c=$(ctl_node)
+  [ -n "$c" ] && argv=(nsenter --net="/run/netns/$(node_ns "$c")" unshare --mount --uts --propagation private \
+    sh -c 'hostname "$1" && mount --bind "$0/etc/hosts" /etc/hosts &&
+      mount --bind "$0/etc/resolv.conf" /etc/resolv.conf && exec slurmctld -D -i' "$DIR" "$c")
   PIDFILE=$DIR/pids/slurmctld.host.pid LOGFILE=$DIR/log/slurmctld.out detach "${argv[@]}"
   local i
   for i in $(seq 100); do
@@ -299,6 +372,7 @@ ctld_start() {
 # cluster's hosts file and an empty resolv.conf.
 node_start() {
   local n=$1
+  [ "$(layout_field "$n" 2)" = worker ] || die "$n is a $(layout_field "$n" 2) node of the layout: it runs no slurmd"
   node_init "$n" > /dev/null && return 0
   mkdir -p "$DIR/spool/$n" "$DIR/tmp/$n"
   if [ "$NET" = netns ]; then
@@ -345,10 +419,11 @@ node_kill() {
 }
 
 wait_idle() {
-  local i states
+  local i states want
+  want=$(workers | wc -l)
   for i in $(seq 300); do
     states=$(sinfo -h -N -o '%N %T' 2>/dev/null | sort -u)
-    if [ "$(grep -cE ' (idle|mixed|allocated|drained|draining)$' <<< "$states")" -ge "$NODES" ]; then
+    if [ "$(grep -cE ' (idle|mixed|allocated|drained|draining)$' <<< "$states")" -ge "$want" ]; then
       return 0
     fi
     sleep 0.2
@@ -377,14 +452,23 @@ do_start() {
   [ -f "$DIR/net.env" ] && die "$DIR/net.env: a network of an earlier cluster may be left (run stop first)"
   rm -rf "$DIR"/{state,spool,tmp,pids,log,faults}
   write_conf
+  if [ -n "$LAYOUT" ]; then
+    cp "$LAYOUT" "$DIR/etc/layout" # the copy outlives the caller's file
+    LAYOUT=$DIR/etc/layout
+  fi
   cat > "$DIR/cluster.env" <<EOF
 GRIT_SLURM_NODES=$NODES GRIT_SLURM_PORT=$PORT GRIT_SLURM_CPUS=$CPUS
 GRIT_SLURM_NET=$NET GRIT_SLURM_BRIDGE=$BRIDGE GRIT_SLURM_SUBNET=$SUBNET
+GRIT_SLURM_LAYOUT=$LAYOUT
 EOF
   net_up
   munge_start
   ctld_start
-  for i in $(seq "$NODES"); do node_start "n$i"; done
+  if [ "$DEFER" = 1 ]; then
+    say "up: network, munge and slurmctld ($NODES nodes, none started) in $((SECONDS - t0)) s"
+    return 0
+  fi
+  for n in $(workers); do node_start "$n"; done
   wait_idle || die "cluster did not become idle (logs in $DIR/log)"
   say "up: $NODES nodes ($NET network) in $((SECONDS - t0)) s; export SLURM_CONF=$CONF"
 }
@@ -430,14 +514,15 @@ do_status() {
   local p i
   echo "dir $DIR  SLURM_CONF=$CONF"
   if [ "$NET" = netns ]; then
-    echo "net netns: bridge $BRIDGE $(ctl_addr)/24 ($(ip link show "$BRIDGE" > /dev/null 2>&1 && echo present || echo missing))"
+    echo "net netns: bridge $BRIDGE $SUBNET.1/24 ($(ip link show "$BRIDGE" > /dev/null 2>&1 && echo present || echo missing))"
   else
     echo "net local: every node on 127.0.0.1"
   fi
   if p=$(pidof_file "$DIR/munge/munged.pid" "$MSOCK"); then echo "munged     pid $p"; else echo "munged     down"; fi
   if p=$(pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld); then echo "slurmctld  pid $p"; else echo "slurmctld  down"; fi
   for i in $(seq "$NODES"); do
-    if p=$(node_init "n$i"); then echo -n "n$i         up ($(node_pids "n$i" | wc -l) processes)"; else echo -n "n$i         down"; fi
+    if [ "$(layout_field "n$i" 2)" != worker ]; then echo -n "n$i         $(layout_field "n$i" 2) node"
+    elif p=$(node_init "n$i"); then echo -n "n$i         up ($(node_pids "n$i" | wc -l) processes)"; else echo -n "n$i         down"; fi
     if [ "$NET" = netns ]; then
       if ip -o link show "$(node_ns "n$i")" 2> /dev/null | grep -q '[<,]UP[,>]'; then
         echo "  $(node_addr "n$i")"
@@ -483,6 +568,61 @@ case $cmd in
       ip link set "$(node_ns "$1")" up; say "$1 healed"
     fi ;;
   node-addr) need_node "${1:-}"; node_addr "$1" ;;
+  node-exec)
+    need_node "${1:-}"
+    [ "$NET" = netns ] || die "node-exec needs a cluster started with GRIT_SLURM_NET=netns"
+    n=$1; shift
+    [ $# -gt 0 ] || die "node-exec NODE CMD...: no command"
+    # a node marked with fault-node fails its grit health here too (admission checks)
+    [ -s "$DIR/faults/$n" ] && export GRIT_HEALTH_FAULT="$(cat "$DIR/faults/$n")"
+    exec nsenter --net="/run/netns/$(node_ns "$n")" unshare --mount --uts --propagation private \
+      sh -c 'hostname "$1" && mount --bind "$2/etc/hosts" /etc/hosts &&
+        mount --bind "$2/etc/resolv.conf" /etc/resolv.conf || exit 125; shift 2; exec "$@"' \
+      gritnode "$n" "$DIR" "$@" ;;
+  renew-node)
+    need_node "${1:-}"
+    [ "$NET" = netns ] || die "renew-node needs a cluster started with GRIT_SLURM_NET=netns"
+    node_kill "$1"
+    node_net_renew "$1"
+    rm -rf "${DIR:?}/spool/$1" "${DIR:?}/tmp/$1" # a fault-node mark stays with the slot
+    mkdir -p "$DIR/spool/$1" "$DIR/tmp/$1"
+    say "$1 renewed (stopped, fresh network namespace)" ;;
+  wait-node)
+    need_node "${1:-}"
+    [[ ${2:-30} =~ ^[0-9]+$ ]] || die "wait-node NODE SECONDS: expected a number of seconds, got '$2'"
+    for _ in $(seq $((${2:-30} * 5))); do
+      st=$(sinfo -h -N -n "$1" -o '%T' 2> /dev/null | head -1)
+      case $st in idle | mixed | allocated | completing | drained | draining | reserved) exit 0 ;; esac
+      sleep 0.2
+    done
+    die "$1 is not up after ${2:-30} s (state '${st:-?}')" ;;
+  reconfigure)
+    [ -f "$DIR/cluster.env" ] || die "no cluster runs in $DIR"
+    [ -n "${GRIT_SLURM_LAYOUT_NEW:-}" ] || die "reconfigure: set GRIT_SLURM_LAYOUT_NEW to the new layout"
+    [ -f "$GRIT_SLURM_LAYOUT_NEW" ] || die "reconfigure: $GRIT_SLURM_LAYOUT_NEW: no such file"
+    [[ ${GRIT_SLURM_NODES_NEW:-} =~ ^[0-9]+$ ]] && [ "$GRIT_SLURM_NODES_NEW" -ge 1 ] && [ "$GRIT_SLURM_NODES_NEW" -le 32 ] ||
+      die "reconfigure: GRIT_SLURM_NODES_NEW: expected 1..32, got '${GRIT_SLURM_NODES_NEW:-}'"
+    cp "$GRIT_SLURM_LAYOUT_NEW" "$DIR/etc/layout"
+    LAYOUT=$DIR/etc/layout NODES=$GRIT_SLURM_NODES_NEW
+    sed -i "s/^GRIT_SLURM_NODES=[0-9]*/GRIT_SLURM_NODES=$NODES/" "$DIR/cluster.env"
+    write_conf # hosts rewritten in place: the nodes' bind mounts see it
+    for i in $(seq "$NODES"); do
+      [ "$(layout_field "n$i" 2)" = absent ] && continue
+      [ -e "/run/netns/$(node_ns "n$i")" ] || node_net_up "n$i"
+    done
+    if p=$(pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld); then end_pid "$p"; fi
+    ctld_start # node definitions change only with a restart; state (jobs) is kept
+    scontrol reconfigure > /dev/null 2>&1 || true
+    say "reconfigured: $NODES slots" ;;
+  remove-node)
+    need_node "${1:-}"
+    node_kill "$1"
+    ns=$(node_ns "$1")
+    if [ -e "/run/netns/$ns" ]; then ip netns del "$ns" || die "could not remove network namespace $ns"; fi
+    ip link del "$ns" 2> /dev/null || true
+    say "$1 removed" ;;
+  ping) [ -f "$DIR/cluster.env" ] && pidof_file "$DIR/pids/slurmctld.host.pid" slurmctld > /dev/null &&
+    scontrol ping 2> /dev/null | grep -q 'is UP' ;;
   node-pids) need_node "${1:-}"; node_pids "$1" ;;
   help | -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
   *) say "unknown command '$cmd' (try --help)"; exit 2 ;;

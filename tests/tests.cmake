@@ -293,6 +293,15 @@ foreach(scenario options kill freeze health requeue partition)
   set_tests_properties(integration.slurm.${scenario} PROPERTIES TIMEOUT 240
     LABELS "integration;slurm" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 endforeach()
+# grit cluster (src/cluster, local provider): each scenario makes its own cluster of
+# network-namespace hosts on a private bridge (gcltest0, 10.79.60.0/24) with real Slurm,
+# so they run serially. Exit 77: skipped (not root, no Slurm, no namespaces), said loudly.
+foreach(scenario lifecycle resume scale heal)
+  add_test(NAME integration.cluster.${scenario}
+    COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/cluster.sh $<TARGET_FILE:grit> ${scenario})
+  set_tests_properties(integration.cluster.${scenario} PROPERTIES TIMEOUT 600
+    LABELS "integration;cluster" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+endforeach()
 
 # The sanitizer build: LeakSanitizer on for every test, whatever the caller's environment
 # says, so a leak on any tested path (error paths included) fails its test. Keep this last.

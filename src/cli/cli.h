@@ -14,5 +14,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_dashboard(int argc, char **argv);
 int cmd_prep(int argc, char **argv);
 int cmd_s3(int argc, char **argv);
+int cmd_cluster(int argc, char **argv);
 
 #endif

@@ -25,6 +25,7 @@ static void usage(FILE *f)
             "  dashboard RUN_DIR   serve a run's dashboard and Prometheus /metrics\n"
             "  prep [CONFIG] ...   web pages (WARC/HTML/text/JSONL) -> clean, deduplicated shards\n"
             "  s3 ...              put, get, list and delete S3 objects (s3:// checkpoints)\n"
+            "  cluster ...         create, describe, heal and delete a Slurm cluster from a spec\n"
             "\n"
             "Run 'grit <command> --help' for the options of a command.\n"
             "  --help, -h          show this help\n"
@@ -69,6 +70,8 @@ int main(int argc, char **argv)
         return cmd_dashboard(argc - 1, argv + 1);
     if (!strcmp(cmd, "prep"))
         return cmd_prep(argc - 1, argv + 1);
+    if (!strcmp(cmd, "cluster"))
+        return cmd_cluster(argc - 1, argv + 1);
     fprintf(stderr, "grit: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

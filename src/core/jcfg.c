@@ -130,6 +130,9 @@ static void scan_value(scan *s, int depth)
     if (*s->p == '{')
         scan_object(s, depth);
     else if (*s->p == '[') {
+        /* element k of the array at path P is "P[k]" */
+        size_t base = strlen(s->path);
+        long k = 0;
         s->p++;
         for (;;) {
             skip_ws(s);
@@ -141,7 +144,11 @@ static void scan_value(scan *s, int depth)
                 s->p++;
                 continue;
             }
+            snprintf(s->path + base, sizeof s->path - base, "[%ld]", k++);
+            if (!s->hit && strcmp(s->path, s->target) == 0)
+                s->hit = s->p;
             scan_value(s, depth + 1);
+            s->path[base] = '\0';
         }
     } else if (*s->p == '"')
         scan_string(s, NULL, 0);
@@ -177,6 +184,17 @@ grit_err jcfg_fail(const jcfg *c, const char *path, const char *fmt, ...)
     va_end(ap);
     int line, col;
     jcfg_locate(c, path, &line, &col);
+    /* a missing key: point at the nearest enclosing object or element that exists */
+    char up[256];
+    snprintf(up, sizeof up, "%s", path);
+    while (line == 0) {
+        char *dot = strrchr(up, '.'), *br = strrchr(up, '[');
+        char *cut = dot > br ? dot : br;
+        if (!cut || cut == up)
+            break;
+        *cut = '\0';
+        jcfg_locate(c, up, &line, &col);
+    }
     if (line > 0)
         return grit_errf(GRIT_ECONFIG, "%s:%d:%d: field '%s': %s", c->file, line, col, path, msg);
     return grit_errf(GRIT_ECONFIG, "%s: field '%s': %s", c->file, path, msg);

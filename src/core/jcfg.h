@@ -32,7 +32,9 @@ grit_err jcfg_open(jcfg *c, const char *path);
 grit_err jcfg_open_string(jcfg *c, const char *name, const char *text);
 void jcfg_close(jcfg *c);
 
-/* Finds the line and column (1-based) of the key at dotted path; 0 if not found. */
+/* Finds the line and column (1-based) of the key at dotted path (array elements as
+ * "list[2].key"); 0 if not found. jcfg_fail() falls back to the nearest enclosing
+ * object or element when the key itself is absent. */
 void jcfg_locate(const jcfg *c, const char *path, int *line, int *col);
 
 /* Records "file:line:col: field 'path': <message>" and returns GRIT_ECONFIG. */

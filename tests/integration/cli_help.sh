@@ -32,6 +32,11 @@ check 2 "no metrics.jsonl or events.jsonl" dashboard /nonexistent-run
 check 2 "--price-node-hour: expected a number" launch --price-node-hour cheap --run x -- true
 check 2 "--straggler-min-gap >= 0 expected" launch --run x --straggler-min-gap -0.5 -- true
 check 0 "usage: grit prep" prep --help
+check 0 "usage: grit cluster" cluster --help
+check 0 "usage: grit cluster" cluster create --help
+check 2 "unknown command .bogus." cluster bogus
+check 2 "usage: grit cluster .options. describe-node NAME NODE" cluster describe-node x
+check 2 "unknown option .--bogus." cluster --bogus list
 check 2 "missing -o DIR" prep x.html
 check 2 "--minhash: .*expected refinedweb, cheap or off" prep x.html -o d --minhash big
 if "$grit" --help | grep "^  s3 " > /dev/null; then  # built with S3

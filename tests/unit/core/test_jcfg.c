@@ -2,6 +2,8 @@
 #include "../check.h"
 #include "core/jcfg.h"
 
+#include <string.h>
+
 int main(void)
 {
     const char *doc = "{\n  \"a\": {\"b\": 1,\n        \"c\": [1, {\"x\": 2}],\n"
@@ -22,6 +24,16 @@ int main(void)
     CHECK_INT(col, 13);
     jcfg_locate(&j, "a.zz", &line, &col);
     CHECK_INT(line, 0);
+    /* array elements: "a.c[1]" is the object, "a.c[1].x" its key */
+    jcfg_locate(&j, "a.c[1]", &line, &col);
+    CHECK_INT(line, 3);
+    CHECK_INT(col, 18);
+    jcfg_locate(&j, "a.c[1].x", &line, &col);
+    CHECK_INT(line, 3);
+    CHECK_INT(col, 19);
+    /* a missing key is reported at its nearest enclosing element */
+    CHECK(jcfg_fail(&j, "a.c[1].y", "missing") == GRIT_ECONFIG &&
+          strstr(grit_errmsg(), "t.json:3:18: field 'a.c[1].y': missing") != NULL);
 
     json_t *a = json_object_get(j.root, "a");
     long v = -1;
