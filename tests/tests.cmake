@@ -209,6 +209,18 @@ add_test(NAME integration.pytorch_launch
 set_tests_properties(integration.pytorch_launch PROPERTIES TIMEOUT 480
   LABELS "integration;mpi;pytorch" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 
+# The same example under Slurm on a 3-node local cluster of its own (ports 18830..; see
+# tests/integration/pytorch_slurm.sh): srun --auto-resume=1 through a node crash, grit launch
+# --backend slurm through a frozen node. Exit 77 where Slurm cannot run or torch is missing.
+foreach(scenario kill freeze)
+  add_test(NAME integration.pytorch_slurm.${scenario}
+    COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/pytorch_slurm.sh $<TARGET_FILE:grit>
+            ${CMAKE_BINARY_DIR}/spank_grit.so ${scenario})
+  set_tests_properties(integration.pytorch_slurm.${scenario} PROPERTIES TIMEOUT 300
+    ENVIRONMENT "GRIT_PYTHON=${GRIT_PYTHON}"
+    LABELS "integration;slurm;pytorch" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+endforeach()
+
 # The sanitizer build: LeakSanitizer on for every test, whatever the caller's environment
 # says, so a leak on any tested path (error paths included) fails its test. Keep this last.
 if(GRIT_SANITIZE)
