@@ -188,6 +188,58 @@ class Protocol(unittest.TestCase):
         self.assertEqual([(b["step"], b["loss"]) for b in p], [(1, 0), (2, "inf")])
 
 
+@unittest.skipUnless(os.access(HB_PARSE, os.X_OK), "GRIT_HB_PARSE (grit-hb-parse) not built")
+class Faults(unittest.TestCase):
+    """GRIT_FAULTS from grit launch --inject: kill and hang fire after the beat of their step
+    on the named rank/node only, announced with fault_kill / fault_hang."""
+
+    def _run(self, faults, rank):
+        rx = Receiver()
+        code = "import grit_client as g\nfor s in range(1, 6):\n    g.beat(s, loss=1.0)\n"
+        env = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
+        env.update(GRIT_SUP_ADDR=rx.addr, GRIT_SUP_SECRET=SECRET, GRIT_FAULTS=faults,
+                   RANK=str(rank), GRIT_NODES="node0,node1",
+                   PYTHONPATH=os.path.dirname(os.path.abspath(grit_client.__file__)))
+        p = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE)
+        try:
+            for _ in range(200):  # a stopped process does not exit: look at its state
+                if p.poll() is not None:
+                    break
+                with open("/proc/%d/stat" % p.pid) as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                        break
+                time.sleep(0.05)
+            state = p.poll()
+        finally:
+            if p.poll() is None:
+                p.kill()  # SIGKILL works on a stopped process
+            p.wait()
+            err = p.stderr.read().decode()
+            p.stderr.close()
+        lines = rx.lines(wait=0.3)
+        rx.close()
+        return state, [m for m in hb_parse(lines) if m["step"] > 0], err
+
+    def test_kill_on_the_named_node(self):
+        state, msgs, err = self._run("kill:node=node1:step=3,hang:rank=0:step=2", rank=1)
+        self.assertEqual(state, -signal.SIGKILL, err)
+        self.assertEqual(max(m["step"] for m in msgs), 3)
+        self.assertIn((1, "fault_kill", 3), [(m["event"], m["kind"], m["step"]) for m in msgs])
+        self.assertIn("fault injection: kill after step 3", err)
+
+    def test_hang_stops_the_rank(self):
+        state, msgs, err = self._run("kill:node=node1:step=3,hang:rank=0:step=2", rank=0)
+        self.assertIsNone(state, "the rank did not stop (state T)")
+        self.assertIn((1, "fault_hang", 2), [(m["event"], m["kind"], m["step"]) for m in msgs])
+        self.assertEqual(max(m["step"] for m in msgs), 2)
+
+    def test_other_ranks_and_unsupported_kinds(self):
+        state, msgs, err = self._run("kill:rank=1:step=2,slow:node=node0:factor=3", rank=0)
+        self.assertEqual(state, 0, err)
+        self.assertEqual(max(m["step"] for m in msgs), 5)
+        self.assertIn("'slow:node=node0:factor=3' is not supported", err)
+
+
 class SupervisorDown(unittest.TestCase):
     """Nothing listening, nothing routable, a receiver that never reads: a beat returns at
     once and never raises."""
