@@ -84,19 +84,25 @@ def synthetic_data(n, seed):
     return TensorDataset(x, y)
 
 
-def rng_state():
-    return {"torch": torch.get_rng_state(), "python": random.getstate(),
-            "numpy": np.random.get_state()}
+def rng_state(cuda):
+    s = {"torch": torch.get_rng_state(), "python": random.getstate(),
+         "numpy": np.random.get_state()}
+    if cuda:  # dropout on a GPU draws from the device's generator
+        s["cuda"] = torch.cuda.get_rng_state()
+    return s
 
 
 def set_rng_state(s):
     torch.set_rng_state(s["torch"])
     random.setstate(s["python"])
     np.random.set_state(s["numpy"])
+    if "cuda" in s:
+        torch.cuda.set_rng_state(s["cuda"])
 
 
 def main():
     args = parse_args()
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     distributed = "WORLD_SIZE" in os.environ
@@ -118,7 +124,7 @@ def main():
     # the same initial weights everywhere; then a per-rank stream for dropout and noise
     torch.manual_seed(args.seed)
     model = Net().to(device)
-    torch.manual_seed(args.seed * 1000 + rank + 1)
+    torch.manual_seed(args.seed * 1000 + rank + 1)  # also seeds the CUDA generators
     random.seed(args.seed * 1000 + rank + 1)
     np.random.seed(args.seed * 1000 + rank + 1)
     data = synthetic_data(args.samples, args.seed)
@@ -205,9 +211,9 @@ def main():
         if step % args.ckpt_every == 0 or step == args.steps:
             rngs = [None] * world
             if distributed:
-                dist.all_gather_object(rngs, rng_state())
+                dist.all_gather_object(rngs, rng_state(cuda))
             else:
-                rngs[0] = rng_state()
+                rngs[0] = rng_state(cuda)
             if rank == 0:
                 inner = model.module if distributed else model
                 grit.save_checkpoint({"step": step, "world": world, "model": inner.state_dict(),
