@@ -40,14 +40,12 @@ checkpoint as the newest or the new one complete, never a half file that looks c
 """
 
 import atexit
-import math
 import os
 import re
 import signal
 import socket
 import sys
 import threading
-import time
 
 __all__ = ["init", "enabled", "rank", "node", "beat", "event", "checkpoint_saved",
            "checkpoint_loaded", "done", "close", "save_checkpoint", "latest_checkpoint",
@@ -108,7 +106,7 @@ class _Client:
 
     def __init__(self, addr, secret, rank, node, period):
         host, _, port = addr.rpartition(":")
-        socket.inet_aton(host)  # IPv4 dotted quad, as the supervisor binds: no DNS lookup
+        socket.inet_pton(socket.AF_INET, host)  # IPv4 dotted quad, as the supervisor binds: no DNS lookup
         self._to = (host, int(port))
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._sock.setblocking(False)
