@@ -303,6 +303,37 @@ foreach(scenario lifecycle resume scale heal)
     LABELS "integration;cluster" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 endforeach()
 
+# PyTorch jobs (python/grit_client.py, examples/pytorch/train_ddp.py, docs/pytorch.md): the
+# client's unit tests (its lines through grit's own parser, hb_parse, via grit-hb-parse; the
+# secret; a supervisor that is down; no environment, no work; atomic checkpoints; a real grit
+# launch), and the DDP example under grit launch + torchrun surviving an injected dead node,
+# a rank killed from outside and a rank frozen with SIGSTOP, ending bitwise equal to the
+# fault-free run. Exit 77 (skipped, said loudly) without torch or mpirun.
+add_executable(grit-hb-parse tests/python/hb_parse_tool.c)
+target_link_libraries(grit-hb-parse PRIVATE gritcore)
+add_test(NAME unit.pyclient
+  COMMAND ${GRIT_PYTHON} test_grit_client.py
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}/tests/python)
+set_tests_properties(unit.pyclient PROPERTIES TIMEOUT 120 LABELS "unit;pytorch"
+  SKIP_RETURN_CODE 77
+  ENVIRONMENT "GRIT_HB_PARSE=$<TARGET_FILE:grit-hb-parse>;GRIT_BIN=$<TARGET_FILE:grit>;PYTHONPATH=${CMAKE_SOURCE_DIR}/python")
+add_test(NAME integration.pytorch_launch
+  COMMAND ${GRIT_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/pytorch_launch.py $<TARGET_FILE:grit>)
+set_tests_properties(integration.pytorch_launch PROPERTIES TIMEOUT 480
+  LABELS "integration;mpi;pytorch" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+
+# The same example under Slurm on a 3-node local cluster of its own (ports 18830..; see
+# tests/integration/pytorch_slurm.sh): srun --auto-resume=1 through a node crash, grit launch
+# --backend slurm through a frozen node. Exit 77 where Slurm cannot run or torch is missing.
+foreach(scenario kill freeze)
+  add_test(NAME integration.pytorch_slurm.${scenario}
+    COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/pytorch_slurm.sh $<TARGET_FILE:grit>
+            ${CMAKE_BINARY_DIR}/spank_grit.so ${scenario})
+  set_tests_properties(integration.pytorch_slurm.${scenario} PROPERTIES TIMEOUT 300
+    ENVIRONMENT "GRIT_PYTHON=${GRIT_PYTHON}"
+    LABELS "integration;slurm;pytorch" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+endforeach()
+
 # The sanitizer build: LeakSanitizer on for every test, whatever the caller's environment
 # says, so a leak on any tested path (error paths included) fails its test. Keep this last.
 if(GRIT_SANITIZE)
