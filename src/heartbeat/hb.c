@@ -46,8 +46,10 @@ grit_err hb_parse(const char *line, const char *secret, hb_msg *m)
             snprintf(m->node, sizeof m->node, "%s", v);
         else if (!strcmp(k, "step"))
             m->step = strtol(v, &end, 10);
-        else if (!strcmp(k, "loss"))
+        else if (!strcmp(k, "loss")) {
             m->loss = strtod(v, &end);
+            m->has_loss = true;
+        }
         else if (!strcmp(k, "gnorm"))
             m->gnorm = strtod(v, &end);
         else if (!strcmp(k, "step_time"))

@@ -43,6 +43,7 @@ typedef struct hb_msg {
     char node[64];
     long step;
     double loss, gnorm, step_time, comm_time;
+    bool has_loss;    /* loss= was sent (a program without a loss sends none: not a NaN) */
     long pid;
     char host[64];             /* "" when absent (an older worker) */
     double energy_j, power_w;  /* valid when esrc != 0 (energy_j NaN when absent) */

@@ -561,7 +561,7 @@ static int poll_running(sup *s)
                 return 1;
             }
         }
-        if (!isfinite(m.loss) && m.step > 0) {
+        if (m.has_loss && !isfinite(m.loss) && m.step > 0) { /* no loss= is no loss, not NaN */
             char d[64];
             snprintf(d, sizeof d, "non-finite loss at step %ld", m.step);
             fail(s, F_NAN, -1, d);

@@ -4,6 +4,7 @@
  * beat, the job secret; and a real client on loopback: the line it sends parses, names
  * this machine's boot_id, and carries energy only when its meter measured something;
  * hb_client_final sends a beat at once; GRIT_HOST_ID names a simulated machine. */
+#include <math.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -168,8 +169,20 @@ static void final_beat(void)
     hb_server_close(&s);
 }
 
+/* A beat without loss= (a program that has no loss, docs/heartbeat.md's shell example)
+ * carries no loss, which the supervisor must not take for a NaN. */
+static void parse_no_loss(void)
+{
+    hb_msg m;
+    CHECK_INT(hb_parse("HB1 " SECRET " rank=0 node=n0 step=3 step_time=0.5", SECRET, &m), GRIT_OK);
+    CHECK(!m.has_loss);
+    CHECK_INT(hb_parse("HB1 " SECRET " rank=0 node=n0 step=3 loss=nan", SECRET, &m), GRIT_OK);
+    CHECK(m.has_loss && isnan(m.loss));
+}
+
 int main(void)
 {
+    parse_no_loss();
     parse_energy();
     client_line(0);
     client_line(1);
