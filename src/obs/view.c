@@ -325,7 +325,10 @@ static double flops_from_config(const char *run_dir)
     gx_config shape = {.hidden = (int)num(mo, "hidden_size", 0),
                     .layers = (int)num(mo, "num_layers", 0),
                     .intermediate = (int)num(mo, "intermediate_size", 0),
-                    .vocab = (int)num(mo, "vocab_size", 0)};
+                    .vocab = (int)num(mo, "vocab_size", 0),
+                    .heads = (int)num(mo, "num_heads", 1)}; /* a run of before: multi-head */
+    if (shape.heads <= 0)
+        shape.heads = 1;
     int T = (int)num(op, "seq_len", 0);
     json_decref(j);
     if (shape.hidden <= 0 || shape.layers <= 0 || shape.intermediate <= 0 || shape.vocab <= 0 || T <= 0)

@@ -48,7 +48,7 @@ int main(void)
 
     /* an older run: no flops_per_token in train_start, so config.json's shape */
     put(dir, "events.jsonl", "{\"ts\":1,\"event\":\"train_start\",\"step\":0}\n");
-    gx_config shape = {.hidden = 64, .layers = 2, .intermediate = 256, .vocab = 512};
+    gx_config shape = {.hidden = 64, .layers = 2, .intermediate = 256, .vocab = 512, .heads = 4};
     double want = 1000 * gx_flops_per_token(&shape, 64) / 1e12;
     CHECK(want > 0);
     CHECK_NEAR(last_mfu(dir, &from), want, want * 1e-12);
