@@ -265,8 +265,9 @@ def adam_check(report, sec, cfg, weights, final, adam, train, steps, rms_tol):
             continue
         if name not in final or final[name].size != n:
             continue  # reported by the final-weights section
-        module = name.split(".")[-2] if "." in name else ""
-        decay = wd if name.endswith(".weight") and module in ref.DECAY_MODULES else 0.0
+        # weight decay on matrices (linear weights, embeddings), none on biases and norms: for
+        # GPT-NeoX the same tensors as gptneox_ref.DECAY_MODULES, and every family's rule
+        decay = wd if weights[name].ndim == 2 else 0.0
         p = torch.from_numpy(weights[name].reshape(-1)[idx].astype(np.float64))
         a = torch.from_numpy(final[name].reshape(-1)[idx].astype(np.float64))
         m, v, mabs = torch.zeros_like(p), torch.zeros_like(p), torch.zeros_like(p)

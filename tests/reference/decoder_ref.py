@@ -351,11 +351,13 @@ def make_optimizer(model, optim):
         foreach=False)
 
 
-def run_reference(cfg, weights, tokens, steps, dtype=torch.float64):
-    """gptneox_ref.run_reference for any family (same inputs, same result dict)."""
+def run_reference(cfg, weights, tokens, steps, dtype=torch.float64, envelope=None,
+                  all_grads=False):
+    """gptneox_ref.run_reference for any family (same inputs, options and result dict)."""
     mcfg = ModelConfig.from_dict(cfg["model"])
     if not isinstance(mcfg, DecoderConfig):
-        return neox.run_reference(cfg, weights, tokens, steps, dtype)
+        return neox.run_reference(cfg, weights, tokens, steps, dtype, envelope=envelope,
+                                  all_grads=all_grads)
     optim = cfg["optim"]
     mb, ga, seq = int(optim["micro_batch"]), int(optim["grad_accum"]), int(optim["seq_len"])
     need = (steps * ga * mb, seq + 1)
@@ -367,12 +369,20 @@ def run_reference(cfg, weights, tokens, steps, dtype=torch.float64):
     model = DecoderForCausalLM(mcfg, dtype)
     load_weights_(model, weights)
     opt = make_optimizer(model, optim)
-    res = {"loss": [], "grad_norm": [], "lr": []}
+    env = neox.AdamEnvelope(opt, envelope) if envelope is not None else None
+    res = {"loss": [], "grad_norm": [], "lr": [], "step_grads": []}
     for s in range(steps):
-        r = neox.train_step(model, opt, split_batches(tok, s, mb, ga), s, optim, capture=(s == 0))
+        r = neox.train_step(model, opt, split_batches(tok, s, mb, ga), s, optim,
+                            capture=(s == 0 or all_grads))
+        if all_grads:
+            res["step_grads"].append(r["grads"])
+        if env is not None:
+            env.update(s + 1, r["lr"])
         if s == 0:
             res["logits"], res["grads"], res["loss0"] = r["logits"], r["grads"], r["loss"]
         for k in ("loss", "grad_norm", "lr"):
             res[k].append(r[k])
     res["final"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if env is not None:
+        res["envelope"] = env.bounds(model)
     return res
