@@ -145,9 +145,11 @@ class _Client:
 
     def beat(self, step, loss, gnorm, step_time, comm_time, tokens):
         self._send(self._set_beat(step, loss, gnorm, step_time, comm_time, tokens))
-        for kind, at in self._faults:
+        for kind, at, down in self._faults:
             if at == step:
                 self.event("fault_" + kind, step, "injected")
+                if down:
+                    _mark_down(self.node)
                 sys.stderr.write("grit_client: fault injection: %s after step %d\n" % (kind, step))
                 sys.stderr.flush()
                 os.kill(os.getpid(), signal.SIGKILL if kind == "kill" else signal.SIGSTOP)
@@ -194,11 +196,25 @@ def _parse_faults(rank, node):
         if not mine:
             continue
         if kind in ("kill", "hang") and step is not None:
-            out.append((kind, step))
+            # a node-wide kill takes the node down: the marker its health check then sees
+            # (GRIT_FAULT_NODE_DOWN, a path with {node}; docs/env.md), as grit's trainer does
+            down = kind == "kill" and any(kv.startswith("node=") for kv in kvs)
+            out.append((kind, step, down))
         else:
             sys.stderr.write("grit_client: GRIT_FAULTS item '%s' is not supported by the "
                              "Python client (kill and hang are), ignored\n" % item)
     return out
+
+
+def _mark_down(node):
+    """Creates node's down marker (GRIT_FAULT_NODE_DOWN with {node} replaced), if set."""
+    pattern = os.environ.get("GRIT_FAULT_NODE_DOWN", "")
+    if not pattern:
+        return
+    try:
+        open(pattern.replace("{node}", node), "a").close()
+    except OSError as e:
+        sys.stderr.write("grit_client: fault injection: cannot create the down marker: %s\n" % e)
 
 
 def init(rank=None, node=None, period=PERIOD):

@@ -193,13 +193,14 @@ class Faults(unittest.TestCase):
     """GRIT_FAULTS from grit launch --inject: kill and hang fire after the beat of their step
     on the named rank/node only, announced with fault_kill / fault_hang."""
 
-    def _run(self, faults, rank):
+    def _run(self, faults, rank, extra=None):
         rx = Receiver()
         code = "import grit_client as g\nfor s in range(1, 6):\n    g.beat(s, loss=1.0)\n"
         env = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
         env.update(GRIT_SUP_ADDR=rx.addr, GRIT_SUP_SECRET=SECRET, GRIT_FAULTS=faults,
                    RANK=str(rank), GRIT_NODES="node0,node1",
                    PYTHONPATH=os.path.dirname(os.path.abspath(grit_client.__file__)))
+        env.update(extra or {})
         p = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE)
         try:
             for _ in range(200):  # a stopped process does not exit: look at its state
@@ -226,6 +227,20 @@ class Faults(unittest.TestCase):
         self.assertEqual(max(m["step"] for m in msgs), 3)
         self.assertIn((1, "fault_kill", 3), [(m["event"], m["kind"], m["step"]) for m in msgs])
         self.assertIn("fault injection: kill after step 3", err)
+
+    def test_node_kill_marks_the_node_down(self):
+        # a node-wide kill leaves the node's down marker, which its health check then sees
+        # (GRIT_FAULT_NODE_DOWN, as grit launch sets it); a rank-only kill does not
+        with tempfile.TemporaryDirectory() as d:
+            pattern = os.path.join(d, "{node}.down")
+            state, _, err = self._run("kill:node=node1:step=3", rank=1,
+                                      extra={"GRIT_FAULT_NODE_DOWN": pattern})
+            self.assertEqual(state, -signal.SIGKILL, err)
+            self.assertTrue(os.path.exists(os.path.join(d, "node1.down")), err)
+            state, _, err = self._run("kill:rank=1:step=3", rank=1,
+                                      extra={"GRIT_FAULT_NODE_DOWN": pattern.replace(d, d + "/r")})
+            self.assertEqual(state, -signal.SIGKILL, err)
+            self.assertFalse(os.path.exists(os.path.join(d, "r")), err)
 
     def test_hang_stops_the_rank(self):
         state, msgs, err = self._run("kill:node=node1:step=3,hang:rank=0:step=2", rank=0)
