@@ -21,6 +21,7 @@
 #include <utf8proc.h>
 
 #include "data/bpe_internal.h"
+#include "data/minheap.h"
 #include "data/pretok.h"
 
 #define CACHE_BITS 16
@@ -153,37 +154,6 @@ static grit_err scratch_reserve(bpe_ctx *c, size_t n)
     return GRIT_OK;
 }
 
-static inline void heap_push(uint64_t *h, size_t *n, uint64_t v)
-{
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (h[p] <= v)
-            break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = v;
-}
-
-static inline uint64_t heap_pop(uint64_t *h, size_t *n)
-{
-    uint64_t top = h[0], v = h[--(*n)];
-    size_t i = 0, m = *n;
-    for (;;) {
-        size_t l = 2 * i + 1;
-        if (l >= m)
-            break;
-        size_t r = l + 1, k = (r < m && h[r] < h[l]) ? r : l;
-        if (h[k] >= v)
-            break;
-        h[i] = h[k];
-        i = k;
-    }
-    h[i] = v;
-    return top;
-}
-
 static inline void push_pair(const bpe *t, bpe_ctx *c, size_t *hn, int32_t i)
 {
     int32_t j = c->next[i];
@@ -191,7 +161,7 @@ static inline void push_pair(const bpe *t, bpe_ctx *c, size_t *hn, int32_t i)
         return;
     const merge_slot *m = merge_find(t, c->sym[i], c->sym[j]);
     if (m)
-        heap_push(c->heap, hn, ((uint64_t)m->rank << 32) | (uint32_t)i);
+        minheap_push(c->heap, hn, ((uint64_t)m->rank << 32) | (uint32_t)i);
 }
 
 /* Runs the merges over piece w[0..n), n >= 2; leaves the result in c->sym
@@ -217,7 +187,7 @@ static size_t merge_piece(bpe_ctx *c, const uint8_t *w, size_t n)
     for (size_t i = 0; i + 1 < n; i++)
         push_pair(t, c, &hn, (int32_t)i);
     while (hn > 0) {
-        uint64_t top = heap_pop(c->heap, &hn);
+        uint64_t top = minheap_pop(c->heap, &hn);
         int32_t i = (int32_t)(uint32_t)top;
         uint32_t rank = (uint32_t)(top >> 32);
         int32_t j = c->next[i];

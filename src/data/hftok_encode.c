@@ -26,6 +26,7 @@
 #include <utf8proc.h>
 
 #include "data/hftok_internal.h"
+#include "data/minheap.h"
 #include "data/pretok.h"
 
 #define CACHE_BITS 16
@@ -116,37 +117,6 @@ static grit_err emit(hftok_ctx *c, uint32_t id)
 
 /* ---- the BPE model ----------------------------------------------------- */
 
-static inline void heap_push(uint64_t *h, size_t *n, uint64_t v)
-{
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (h[p] <= v)
-            break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = v;
-}
-
-static inline uint64_t heap_pop(uint64_t *h, size_t *n)
-{
-    uint64_t top = h[0], v = h[--(*n)];
-    size_t i = 0, m = *n;
-    for (;;) {
-        size_t l = 2 * i + 1;
-        if (l >= m)
-            break;
-        size_t r = l + 1, k = (r < m && h[r] < h[l]) ? r : l;
-        if (h[k] >= v)
-            break;
-        h[i] = h[k];
-        i = k;
-    }
-    h[i] = v;
-    return top;
-}
-
 static inline void push_pair(hftok_ctx *c, size_t *hn, int32_t i)
 {
     int32_t j = c->next[i];
@@ -154,7 +124,7 @@ static inline void push_pair(hftok_ctx *c, size_t *hn, int32_t i)
         return;
     const hf_merge *m = hf__merge(c->t, c->sym[i], c->sym[j]);
     if (m)
-        heap_push(c->heap, hn, ((uint64_t)m->rank << 32) | (uint32_t)i);
+        minheap_push(c->heap, hn, ((uint64_t)m->rank << 32) | (uint32_t)i);
 }
 
 static grit_err sym_reserve(hftok_ctx *c, size_t n)
@@ -232,7 +202,7 @@ static size_t merge_all(hftok_ctx *c, size_t n)
     for (size_t i = 0; i + 1 < n; i++)
         push_pair(c, &hn, (int32_t)i);
     while (hn > 0) {
-        uint64_t top = heap_pop(c->heap, &hn);
+        uint64_t top = minheap_pop(c->heap, &hn);
         int32_t i = (int32_t)(uint32_t)top;
         uint32_t rank = (uint32_t)(top >> 32);
         int32_t j = c->next[i];
