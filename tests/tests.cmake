@@ -182,6 +182,12 @@ add_test(NAME integration.launch
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/launch.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.launch PROPERTIES TIMEOUT 600 LABELS "integration;mpi" RUN_SERIAL TRUE)
 
+# SIGTERM/SIGINT to grit train and grit launch: graceful stop, final checkpoint, exit 143/130,
+# a second signal at once; the reruns bitwise equal (tests/integration/sigterm.sh)
+add_test(NAME integration.sigterm
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/sigterm.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.sigterm PROPERTIES TIMEOUT 400 LABELS "integration;mpi")
+
 # The supervisor at scale (src/supervise, tests/integration/sup_scale.c): 4,096 ranks on 512
 # nodes + 2 spares, heartbeats from one sender process over real UDP; a node dies, is
 # diagnosed, cordoned, a spare takes its place; 300 incidents all kept. The same binary is

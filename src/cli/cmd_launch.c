@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "cli/obs_cli.h"
+#include "core/stopsig.h"
 #include "supervise/sup.h"
 
 static void usage(FILE *f)
@@ -31,6 +32,9 @@ static void usage(FILE *f)
             "  --hang-floor S         (default 30)    --hang-cap S (default 600)\n"
             "  --startup-timeout S    time allowed before the first step (default 120)\n"
             "  --grace S              SIGTERM to SIGKILL when stopping a job (default 3)\n"
+            "  --stop-grace S         on SIGTERM/SIGINT to grit launch: seconds the job has to\n"
+            "                         stop by itself (grit train saves a checkpoint if one\n"
+            "                         fits in S - 2 s) before it is killed (default 25)\n"
             "  --backoff S            first restart delay, doubling per restart (default 0.5)\n"
             "  --straggler-factor F   a node whose compute time (step minus communication) is\n"
             "                         above F x the median of the other nodes on each of the\n"
@@ -72,7 +76,9 @@ static void usage(FILE *f)
             "  -h, --help             this help\n"
             "\n"
             "Exit status: 0 the job finished, 1 the supervisor gave up (reason printed and in\n"
-            "events.jsonl), 2 bad usage or the job could not start.\n"
+            "events.jsonl), 2 bad usage or the job could not start, 128+signal (143 SIGTERM,\n"
+            "130 SIGINT) stopped by a signal after a graceful stop and the summary (a second\n"
+            "signal stops at once); rerun the same command to resume.\n"
             "Heartbeat protocol for any program: docs/heartbeat.md.\n",
             obs_cli_help);
 }
@@ -81,7 +87,7 @@ int cmd_launch(int argc, char **argv)
 {
     sup_opts o = {.nodes = 4, .spares = 1, .ranks_per_node = 1, .max_restarts = 10,
                   .hang_floor = 30, .hang_cap = 600, .startup_timeout = 120, .grace = 3,
-                  .backoff = 0.5, .straggler_factor = 2.5, .straggler_window = 5,
+                  .backoff = 0.5, .stop_grace = 25, .straggler_factor = 2.5, .straggler_window = 5,
                   .straggler_min_gap = 0.01,
                   .spike_z = 8, .health_every = 0, .spare_wait = 600, .no_spare = "give_up",
                   .health_timeout = 15};
@@ -118,6 +124,7 @@ int cmd_launch(int argc, char **argv)
         NUM_OPT("--hang-cap", hang_cap)
         NUM_OPT("--startup-timeout", startup_timeout)
         NUM_OPT("--grace", grace)
+        NUM_OPT("--stop-grace", stop_grace)
         NUM_OPT("--backoff", backoff)
         NUM_OPT("--straggler-factor", straggler_factor)
         NUM_OPT("--straggler-min-gap", straggler_min_gap)
@@ -183,6 +190,7 @@ int cmd_launch(int argc, char **argv)
     o.cmd = argv + i;
     if (obs_cli_start(&ob, o.run_dir, o.quiet) != 0)
         return 2;
+    stopsig_install(); /* SIGTERM/SIGINT: a graceful stop (src/supervise/sup_stop.c) */
     int rc = sup_run(&o);
     obs_cli_finish(&ob, o.run_dir);
     return rc;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/stopsig.h"
 #include "train/train.h"
 
 static void usage(FILE *f)
@@ -31,6 +32,12 @@ static void usage(FILE *f)
             "GRIT_DIST_PROGRESS_US=N starts a thread that advances gradient reductions\n"
             "every N us during backward (default off). Each rank writes its own\n"
             "optimiser shard of a checkpoint; any world size can resume it.\n"
+            "\n"
+            "SIGTERM or SIGINT (on any rank) stops every rank after the same step, with a\n"
+            "final checkpoint when the last save's duration says it finishes within\n"
+            "GRIT_STOP_GRACE seconds (default 25); a second signal stops at once.\n"
+            "Exit status: 0 finished, 1 failed, 2 bad usage, 128+signal (143 SIGTERM,\n"
+            "130 SIGINT) stopped by a signal (rerun the same command to resume).\n"
             "  --quiet           no progress line or summary\n"
             "  -h, --help        show this help\n");
 }
@@ -124,7 +131,9 @@ int cmd_train(int argc, char **argv)
         comm_finalize(&d);
         return 0;
     }
-    rc = train_run(&cfg, &d, quiet ? NULL : stderr, NULL);
+    stopsig_install(); /* SIGTERM/SIGINT: stop after the step, checkpoint (train.h) */
+    train_result res = {0};
+    rc = train_run(&cfg, &d, quiet ? NULL : stderr, &res);
     if (rc != GRIT_OK) {
         if (d.size > 1) {
             /* the other ranks may be waiting in a collective: take the job down now */
@@ -137,5 +146,5 @@ int cmd_train(int argc, char **argv)
         return 1;
     }
     comm_finalize(&d);
-    return 0;
+    return res.stopped_by ? 128 + res.stopped_by : 0;
 }

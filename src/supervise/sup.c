@@ -253,6 +253,9 @@ static grit_err launch(sup *s)
         setenv("GRIT_SUP_SECRET", s->hb.secret, 1);
         setenv("GRIT_NODES", names, 1);
         setenv("GRIT_RANKS_PER_NODE", rpn, 1);
+        char grace[32]; /* the trainer's final save must be done before the supervisor kills */
+        snprintf(grace, sizeof grace, "%.1f", s->o->stop_grace > 2 ? s->o->stop_grace - 2 : 0.0);
+        setenv("GRIT_STOP_GRACE", grace, 1);
         sup_inject_export_job(s->inj, s->attempt);
         if (s->skip_steps && s->skip_steps[0])
             setenv("GRIT_SKIP_STEPS", s->skip_steps, 1);
@@ -279,7 +282,7 @@ static grit_err launch(sup *s)
 }
 
 /* SIGCONT + SIGTERM to the job's group and every known rank; SIGKILL after the grace. */
-static int stop_job(sup *s)
+int sup_stop_job(sup *s)
 {
     if (s->job <= 0)
         return 0;
@@ -493,9 +496,12 @@ static int poll_health(sup *s)
     return 0;
 }
 
-/* One poll of everything: 0 nothing new, 1 a failure (s->f_*), 2 the job finished. */
+/* One poll of everything: 0 nothing new, 1 a failure (s->f_*), 2 the job finished,
+ * 3 a stop signal (sup_stop.c). */
 static int poll_running(sup *s)
 {
+    if (sup_stop_pending())
+        return 3;
     hb_msg m;
     while (hb_server_poll(&s->hb, &m, on_reject, s)) {
         if (m.rank < 0 || m.rank >= s->nranks)
@@ -663,7 +669,7 @@ static void give_up_error(sup *s, const char *why)
     sup_event(s, "gave_up", json_pack("{s:s}", "reason", reason));
     sup_say(s, "giving up: %s", reason);
     if (s->job > 0)
-        sup_event(s, "job_stopped", json_pack("{s:i}", "status", stop_job(s)));
+        sup_event(s, "job_stopped", json_pack("{s:i}", "status", sup_stop_job(s)));
     sup_set_state(s, S_GAVE_UP);
     sup_summary(s, 0);
 }
@@ -801,6 +807,10 @@ int sup_run(const sup_opts *o)
     if (move(s, S_LAUNCHING) != 0)
         goto out;
     for (;;) {
+        if (sup_stop_pending()) { /* a signal during preflight, repair or backoff */
+            rc = sup_stop(s);
+            break;
+        }
         if (launch(s) != GRIT_OK) {
             give_up_error(s, grit_errmsg());
             break;
@@ -808,6 +818,10 @@ int sup_run(const sup_opts *o)
         int r;
         while (!(r = poll_running(s)))
             usleep((useconds_t)(POLL_S * 1e6));
+        if (r == 3) {
+            rc = sup_stop(s);
+            break;
+        }
         if (r == 2) {
             if (move(s, S_DONE) != 0)
                 break;
@@ -823,7 +837,7 @@ int sup_run(const sup_opts *o)
             give_up_error(s, grit_errmsg());
             break;
         }
-        int st = stop_job(s);
+        int st = sup_stop_job(s);
         sup_event(s, "job_stopped", json_pack("{s:i}", "status", st));
         if (nan_step > 0 && skip_policy(s, nan_step) != GRIT_OK) {
             give_up_error(s, grit_errmsg());
@@ -858,14 +872,15 @@ int sup_run(const sup_opts *o)
         }
         double wait = fmin(30.0, o->backoff * pow(2.0, s->restarts - 1));
         sup_event(s, "backoff", json_pack("{s:f,s:i}", "seconds", wait, "restart", s->restarts));
-        usleep((useconds_t)(wait * 1e6));
+        for (double t0 = now_seconds(); now_seconds() - t0 < wait && !sup_stop_pending();)
+            usleep(20000); /* a stop signal ends the backoff */
         s->attempt++;
         if (move(s, S_LAUNCHING) != 0)
             break;
     }
 out:
     if (s->job > 0)
-        stop_job(s);
+        sup_stop_job(s);
     if (s->health_pid > 0) {
         kill(s->health_pid, SIGKILL);
         waitpid(s->health_pid, NULL, 0);

@@ -5,7 +5,8 @@
  * the table that enforces them lives:
  *
  *   PREFLIGHT -> LAUNCHING -> RUNNING -> (DETECTED -> DIAGNOSING -> REPAIRING ->
- *   LAUNCHING -> RUNNING)* -> DONE | GAVE_UP   (ERROR -> GAVE_UP on an internal error)
+ *   LAUNCHING -> RUNNING)* -> DONE | GAVE_UP | STOPPED   (ERROR -> GAVE_UP on an internal
+ *   error; STOPPED on SIGTERM/SIGINT)
  *
  * Every transition is an event in RUN/events.jsonl ("source":"supervisor"). Limits and
  * the state machine for users: docs/supervisor.md.
@@ -20,6 +21,7 @@ typedef struct sup_opts {
     const char *inject;  /* fault spec (see grit launch --help) or NULL */
     double hang_timeout; /* 0: derived from step times, within [hang_floor, hang_cap] */
     double hang_floor, hang_cap, startup_timeout, grace, backoff;
+    double stop_grace;   /* SIGTERM/SIGINT: seconds for the job to stop by itself (sup_stop.c) */
     double straggler_factor;  /* a node slower than F x the others' median (0 off) */
     int straggler_window;     /* on each of the last N aligned steps (1..32) */
     double straggler_min_gap; /* and slower by more than S seconds (straggler.h) */
@@ -38,7 +40,8 @@ typedef struct sup_opts {
 } sup_opts;
 
 /* Runs the job to the end. Returns 0 when it finished, 1 when the supervisor
- * gave up (reason printed and recorded), 2 when it could not start. */
+ * gave up (reason printed and recorded), 2 when it could not start, 128 + the signal
+ * when a SIGTERM/SIGINT stopped it (the caller installs core/stopsig.h). */
 int sup_run(const sup_opts *o);
 
 #endif

@@ -5,7 +5,7 @@
 
 static const char *const state_names[S_NSTATES] = {
     "PREFLIGHT", "LAUNCHING", "RUNNING", "DETECTED", "DIAGNOSING",
-    "REPAIRING", "DONE",      "GAVE_UP", "ERROR"};
+    "REPAIRING", "DONE",      "GAVE_UP", "ERROR", "STOPPED"};
 
 #define TO_ERROR(st) {st, S_ERROR, "give_up_error: an error the supervisor cannot handle"}
 
@@ -26,6 +26,8 @@ static const sup_transition table[] = {
     TO_ERROR(S_DIAGNOSING),
     TO_ERROR(S_REPAIRING),
     {S_ERROR, S_GAVE_UP, "give_up_error: stop the job, record the reason, the summary"},
+    {S_LAUNCHING, S_STOPPED, "sup_stop: SIGTERM/SIGINT: the job stopped gracefully, summary"},
+    {S_RUNNING, S_STOPPED, "sup_stop: SIGTERM/SIGINT: the job stopped gracefully, summary"},
 };
 
 const sup_transition *sup_fsm_table(int *n)

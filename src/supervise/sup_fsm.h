@@ -15,9 +15,12 @@
  *   REPAIRING --[sup_repair: no spare (give_up, requeue) or --max-restarts]---------> GAVE_UP
  *   any but DONE, GAVE_UP, ERROR --[give_up_error: an error it cannot handle]-------> ERROR
  *   ERROR     --[give_up_error: stop the job, record the reason, the summary]-------> GAVE_UP
+ *   LAUNCHING --[sup_stop: SIGTERM/SIGINT: the job stopped gracefully, summary]----> STOPPED
+ *   RUNNING   --[sup_stop: SIGTERM/SIGINT: the job stopped gracefully, summary]----> STOPPED
  *
  * So a run reads PREFLIGHT -> LAUNCHING -> RUNNING -> (DETECTED -> DIAGNOSING ->
- * REPAIRING -> LAUNCHING -> RUNNING)* -> DONE | GAVE_UP. DONE and GAVE_UP are final;
+ * REPAIRING -> LAUNCHING -> RUNNING)* -> DONE | GAVE_UP | STOPPED. DONE, GAVE_UP and
+ * STOPPED (a signal: sup_stop.c; a rerun resumes) are final;
  * GAVE_UP is left only by a person re-running grit launch on the run directory (it
  * carries on from cluster.json and the checkpoints). ERROR is left only on purpose,
  * to GAVE_UP, by the code that records why. Errors that lead there: a launch that cannot
@@ -28,7 +31,7 @@
 
 typedef enum sup_state {
     S_PREFLIGHT, S_LAUNCHING, S_RUNNING, S_DETECTED, S_DIAGNOSING, S_REPAIRING, S_DONE,
-    S_GAVE_UP, S_ERROR, S_NSTATES
+    S_GAVE_UP, S_ERROR, S_STOPPED, S_NSTATES
 } sup_state;
 
 typedef struct sup_transition {

@@ -5,6 +5,7 @@
  *   sup_repair.c  diagnosis of suspect nodes and their replacement by spares
  *   sup_summary.c the incident table and goodput at the end
  *   sup_inject.c  --inject: faults into the environment of the processes they break
+ *   sup_stop.c    SIGTERM/SIGINT: a graceful stop, the summary, exit 128 + signal
  *
  * Sizes: nothing here has a fixed capacity. Ranks are allocated at each launch for
  * the attempt's world; implicated nodes and diagnosis verdicts for the cluster's slot
@@ -134,6 +135,14 @@ grit_err sup_diagnose(sup *s);
  * wait, shrink, requeue or give up as the policy says): 0 to relaunch, -1 when the
  * job cannot go on (the reason recorded). No state change. */
 int sup_repair(sup *s);
+/* SIGCONT + SIGTERM to the job's group and every known rank, SIGKILL after --grace;
+ * the job's wait status (0 when none was running). */
+int sup_stop_job(sup *s);
+/* A SIGTERM/SIGINT asked the supervisor to stop (core/stopsig.h). */
+int sup_stop_pending(void);
+/* LAUNCHING/RUNNING -> STOPPED: the job stopped gracefully (sup_stop.c), the event
+ * and summary; returns the exit status, 128 + the signal. */
+int sup_stop(sup *s);
 /* Prints the incident table and totals, and records the final event. */
 void sup_summary(sup *s, int ok);
 

@@ -50,7 +50,7 @@ void sup_summary(sup *s, int ok)
     }
     if (!s->ninc)
         fprintf(f, "  (no incidents)\n");
-    fprintf(f, "\n  %-20s %s\n", "result", ok ? "DONE" : "GAVE_UP");
+    fprintf(f, "\n  %-20s %s\n", "result", ok ? "DONE" : sup_state_name(s->state));
     fprintf(f, "  %-20s %d\n", "restarts", s->restarts);
     fprintf(f, "  %-20s ", "cordoned"); /* every one of them, however many */
     int nc = 0;
@@ -64,7 +64,7 @@ void sup_summary(sup *s, int ok)
                 100.0 * prod / wall);
     fprintf(f, "  %-20s %s/events.jsonl, %s/cluster.json\n\n", "record", s->o->run_dir,
             s->o->run_dir);
-    sup_event(s, ok ? "done" : "gave_up_summary",
+    sup_event(s, ok ? "done" : s->state == S_STOPPED ? "stopped_summary" : "gave_up_summary",
           json_pack("{s:i,s:f,s:f,s:f,s:i}", "restarts", s->restarts, "wall_s", wall,
                     "productive_s", prod, "goodput", prod > 0 ? prod / wall : 0.0, "incidents",
                     s->ninc));

@@ -29,6 +29,7 @@ static grit_err report_save(saver *r, const ckpt_result *res)
         return GRIT_OK;
     if (res->rc == GRIT_OK) {
         r->saves++;
+        r->last_seconds = res->seconds;
         events_emit(r->ev, "ckpt_saved",
                     json_pack("{s:I,s:f,s:f,s:f,s:f,s:i,s:f}", "step", (json_int_t)res->step,
                               "bytes", res->bytes, "seconds", res->seconds, "gb_per_s",

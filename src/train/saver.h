@@ -41,6 +41,7 @@ typedef struct saver {
     long pending;         /* world > 1: step of a save whose parts are being written, else -1 */
     double stall_total, last_stall; /* last_stall: of the save in flight */
     double last_save;     /* when the last save started (for interval_minutes) */
+    double last_seconds;  /* rank 0: how long the last finished save took (0: none yet) */
 } saver;
 
 /* Opens the store when the run saves or resumes; rank 0 aborts uploads an earlier run

@@ -18,6 +18,7 @@
 #include "core/fault.h"
 #include "core/fsutil.h"
 #include "core/progress.h"
+#include "core/stopsig.h"
 #include "train/data.h"
 #include "train/dp.h"
 #include "train/emit.h"
@@ -99,6 +100,37 @@ static void train_node_name(int rank, char *out, size_t cap)
     }
     if (gethostname(out, cap) != 0)
         snprintf(out, cap, "local");
+}
+
+/* After the step at which every rank agreed to stop (a SIGTERM/SIGINT on any of them,
+ * core/stopsig.h): a final checkpoint of that step unless one was started at it
+ * (saved_now), checkpointing is off, or the last save's duration says it would not be
+ * finished within GRIT_STOP_GRACE seconds (default 25) of the signal; rank 0 decides
+ * for all. *saved: whether the step's checkpoint exists or is being committed. */
+static grit_err stop_save(saver *sv, gx_model *m, dp_sync *dp, const ckpt_state *st,
+                          bool saved_now, bool *saved)
+{
+    int save = 0;
+    *saved = saved_now;
+    if (!sv->on || saved_now)
+        return GRIT_OK;
+    if (sv->d->rank == 0) {
+        const char *g = getenv("GRIT_STOP_GRACE");
+        double grace = g && *g ? atof(g) : 25.0, since = stopsig_when();
+        double elapsed = since > 0 ? now_seconds() - since : 0.0;
+        save = elapsed + sv->last_seconds <= grace;
+        if (!save)
+            fprintf(stderr, "grit train: no final checkpoint: the last save took %.1f s and "
+                            "%.1f s of the %.1f s grace (GRIT_STOP_GRACE) are gone\n",
+                    sv->last_seconds, elapsed, grace);
+    }
+    grit_err rc = sv->d->size > 1 ? comm_bcast(sv->d, &save, sizeof save, 0) : GRIT_OK;
+    if (rc != GRIT_OK || !save)
+        return rc;
+    double stall;
+    if ((rc = saver_save(sv, m, dp, st, &stall)) == GRIT_OK)
+        *saved = true;
+    return rc;
 }
 
 /* Rank 0: the run directory, its resolved config.json and events.jsonl. */
@@ -210,6 +242,7 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
     double t_start = now_seconds(), first = NAN, last = NAN, minl = INFINITY;
     double run_tokens = 0, wait_total = 0;
     long step;
+    bool stop = false, stop_saved = false;
     for (step = start; step < o->total_steps; step++) {
         double t0 = now_seconds();
         long sample0 = step * G + (long)d->rank * A * B; /* this rank's slice */
@@ -225,12 +258,14 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
         }
         loss /= A;
         faults_slow_compute(&fs, now_seconds() - t0);
-        /* the loss sum also counts the ranks whose checkpoint part is written */
-        double norm, red[2] = {loss, saver_part_written(&sv)};
+        /* the loss sum also counts the ranks whose checkpoint part is written, and those
+         * asked to stop (a signal reaches ranks at different steps: all stop at the same) */
+        double norm, red[3] = {loss, saver_part_written(&sv), stopsig_pending() ? 1.0 : 0.0};
         if ((rc = dp_finish_grads(&dp, &norm)) != GRIT_OK ||
-            (rc = comm_allreduce_sum_f64(d, red, W > 1 ? 2 : 1)) != GRIT_OK)
+            (rc = comm_allreduce_sum_f64(d, red, W > 1 ? 3 : 1)) != GRIT_OK)
             goto out;
         loss = red[0] / W;
+        stop = red[2] > 0 && step + 1 < o->total_steps; /* the last step just finishes */
         if ((rc = saver_parts_agreed(&sv, red[1])) != GRIT_OK)
             goto out;
         wait_total += dp.wait_s;
@@ -250,14 +285,13 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
         int due;
         if ((rc = saver_poll(&sv)) != GRIT_OK || (rc = saver_due(&sv, step + 1, &due)) != GRIT_OK)
             goto out;
-        if (due) {
-            ckpt_state st = {.step = step + 1, .tokens = tokens_done,
-                             .next_sample = (step + 1) * G, .loss = loss,
-                             .threads = cfg->threads, .world_size = W};
-            memcpy(st.fingerprint, fp, sizeof st.fingerprint);
-            if ((rc = saver_save(&sv, &m, &dp, &st, &stall)) != GRIT_OK)
-                goto out;
-        }
+        ckpt_state st = {.step = step + 1, .tokens = tokens_done, .next_sample = (step + 1) * G,
+                         .loss = loss, .threads = cfg->threads, .world_size = W};
+        memcpy(st.fingerprint, fp, sizeof st.fingerprint);
+        if (due && (rc = saver_save(&sv, &m, &dp, &st, &stall)) != GRIT_OK)
+            goto out;
+        if (stop && (rc = stop_save(&sv, &m, &dp, &st, due, &stop_saved)) != GRIT_OK)
+            goto out;
         emit_metrics(&em, &(emit_row){.step = step + 1, .loss = loss, .grad_norm = norm,
                                       .lr = lr, .tokens = tokens_done, .tokens_per_s = ntok / dt,
                                       .step_time_s = dt, .comm_wait_s = W > 1 ? dp.wait_s : -1,
@@ -276,12 +310,34 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
                      norm, lr, ntok / dt);
             progress_update(&pr, step + 1, text);
         }
+        if (stop) {
+            step++; /* this step is done: the run stops after it */
+            break;
+        }
     }
     if (log)
         progress_finish(&pr);
     if ((rc = saver_finish(&sv)) != GRIT_OK)
         goto out;
     double secs = now_seconds() - t_start;
+    if (stop) { /* a graceful stop: no final weights, the run resumes from the checkpoint */
+        int sig = stopsig_pending() ? stopsig_pending() : 15; /* 15: SIGTERM on another rank */
+        /* no rank exits before rank 0 has committed (a launcher ends a job whose rank
+         * exits non-zero) */
+        if ((rc = comm_barrier(d)) != GRIT_OK)
+            goto out;
+        events_emit(&ev, "train_stopped",
+                    json_pack("{s:I,s:i,s:I,s:f}", "step", (json_int_t)step, "signal", sig,
+                              "checkpoint_step", (json_int_t)(stop_saved ? step : -1),
+                              "seconds", secs));
+        emit_worker_event(&em, "stopped", step, stop_saved ? "saved" : "unsaved");
+        if (log)
+            fprintf(log, "grit train: stopped by a signal after step %ld; %s\n", step,
+                    stop_saved ? "checkpoint saved at this step" : "no checkpoint at this step");
+        if (res)
+            *res = (train_result){step, last, secs, run_tokens / secs, sig};
+        goto out;
+    }
     if (leader) {
         path_join(path, sizeof path, cfg->run_dir, "model.safetensors");
         if ((rc = train_save_weights(&m, path)) != GRIT_OK)
@@ -302,7 +358,7 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
     if (log && data.mg)
         fprintf(log, "data: %.4f epochs consumed\n", train_data_epochs(&data, step * G));
     if (res)
-        *res = (train_result){step, last, secs, run_tokens / secs};
+        *res = (train_result){step, last, secs, run_tokens / secs, 0};
     emit_done(&em, step);
 out:;
     grit_err erc = emit_close(&em);

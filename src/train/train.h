@@ -7,6 +7,10 @@
  * AdamW, appends a line to metrics.jsonl and updates the progress line.
  * It stops with GRIT_ENUMERIC on a non-finite loss or gradient norm. At the
  * end it writes model.safetensors (HF names) and prints a summary table.
+ * A SIGTERM/SIGINT (core/stopsig.h, installed by the caller) on any rank stops every
+ * rank after the same step, with a final checkpoint when one can be finished within
+ * GRIT_STOP_GRACE seconds; train_run then returns GRIT_OK with res->stopped_by set and
+ * writes no final weights (a rerun resumes).
  * Nothing is allocated inside the step loop.
  */
 #ifndef GRIT_TRAIN_TRAIN_H
@@ -20,6 +24,7 @@
 typedef struct train_result {
     long steps;
     double final_loss, seconds, tokens_per_s;
+    int stopped_by; /* 0: ran to the end; else the signal (SIGTERM, SIGINT) that stopped it */
 } train_result;
 
 /* log: where progress and the summary go (NULL for silence). d: the data-parallel

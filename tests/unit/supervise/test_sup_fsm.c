@@ -21,7 +21,7 @@ static void test_table(void)
     for (int i = 0; i < n; i++) {
         CHECK(t[i].from != t[i].to);
         CHECK(t[i].via && strchr(t[i].via, ':')); /* "function: what it does" */
-        CHECK(t[i].from != S_DONE && t[i].from != S_GAVE_UP); /* final */
+        CHECK(t[i].from != S_DONE && t[i].from != S_GAVE_UP && t[i].from != S_STOPPED); /* final */
         if (t[i].from == S_ERROR)
             CHECK_INT(t[i].to, S_GAVE_UP); /* left only on purpose, to GAVE_UP */
         for (int j = 0; j < i; j++)
@@ -30,7 +30,7 @@ static void test_table(void)
     }
     /* every state that is not final can fail into ERROR */
     for (int st = 0; st < S_NSTATES; st++)
-        if (st != S_DONE && st != S_GAVE_UP && st != S_ERROR)
+        if (st != S_DONE && st != S_GAVE_UP && st != S_ERROR && st != S_STOPPED)
             CHECK(sup_fsm_find((sup_state)st, S_ERROR) != NULL);
     /* the path the issue draws, with one recovery */
     const sup_state path[] = {S_PREFLIGHT, S_LAUNCHING, S_RUNNING,  S_DETECTED, S_DIAGNOSING,
@@ -44,6 +44,11 @@ static void test_table(void)
     CHECK(sup_fsm_find(S_DONE, S_LAUNCHING) == NULL);
     CHECK(sup_fsm_find(S_GAVE_UP, S_LAUNCHING) == NULL);
     CHECK(!strcmp(sup_state_name(S_GAVE_UP), "GAVE_UP"));
+    CHECK(!strcmp(sup_state_name(S_STOPPED), "STOPPED"));
+    /* a stop signal is honoured where a job runs or is about to */
+    CHECK(sup_fsm_find(S_RUNNING, S_STOPPED) != NULL);
+    CHECK(sup_fsm_find(S_LAUNCHING, S_STOPPED) != NULL);
+    CHECK(sup_fsm_find(S_STOPPED, S_LAUNCHING) == NULL);
     CHECK(!strcmp(sup_state_name((sup_state)99), "?"));
 }
 
@@ -69,7 +74,7 @@ static int count(const char *text, const char *needle)
     return k;
 }
 
-/* sup_set_state on a real supervisor struct and event log: all 9 x 9 pairs. */
+/* sup_set_state on a real supervisor struct and event log: every pair of states. */
 static void test_set_state(void)
 {
     char dir[] = "/tmp/grit_fsm_XXXXXX", path[512];
