@@ -188,6 +188,12 @@ add_test(NAME integration.sigterm
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/sigterm.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.sigterm PROPERTIES TIMEOUT 400 LABELS "integration;mpi")
 
+# several ranks on several nodes killed at once; the supervisor killed and rerun (the
+# durable ledger: incidents, restarts, goodput over the whole run, checkpoint rejections)
+add_test(NAME integration.multi_death
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/multi_death.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.multi_death PROPERTIES TIMEOUT 400 LABELS "integration;mpi")
+
 # The supervisor at scale (src/supervise, tests/integration/sup_scale.c): 4,096 ranks on 512
 # nodes + 2 spares, heartbeats from one sender process over real UDP; a node dies, is
 # diagnosed, cordoned, a spare takes its place; 300 incidents all kept. The same binary is

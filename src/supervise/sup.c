@@ -134,25 +134,6 @@ void sup_implicate(sup *s, const char *node)
     snprintf(s->implicated[s->nimplicated++], sizeof *s->implicated, "%s", node);
 }
 
-static void save_state(sup *s)
-{
-    char text[128];
-    snprintf(text, sizeof text, "{\"restarts\": %d, \"attempt\": %d}\n", s->restarts, s->attempt);
-    fs_write_durable(s->statepath, text, strlen(text));
-}
-
-static void load_state(sup *s)
-{
-    char *text = NULL;
-    if (fs_read_all(s->statepath, &text, NULL) != GRIT_OK)
-        return;
-    json_t *j = json_loads(text, 0, NULL);
-    free(text);
-    s->restarts = (int)json_integer_value(json_object_get(j, "restarts"));
-    s->attempt = (int)json_integer_value(json_object_get(j, "attempt")) + 1;
-    json_decref(j);
-}
-
 static void on_reject(void *ctx, const char *why);
 
 /* --- launching and stopping -------------------------------------------------------- */
@@ -277,7 +258,7 @@ static grit_err launch(sup *s)
                                  "faults", trainer[0] ? trainer : "-"));
     sup_say(s, "attempt %d: %d ranks on %s (log %s)", s->attempt, s->nranks, names, logpath);
     free(names), free(argbuf), free(argv);
-    save_state(s);
+    sup_ledger_save(s);
     return sup_set_state(s, S_RUNNING);
 }
 
@@ -316,7 +297,7 @@ int sup_stop_job(sup *s)
 }
 
 /* The state letter of /proc/PID/stat (R, S, D, T, Z, ...), 0 when the process is gone. */
-static char proc_state(long pid)
+char sup_proc_state(long pid)
 {
     char p[64], line[512], state = 0;
     snprintf(p, sizeof p, "/proc/%ld/stat", pid);
@@ -345,7 +326,7 @@ static void capture_stacks(sup *s)
         long pid = s->rk[r].pid;
         if (pid <= 0)
             continue;
-        char p[64], line[256], state = proc_state(pid);
+        char p[64], line[256], state = sup_proc_state(pid);
         FILE *st;
         if (f)
             fprintf(f, "== rank %d (pid %ld, node %s): state %c\n", r, pid, s->rk[r].node, state);
@@ -356,6 +337,7 @@ static void capture_stacks(sup *s)
             fclose(st);
         }
         if (state == 'T') {
+            s->rk[r].lost = 'T';
             sup_implicate(s, s->rk[r].node);
             s->f_rank = r;
         }
@@ -425,7 +407,7 @@ static void note_fault(sup *s)
         return;
     incident *in = &s->inc[s->ninc];
     if (in->fault_ts == 0) /* for the detection latency only */
-        in->fault_ts = now_seconds();
+        in->fault_ts = wall_seconds();
 }
 
 static void on_reject(void *ctx, const char *why)
@@ -540,19 +522,23 @@ static int poll_running(sup *s)
             /* step 0 is "alive, no step finished yet" (a resumed worker beats it while it
              * loads the checkpoint): not progress, and not a recovery */
             if (m.step > s->max_step && m.step > 0) {
-                if (s->max_step < 0 && s->ninc > 0 && s->inc[s->ninc - 1].recovered_ts == 0) {
-                    incident *in = &s->inc[s->ninc - 1];
-                    in->recovered_ts = now_seconds();
+                /* every row of the failure (one per node it hit) recovers at once */
+                for (int i = s->ninc - 1; s->max_step < 0 && i >= 0 && s->inc[i].recovered_ts == 0; i--) {
+                    incident *in = &s->inc[i];
+                    in->recovered_ts = wall_seconds();
                     in->resumed_at = m.step - 1;
                     double from = in->fault_ts > 0 ? in->fault_ts : in->detect_ts;
-                    sup_event(s, "recovered", json_pack("{s:s,s:I,s:f,s:I}", "kind",
-                                                    sup_fail_name(in->kind),
+                    sup_event(s, "recovered", json_pack("{s:s,s:s,s:I,s:f,s:I}", "kind",
+                                                    sup_fail_name(in->kind), "node",
+                                                    in->node[0] ? in->node : "-",
                                                     "resumed_at_step", (json_int_t)(m.step - 1),
                                                     "recovery_s", in->recovered_ts - from,
                                                     "steps_lost",
                                                     (json_int_t)(in->step_seen - (m.step - 1))));
                     sup_say(s, "recovered: training again at step %ld, %.2f s after the failure",
                         m.step, in->recovered_ts - from);
+                    if (i == 0 || s->inc[i - 1].recovered_ts != 0)
+                        sup_ledger_save(s);
                 }
                 s->max_step = m.step;
                 s->progress_ts = now_seconds();
@@ -586,12 +572,13 @@ static int poll_running(sup *s)
         s->live_next = s->live_next + 1 < s->nranks ? s->live_next + 1 : 0;
         if (s->rk[r].pid <= 0 || s->rk[r].done)
             continue;
-        char state = proc_state(s->rk[r].pid);
+        char state = sup_proc_state(s->rk[r].pid);
         if (state == 0 || state == 'Z' || state == 'X') {
             char d[160];
             snprintf(d, sizeof d, "rank %d (pid %ld) died", r, s->rk[r].pid);
-            s->rk[r].pid = 0;
+            s->rk[r].lost = 'D';
             fail(s, F_EXIT, r, d);
+            sup_collect_lost(s); /* every other rank gone or stopped right now, too */
             return 1;
         }
     }
@@ -688,22 +675,32 @@ static grit_err record_incident(sup *s)
     incident *in = &s->inc[s->ninc]; /* room kept: sup_run and below */
     in->kind = s->f_kind;
     snprintf(in->detail, sizeof in->detail, "%s", s->f_detail);
-    in->detect_ts = now_seconds();
+    in->detect_ts = wall_seconds();
     in->step_seen = s->max_step;
     in->rank = s->f_rank;
     if (s->f_kind == F_HANG)
         capture_stacks(s);
     if (s->nimplicated)
         snprintf(in->node, sizeof in->node, "%s", s->implicated[0]);
-    sup_event(s, "detected", json_pack("{s:s,s:s,s:s,s:I,s:f}", "kind", sup_fail_name(in->kind),
+    char nodes[512] = ""; /* every implicated node: a correlated failure names them all */
+    for (int i = 0, n = 0; i < s->nimplicated && n + 70 < (int)sizeof nodes; i++)
+        n += snprintf(nodes + n, sizeof nodes - (size_t)n, "%s%s", i ? "," : "", s->implicated[i]);
+    sup_event(s, "detected", json_pack("{s:s,s:s,s:s,s:I,s:f,s:s}", "kind", sup_fail_name(in->kind),
                                        "node", in->node[0] ? in->node : "-", "detail", in->detail,
                                        "step", (json_int_t)in->step_seen, "latency_s",
-                                       in->fault_ts > 0 ? in->detect_ts - in->fault_ts : -1.0));
+                                       in->fault_ts > 0 ? in->detect_ts - in->fault_ts : -1.0,
+                                       "nodes", nodes[0] ? nodes : "-"));
     sup_say(s, "detected %s%s%s: %s", sup_fail_name(in->kind), in->node[0] ? " on " : "",
-            in->node, in->detail);
+            s->nimplicated > 1 ? nodes : in->node, in->detail);
     s->ninc++;
+    incident first = *in;
     /* the next incident's row exists before its fault can be noted (note_fault) */
-    return sup_grow((void **)&s->inc, &s->inc_cap, s->ninc + 1, sizeof *s->inc, "incidents");
+    grit_err rc = sup_grow((void **)&s->inc, &s->inc_cap, s->ninc + 1, sizeof *s->inc, "incidents");
+    if (rc == GRIT_OK)
+        rc = sup_record_more(s, &first); /* a row for each other node it hit */
+    if (rc == GRIT_OK)
+        sup_ledger_save(s);
+    return rc;
 }
 
 /* A numeric failure at the same step twice: that step's batch is skipped from now on. */
@@ -793,7 +790,10 @@ int sup_run(const sup_opts *o)
         fprintf(stderr, "grit launch: %s\n", grit_errmsg());
         goto out;
     }
-    load_state(s);
+    if (sup_ledger_load(s) != GRIT_OK) {
+        fprintf(stderr, "grit launch: %s\n", grit_errmsg());
+        goto out;
+    }
     s->state = S_PREFLIGHT;
     sup_event(s, "supervisor_start", json_pack("{s:i,s:i,s:i,s:s,s:i}", "nodes", o->nodes, "spares",
                                            o->spares, "ranks_per_node", o->ranks_per_node,

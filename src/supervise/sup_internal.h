@@ -6,6 +6,8 @@
  *   sup_summary.c the incident table and goodput at the end
  *   sup_inject.c  --inject: faults into the environment of the processes they break
  *   sup_stop.c    SIGTERM/SIGINT: a graceful stop, the summary, exit 128 + signal
+ *   sup_incident.c every lost rank at a detection, a row per node hit, the durable
+ *                 ledger (supervisor.json) a restarted supervisor carries on from
  *
  * Sizes: nothing here has a fixed capacity. Ranks are allocated at each launch for
  * the attempt's world; implicated nodes and diagnosis verdicts for the cluster's slot
@@ -55,6 +57,7 @@ typedef struct rank_info {
     char node[64];
     double compute; /* the last step's step_time - comm_time (valid when ncompute > 0) */
     int ncompute;   /* steps measured */
+    char lost;      /* seen at a detection: 'D' gone or a zombie, 'T' stopped (else 0) */
 } rank_info;
 
 typedef struct incident {
@@ -62,7 +65,7 @@ typedef struct incident {
     char node[64], detail[200];
     int rank;
     long step_seen, resumed_at;
-    double fault_ts, detect_ts, recovered_ts;
+    double fault_ts, detect_ts, recovered_ts; /* Unix seconds (0: not known) */
 } incident;
 
 typedef struct sup {
@@ -135,6 +138,20 @@ grit_err sup_diagnose(sup *s);
  * wait, shrink, requeue or give up as the policy says): 0 to relaunch, -1 when the
  * job cannot go on (the reason recorded). No state change. */
 int sup_repair(sup *s);
+/* The state letter of /proc/PID/stat (R, S, D, T, Z, ...), 0 when the process is gone. */
+char sup_proc_state(long pid);
+/* At a detection: every rank gone, a zombie or stopped right now is marked (lost) and
+ * its node implicated (sup_incident.c). */
+void sup_collect_lost(sup *s);
+/* After the detection's row (first): one row for each other implicated node. */
+grit_err sup_record_more(sup *s, const incident *first);
+/* RUN/supervisor.json, durably: restarts, attempt, first launch, every incident. A
+ * write that fails is a warning (the run goes on). */
+void sup_ledger_save(sup *s);
+/* Reads it back (none: a first run); GRIT_ENOMEM only. */
+grit_err sup_ledger_load(sup *s);
+/* Checkpoint saves that failed and checkpoints rejected at resume, from events.jsonl. */
+void sup_ckpt_counts(const sup *s, int *failed, int *rejected);
 /* SIGCONT + SIGTERM to the job's group and every known rank, SIGKILL after --grace;
  * the job's wait status (0 when none was running). */
 int sup_stop_job(sup *s);

@@ -1,7 +1,9 @@
 /*
  * sup_summary.c - the end of a supervised job: the incident table (detection and
  * recovery times, steps lost), restarts, cordoned nodes, wall time and goodput.
- * Every incident of the supervisor's life is a row (the table grows; sup_internal.h).
+ * Every incident of the run is a row (the table grows; sup_internal.h), those of earlier
+ * supervisors on the same run directory included (sup_incident.c's ledger); wall time
+ * runs from the run's first launch, so goodput counts the time a supervisor was down.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -58,15 +60,21 @@ void sup_summary(sup *s, int ok)
         if (s->cl.n[i].state == NODE_CORDONED)
             fprintf(f, "%s%s (%s)", nc++ ? ", " : "", s->cl.n[i].name, s->cl.n[i].reason);
     fprintf(f, "%s\n", nc ? "" : "none");
-    fprintf(f, "  %-20s %.1f s\n", "wall time", wall);
+    int ck_failed, ck_rejected;
+    sup_ckpt_counts(s, &ck_failed, &ck_rejected);
+    fprintf(f, "  %-20s %d saves failed, %d rejected at resume (an older one loaded)\n",
+            "checkpoints", ck_failed, ck_rejected);
+    fprintf(f, "  %-20s %.1f s (since the first launch, supervisor restarts included)\n",
+            "wall time", wall);
     if (prod >= 0)
         fprintf(f, "  %-20s %.1f s of training kept, goodput %.1f%%\n", "productive", prod,
                 100.0 * prod / wall);
     fprintf(f, "  %-20s %s/events.jsonl, %s/cluster.json\n\n", "record", s->o->run_dir,
             s->o->run_dir);
     sup_event(s, ok ? "done" : s->state == S_STOPPED ? "stopped_summary" : "gave_up_summary",
-          json_pack("{s:i,s:f,s:f,s:f,s:i}", "restarts", s->restarts, "wall_s", wall,
+          json_pack("{s:i,s:f,s:f,s:f,s:i,s:i,s:i}", "restarts", s->restarts, "wall_s", wall,
                     "productive_s", prod, "goodput", prod > 0 ? prod / wall : 0.0, "incidents",
-                    s->ninc));
+                    s->ninc, "ckpt_failed", ck_failed, "ckpt_rejected", ck_rejected));
+    sup_ledger_save(s);
 }
 

@@ -1,0 +1,191 @@
+/*
+ * sup_incident.c - the supervisor's accounting that must outlive one failure or one
+ * supervisor:
+ *
+ *   sup_collect_lost   at detection, every rank whose process is gone (or a zombie) or
+ *                      stopped (state T) within LOST_SETTLE_S of the first one seen, the
+ *                      launcher held meanwhile: each one's node is implicated (and so
+ *                      diagnosed), each is noted
+ *   sup_record_more    one more incident row for every other implicated node, so a
+ *                      correlated failure (a rack, a switch) shows every node it hit
+ *   sup_ledger_save    RUN/supervisor.json, written with fs_write_durable (temp file,
+ *                      fsync, rename, fsync the directory) at every launch, detection,
+ *   sup_ledger_load    recovery and the end: restarts, attempt, when the run's first
+ *                      launch was, and every incident; a supervisor restarted after a
+ *                      crash (kill -9) carries on with the same table, restart count and
+ *                      wall time, so goodput counts the time it was down
+ *   sup_ckpt_counts    checkpoint failures and fallbacks the trainer recorded in
+ *                      events.jsonl, for the summary
+ *
+ * supervisor.json (version 2; docs/supervisor.md):
+ *   {"version":2,"restarts":N,"attempt":A,"first_launch":WALL,
+ *    "incidents":[{"kind":"exit","node":"node1","rank":1,"detail":"...","step":6,
+ *                  "resumed_at":4,"fault":WALL,"detect":WALL,"recovered":WALL}, ...]}
+ * Times are Unix seconds (0: not known). A version 1 file ({"restarts","attempt"}) is
+ * read as one with no incidents. A file that does not parse is reported and ignored (a
+ * fresh ledger), never a reason not to run.
+ */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/fsutil.h"
+#include "supervise/sup_internal.h"
+
+#define LOST_SETTLE_S 0.15 /* deaths this close to the first one seen belong to it */
+
+void sup_collect_lost(sup *s)
+{
+    /* failures that come together are rarely in the same millisecond: the launcher is
+     * held (SIGSTOP to it alone, not its ranks: it would take the survivors down) while
+     * the others settle; stop_job's SIGCONT lets it go */
+    if (s->job > 0 && !s->be->remote_ranks) {
+        kill(s->job, SIGSTOP);
+        usleep((useconds_t)(LOST_SETTLE_S * 1e6));
+    }
+    for (int r = 0; r < s->nranks; r++) {
+        rank_info *ri = &s->rk[r];
+        if (ri->pid <= 0 || ri->done || ri->lost)
+            continue;
+        char st = sup_proc_state(ri->pid);
+        if (st == 0 || st == 'Z' || st == 'X')
+            ri->lost = 'D';
+        else if (st == 'T')
+            ri->lost = 'T';
+        else
+            continue;
+        sup_implicate(s, ri->node);
+    }
+}
+
+/* "rank 3 died, rank 4 stopped" for the lost ranks of node (at most cap bytes). */
+static void lost_on(const sup *s, const char *node, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (int r = 0; r < s->nranks && n + 40 < cap; r++)
+        if (s->rk[r].lost && !strcmp(s->rk[r].node, node))
+            n += (size_t)snprintf(out + n, cap - n, "%srank %d %s", n ? ", " : "", r,
+                                  s->rk[r].lost == 'T' ? "stopped" : "died");
+}
+
+grit_err sup_record_more(sup *s, const incident *first)
+{
+    for (int i = 1; i < s->nimplicated; i++) {
+        grit_err rc = sup_grow((void **)&s->inc, &s->inc_cap, s->ninc + 2, sizeof *s->inc,
+                               "incidents");
+        if (rc != GRIT_OK)
+            return rc;
+        incident *in = &s->inc[s->ninc];
+        *in = *first;
+        in->rank = -1;
+        for (int r = 0; r < s->nranks; r++)
+            if (s->rk[r].lost && !strcmp(s->rk[r].node, s->implicated[i])) {
+                in->rank = r;
+                break;
+            }
+        snprintf(in->node, sizeof in->node, "%s", s->implicated[i]);
+        char what[160];
+        lost_on(s, in->node, what, sizeof what);
+        snprintf(in->detail, sizeof in->detail, "%s (at the same time as %s)",
+                 what[0] ? what : "implicated", first->node);
+        s->ninc++;
+    }
+    memset(&s->inc[s->ninc], 0, sizeof *s->inc); /* the next incident's row, clean */
+    return GRIT_OK;
+}
+
+void sup_ledger_save(sup *s)
+{
+    json_t *inc = json_array();
+    for (int i = 0; i < s->ninc; i++) {
+        const incident *in = &s->inc[i];
+        json_array_append_new(
+            inc, json_pack("{s:s,s:s,s:i,s:s,s:I,s:I,s:f,s:f,s:f}", "kind", sup_fail_name(in->kind),
+                           "node", in->node, "rank", in->rank, "detail", in->detail, "step",
+                           (json_int_t)in->step_seen, "resumed_at", (json_int_t)in->resumed_at,
+                           "fault", in->fault_ts, "detect", in->detect_ts, "recovered",
+                           in->recovered_ts));
+    }
+    json_t *j = json_pack("{s:i,s:i,s:i,s:f,s:o}", "version", 2, "restarts", s->restarts,
+                          "attempt", s->attempt, "first_launch", s->first_launch_ts,
+                          "incidents", inc);
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!text || fs_write_durable(s->statepath, text, strlen(text)) != GRIT_OK)
+        sup_say(s, "WARNING: cannot write %s: %s (a restarted supervisor would lose the "
+                   "incident history)", s->statepath, text ? grit_errmsg() : "out of memory");
+    free(text);
+}
+
+static sup_fail kind_of(const char *name)
+{
+    for (int k = 0; k < F_NKINDS; k++)
+        if (name && !strcmp(sup_fail_name((sup_fail)k), name))
+            return (sup_fail)k;
+    return F_NONE;
+}
+
+grit_err sup_ledger_load(sup *s)
+{
+    char *text = NULL;
+    if (fs_read_all(s->statepath, &text, NULL) != GRIT_OK)
+        return GRIT_OK; /* a first run */
+    json_error_t e;
+    json_t *j = json_loads(text, 0, &e);
+    free(text);
+    if (!json_is_object(j)) {
+        sup_say(s, "WARNING: %s:%d:%d: %s: starting a fresh incident history", s->statepath,
+                e.line, e.column, e.text);
+        json_decref(j);
+        return GRIT_OK;
+    }
+    s->restarts = (int)json_integer_value(json_object_get(j, "restarts"));
+    s->attempt = (int)json_integer_value(json_object_get(j, "attempt")) + 1;
+    s->first_launch_ts = json_number_value(json_object_get(j, "first_launch"));
+    json_t *arr = json_object_get(j, "incidents"), *x;
+    size_t i;
+    grit_err rc = GRIT_OK;
+    json_array_foreach(arr, i, x) {
+        if ((rc = sup_grow((void **)&s->inc, &s->inc_cap, s->ninc + 2, sizeof *s->inc,
+                           "incidents")) != GRIT_OK)
+            break;
+        incident *in = &s->inc[s->ninc++];
+        memset(in, 0, sizeof *in);
+        in->kind = kind_of(json_string_value(json_object_get(x, "kind")));
+        snprintf(in->node, sizeof in->node, "%s", json_string_value(json_object_get(x, "node")) ?
+                 json_string_value(json_object_get(x, "node")) : "");
+        snprintf(in->detail, sizeof in->detail, "%s",
+                 json_string_value(json_object_get(x, "detail")) ?
+                 json_string_value(json_object_get(x, "detail")) : "");
+        in->rank = (int)json_integer_value(json_object_get(x, "rank"));
+        in->step_seen = (long)json_integer_value(json_object_get(x, "step"));
+        in->resumed_at = (long)json_integer_value(json_object_get(x, "resumed_at"));
+        in->fault_ts = json_number_value(json_object_get(x, "fault"));
+        in->detect_ts = json_number_value(json_object_get(x, "detect"));
+        in->recovered_ts = json_number_value(json_object_get(x, "recovered"));
+    }
+    if (rc == GRIT_OK && s->ninc < s->inc_cap)
+        memset(&s->inc[s->ninc], 0, sizeof *s->inc);
+    json_decref(j);
+    return rc;
+}
+
+void sup_ckpt_counts(const sup *s, int *failed, int *rejected)
+{
+    char path[1200], *text = NULL;
+    *failed = *rejected = 0;
+    snprintf(path, sizeof path, "%s/events.jsonl", s->o->run_dir);
+    if (fs_read_all(path, &text, NULL) != GRIT_OK)
+        return;
+    for (const char *p = text; (p = strstr(p, "\"event\":\"ckpt_")); p++) {
+        if (!strncmp(p + 14, "failed\"", 7))
+            (*failed)++;
+        else if (!strncmp(p + 14, "rejected\"", 9) || !strncmp(p + 14, "local_rejected\"", 15))
+            (*rejected)++;
+    }
+    free(text);
+}
