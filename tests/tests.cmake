@@ -194,6 +194,12 @@ add_test(NAME integration.multi_death
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/multi_death.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.multi_death PROPERTIES TIMEOUT 400 LABELS "integration;mpi")
 
+# failure classes: a full disk (on_error stop) and a config error end the run at once
+# (exit 3, the cause in the summary); a killed rank is still retried
+add_test(NAME integration.failure_class
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/failure_class.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.failure_class PROPERTIES TIMEOUT 300 LABELS "integration;mpi")
+
 # The supervisor at scale (src/supervise, tests/integration/sup_scale.c): 4,096 ranks on 512
 # nodes + 2 spares, heartbeats from one sender process over real UDP; a node dies, is
 # diagnosed, cordoned, a spare takes its place; 300 incidents all kept. The same binary is

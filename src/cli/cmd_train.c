@@ -36,8 +36,10 @@ static void usage(FILE *f)
             "SIGTERM or SIGINT (on any rank) stops every rank after the same step, with a\n"
             "final checkpoint when the last save's duration says it finishes within\n"
             "GRIT_STOP_GRACE seconds (default 25); a second signal stops at once.\n"
-            "Exit status: 0 finished, 1 failed, 2 bad usage, 128+signal (143 SIGTERM,\n"
-            "130 SIGINT) stopped by a signal (rerun the same command to resume).\n"
+            "Exit status: 0 finished, 1 failed (a retry may succeed), 2 bad usage, 3 failed\n"
+            "in a way a retry repeats (config error, disk full, every checkpoint or a data\n"
+            "file unusable: grit launch gives up at once), 128+signal (143 SIGTERM, 130\n"
+            "SIGINT) stopped by a signal (rerun the same command to resume).\n"
             "  --quiet           no progress line or summary\n"
             "  -h, --help        show this help\n");
 }
@@ -120,8 +122,9 @@ int cmd_train(int argc, char **argv)
     if (rc != GRIT_OK) { /* every rank read the same file: rank 0 speaks for all */
         if (leader)
             fprintf(stderr, "grit train: %s\n", grit_errmsg());
+        int code = train_fail_cause(rc, grit_errmsg()) ? 3 : 1; /* 3: a config error */
         comm_finalize(&d);
-        return 1;
+        return code;
     }
     if (print_cfg) {
         char *s = leader ? train_cfg_dump(&cfg) : NULL;
@@ -135,15 +138,19 @@ int cmd_train(int argc, char **argv)
     train_result res = {0};
     rc = train_run(&cfg, &d, quiet ? NULL : stderr, &res);
     if (rc != GRIT_OK) {
+        const char *cause = train_fail_cause(rc, grit_errmsg());
+        int code = cause ? 3 : 1; /* 3: retrying would fail the same way */
         if (d.size > 1) {
             /* the other ranks may be waiting in a collective: take the job down now */
             fprintf(stderr, "grit train: rank %d: %s: %s\n", d.rank, grit_strerror(rc),
                     grit_errmsg());
-            comm_abort(&d, 1);
+            comm_abort(&d, code);
         }
         fprintf(stderr, "grit train: %s: %s\n", grit_strerror(rc), grit_errmsg());
+        if (cause)
+            fprintf(stderr, "grit train: a retry would fail the same way (%s): exit 3\n", cause);
         comm_finalize(&d);
-        return 1;
+        return code;
     }
     comm_finalize(&d);
     return res.stopped_by ? 128 + res.stopped_by : 0;

@@ -207,6 +207,7 @@ static grit_err launch(sup *s)
     }
     s->max_step = -1;
     s->log_size = 0;
+    s->fatal[0] = '\0';
     hb_msg stale; /* beats the previous job sent before it was stopped belong to no one now */
     while (hb_server_poll(&s->hb, &stale, on_reject, s)) /* forged ones are still reported */
         ;
@@ -499,6 +500,8 @@ static int poll_running(sup *s)
                 note_fault(s);
             if (!strcmp(m.kind, "done"))
                 ri->done = 1;
+            if (!strcmp(m.kind, "fatal")) /* its exit will follow: a retry would repeat it */
+                snprintf(s->fatal, sizeof s->fatal, "%s", m.detail[0] ? m.detail : "fatal");
             if (!strcmp(m.kind, "nan")) {
                 char d[128];
                 snprintf(d, sizeof d, "non-finite %s at step %ld", m.detail, m.step);
@@ -597,9 +600,12 @@ static int poll_running(sup *s)
             rank = s->be->failed_rank ? s->be->failed_rank(text) : -1;
             free(text);
         }
-        snprintf(detail, sizeof detail, "job %s %d%s", WIFSIGNALED(status) ? "killed by signal" : "exited with",
+        if (WIFEXITED(status) && WEXITSTATUS(status) == SUP_EXIT_PERMANENT && !s->fatal[0])
+            snprintf(s->fatal, sizeof s->fatal, "exit status 3");
+        snprintf(detail, sizeof detail, "job %s %d%s%s%s", WIFSIGNALED(status) ? "killed by signal" : "exited with",
                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
-                 rank >= 0 ? " (a rank died)" : "");
+                 rank >= 0 ? " (a rank died)" : "", s->fatal[0] ? ": will not retry: " : "",
+                 s->fatal);
         fail(s, F_EXIT, rank, detail);
         return 1;
     }
@@ -839,6 +845,10 @@ int sup_run(const sup_opts *o)
         }
         int st = sup_stop_job(s);
         sup_event(s, "job_stopped", json_pack("{s:i}", "status", st));
+        if (s->fatal[0]) { /* deterministic: no diagnosis, no restart (sup_incident.c) */
+            rc = sup_give_up_permanent(s);
+            break;
+        }
         if (nan_step > 0 && skip_policy(s, nan_step) != GRIT_OK) {
             give_up_error(s, grit_errmsg());
             break;

@@ -16,6 +16,7 @@ static const sup_transition table[] = {
     {S_RUNNING, S_DONE, "poll_running: the job exited 0"},
     {S_RUNNING, S_DETECTED, "poll_running: exit/signal, hang, NaN, spike, straggler, health"},
     {S_DETECTED, S_DIAGNOSING, "stop_job: SIGTERM, grace, SIGKILL; stacks first on a hang"},
+    {S_DETECTED, S_GAVE_UP, "sup_give_up_permanent: the job said a retry would repeat it"},
     {S_DIAGNOSING, S_REPAIRING, "sup_diagnose: a verdict on each implicated node"},
     {S_REPAIRING, S_LAUNCHING, "sup_repair: cordon the bad, spares in; backoff"},
     {S_REPAIRING, S_GAVE_UP, "sup_repair: no spare (give_up, requeue) or --max-restarts"},

@@ -10,6 +10,7 @@
  *   RUNNING   --[poll_running: the job exited 0]-----------------------------------> DONE
  *   RUNNING   --[poll_running: exit/signal, hang, NaN, spike, straggler, health]----> DETECTED
  *   DETECTED  --[stop_job: SIGTERM, grace, SIGKILL; stacks first on a hang]---------> DIAGNOSING
+ *   DETECTED  --[sup_give_up_permanent: the job said a retry would repeat it]-----> GAVE_UP
  *   DIAGNOSING --[sup_diagnose: a verdict on each implicated node]------------------> REPAIRING
  *   REPAIRING --[sup_repair: cordon the bad, spares in; backoff]--------------------> LAUNCHING
  *   REPAIRING --[sup_repair: no spare (give_up, requeue) or --max-restarts]---------> GAVE_UP

@@ -14,6 +14,9 @@
  *                      launch was, and every incident; a supervisor restarted after a
  *                      crash (kill -9) carries on with the same table, restart count and
  *                      wall time, so goodput counts the time it was down
+ *   sup_give_up_permanent  a failure the job called permanent (worker event "fatal",
+ *                      exit status 3: a config error, a full disk, every checkpoint
+ *                      unusable): no diagnosis, no restart, GAVE_UP with the cause
  *   sup_ckpt_counts    checkpoint failures and fallbacks the trainer recorded in
  *                      events.jsonl, for the summary
  *
@@ -188,4 +191,23 @@ void sup_ckpt_counts(const sup *s, int *failed, int *rejected)
             (*rejected)++;
     }
     free(text);
+}
+
+int sup_give_up_permanent(sup *s)
+{
+    char reason[400];
+    snprintf(reason, sizeof reason, "a failure that a retry would repeat (%s): %s; fix the "
+             "cause (logs/attempt_%02d.log) and rerun", s->fatal, s->f_detail, s->attempt);
+    sup_event(s, "gave_up", json_pack("{s:s,s:s,s:b}", "reason", reason, "cause", s->fatal,
+                                      "retry", 0));
+    sup_say(s, "giving up: %s", reason);
+    if (s->ninc > 0 && !strstr(s->inc[s->ninc - 1].detail, "will not retry")) {
+        incident *in = &s->inc[s->ninc - 1]; /* the table names the cause too */
+        char d[sizeof in->detail];
+        snprintf(d, sizeof d, "%.120s: will not retry: %.60s", in->detail, s->fatal);
+        memcpy(in->detail, d, sizeof d);
+    }
+    if (sup_set_state(s, S_GAVE_UP) == GRIT_OK)
+        sup_summary(s, 0);
+    return SUP_EXIT_PERMANENT;
 }

@@ -41,7 +41,7 @@ struct sup_inject {
 };
 
 static const char *const kinds[] = {"kill", "hang", "slow", "nan", "spike", "ckpt_crash",
-                                    "health_fail", "periodic_health_fail", NULL};
+                                    "health_fail", "periodic_health_fail", "disk_full", NULL};
 
 grit_err sup_inject_open(const char *spec, const char *run_dir, sup_inject **out)
 {
@@ -128,6 +128,12 @@ void sup_inject_export_job(const sup_inject *in, int attempt)
         if (in->it[i].attempt == attempt && !strcmp(in->it[i].kind, "ckpt_crash"))
             snprintf(ckpt, sizeof ckpt, "crash:%s", in->it[i].phase[0] ? in->it[i].phase
                                                                        : "manifest");
+        else if (attempt >= in->it[i].attempt && !strcmp(in->it[i].kind, "disk_full")) {
+            /* the checkpoint store fails every put from the N-th with ENOSPC, on this
+             * attempt and every later one: the disk stays full */
+            const char *put = strstr(in->it[i].spec, ":put=");
+            snprintf(ckpt, sizeof ckpt, "enospc_from:%d", put ? atoi(put + 5) : 1);
+        }
     const char *down = fault_points[FAULT_NODE_DOWN].env;
     if (trainer[0])
         setenv(fault_points[FAULT_TRAIN].env, trainer, 1);

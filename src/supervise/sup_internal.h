@@ -97,6 +97,7 @@ typedef struct sup {
     /* the current failure */
     sup_fail f_kind;
     char f_detail[200];
+    char fatal[64]; /* the job said (event "fatal", exit 3) a retry would repeat this */
     char (*implicated)[64]; /* [nimplicated] distinct node names (capacity: cluster slots) */
     int nimplicated, impl_cap;
     struct sup_verdict { /* sup_diagnose's findings, one per suspect, for sup_repair */
@@ -152,6 +153,10 @@ void sup_ledger_save(sup *s);
 grit_err sup_ledger_load(sup *s);
 /* Checkpoint saves that failed and checkpoints rejected at resume, from events.jsonl. */
 void sup_ckpt_counts(const sup *s, int *failed, int *rejected);
+#define SUP_EXIT_PERMANENT 3 /* a job's (and grit launch's) exit status: do not retry */
+/* DETECTED -> GAVE_UP for a failure the job called permanent (s->fatal): the reason,
+ * the summary; returns grit launch's exit status, SUP_EXIT_PERMANENT. */
+int sup_give_up_permanent(sup *s);
 /* SIGCONT + SIGTERM to the job's group and every known rank, SIGKILL after --grace;
  * the job's wait status (0 when none was running). */
 int sup_stop_job(sup *s);

@@ -51,6 +51,17 @@ grit_err train_save_weights(const gx_model *m, const char *path)
     return rc;
 }
 
+const char *train_fail_cause(grit_err rc, const char *msg)
+{
+    if (rc == GRIT_ECONFIG)
+        return "config";
+    if (msg && (strstr(msg, "No space left on device") || strstr(msg, "Disk quota exceeded")))
+        return "disk_full";
+    if (rc == GRIT_EFORMAT)
+        return "bad_input"; /* a data file or every checkpoint: unusable as it is */
+    return NULL;
+}
+
 static void path_join(char *buf, size_t cap, const char *dir, const char *name)
 {
     snprintf(buf, cap, "%s/%s", dir, name);
@@ -190,6 +201,7 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
     policy pol = {0};
     faults fs;
     int32_t *tokens = NULL;
+    long step_now = 0; /* the step the run is at, for a fatal event */
     grit_err rc;
     log = leader ? log : NULL;
     fault_set_rank(d->rank); /* rank-scoped injected faults (core/fault.h) */
@@ -245,6 +257,7 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
     bool stop = false, stop_saved = false;
     for (step = start; step < o->total_steps; step++) {
         double t0 = now_seconds();
+        step_now = step;
         long sample0 = step * G + (long)d->rank * A * B; /* this rank's slice */
         if ((rc = train_data_fill(&data, sample0, A * B, T + 1, tokens)) != GRIT_OK ||
             (rc = dp_set_tokens(&dp, tokens, (size_t)A * B * (T + 1))) != GRIT_OK)
@@ -361,6 +374,15 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
         *res = (train_result){step, last, secs, run_tokens / secs, 0};
     emit_done(&em, step);
 out:;
+    const char *cause = rc != GRIT_OK ? train_fail_cause(rc, grit_errmsg()) : NULL;
+    if (cause) { /* a retry would fail the same way: say so before the process ends */
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s", grit_errmsg());
+        emit_worker_event(&em, "fatal", step_now, cause);
+        events_emit(&ev, "train_failed", json_pack("{s:s,s:s,s:b}", "cause", cause, "error", msg,
+                                                   "retry", 0));
+        grit_errf(rc, "%s", msg); /* the caller reports this one */
+    }
     grit_err erc = emit_close(&em);
     if (rc == GRIT_OK)
         rc = erc;

@@ -31,6 +31,14 @@ typedef struct train_result {
  * world (comm_init'ed; size 1 without MPI). Only rank 0 writes the run directory. */
 grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res);
 
+/* Failure classes: the cause of an error that a retry would repeat - "config" (a
+ * config error, a checkpoint of another config), "disk_full" (ENOSPC, EDQUOT, however
+ * it surfaced), "bad_input" (a data file or every checkpoint unusable as it is) - or
+ * NULL for one that may be transient (a dead peer, a crash, an I/O error). msg: the
+ * error's context (grit_errmsg). train_run sends the cause to the supervisor (worker
+ * event "fatal") and records a "train_failed" event; grit train exits 3 for these. */
+const char *train_fail_cause(grit_err rc, const char *msg);
+
 /* Writes the model's parameters as safetensors (HF names), durably. */
 grit_err train_save_weights(const gx_model *m, const char *path);
 

@@ -58,7 +58,7 @@ check_case "short write (optimizer.safetensors)" "$d" "optimizer.safetensors: si
 d="$tmp/all"; stopped_run "$d"
 for s in 3 6 9; do flip_byte "$d/ckpt/step_0000000$s/model.safetensors"; done
 rc=0; out=$("$grit" train "$cfg" --run-dir "$d" --quiet 2>&1) || rc=$?
-[ $rc -eq 1 ] || fail "all-corrupt: expected exit 1, got $rc"
+[ $rc -eq 3 ] || fail "all-corrupt: expected exit 3 (a retry would repeat it), got $rc"
 grep -q "none of the 3 checkpoints verifies; refusing to start over" <<<"$out" || fail "all-corrupt: message: $out"
 [ "$(grep -c '"event":"ckpt_rejected"' "$d/events.jsonl")" -eq 3 ] || fail "all-corrupt: expected 3 ckpt_rejected events"
 echo "ok   all checkpoints corrupt: refused to start over"

@@ -26,7 +26,7 @@ grep -q '"on_error": "stop"' "$tmp/stop.json" || fail "setup: could not write th
 cfg_stop="$tmp/stop.json"
 d="$tmp/stop"; rc=0
 out=$(GRIT_CKPT_FAULT=enospc:8 "$grit" train "$cfg_stop" --run-dir "$d" --quiet 2>&1) || rc=$?
-[ $rc -eq 1 ] || fail "stop: expected exit 1, got $rc"
+[ $rc -eq 3 ] || fail "stop: expected exit 3 (disk full: a retry would repeat it), got $rc"
 grep -q "grit train: I/O error: checkpoint step 6 failed: .*No space left on device" <<<"$out" || fail "stop: message: $out"
 ls "$d/ckpt" | grep -v -e '^step_00000003$' -e '^LATEST$' > /dev/null && fail "stop: unexpected entries: $(ls "$d/ckpt")"
 "$grit" train "$cfg_stop" --run-dir "$d" --quiet
