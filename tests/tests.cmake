@@ -200,6 +200,11 @@ add_test(NAME integration.failure_class
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/failure_class.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.failure_class PROPERTIES TIMEOUT 300 LABELS "integration;mpi")
 
+# a flood of forged heartbeats: counted, logged at 1/s, the run unharmed
+add_test(NAME integration.hb_flood
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/hb_flood.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.hb_flood PROPERTIES TIMEOUT 180 LABELS "integration;mpi")
+
 # The supervisor at scale (src/supervise, tests/integration/sup_scale.c): 4,096 ranks on 512
 # nodes + 2 spares, heartbeats from one sender process over real UDP; a node dies, is
 # diagnosed, cordoned, a spare takes its place; 300 incidents all kept. The same binary is

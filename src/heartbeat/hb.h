@@ -105,8 +105,10 @@ typedef struct hb_server {
 
 /* Binds bind_host (NULL: 127.0.0.1) on an ephemeral port, makes a fresh secret. */
 grit_err hb_server_open(hb_server *s, const char *bind_host);
-/* Non-blocking: 1 and *out when a valid message was read, 0 when none is
- * pending; invalid ones are counted, logged to log (without the secret) and skipped. */
+#define HB_POLL_REJECT_MAX 4096 /* rejected datagrams one hb_server_poll reads at most */
+/* Non-blocking: 1 and *out when a valid message was read, 0 when none is pending or
+ * HB_POLL_REJECT_MAX invalid ones were read in this call (a flood cannot hold the
+ * caller); invalid ones are counted, logged to log (without the secret) and skipped. */
 int hb_server_poll(hb_server *s, hb_msg *out, void (*log)(void *ctx, const char *why), void *ctx);
 void hb_server_close(hb_server *s);
 

@@ -43,7 +43,9 @@ grit_err hb_server_open(hb_server *s, const char *bind_host)
 
 int hb_server_poll(hb_server *s, hb_msg *out, void (*log)(void *ctx, const char *why), void *ctx)
 {
-    for (;;) {
+    /* a flood of rejected datagrams must not hold the caller here: after this many in
+     * one call it gets 0 and comes back at its next poll */
+    for (int bad = 0; bad < HB_POLL_REJECT_MAX; bad++) {
         char buf[1024];
         struct sockaddr_in from;
         socklen_t fl = sizeof from;
@@ -62,6 +64,7 @@ int hb_server_poll(hb_server *s, hb_msg *out, void (*log)(void *ctx, const char 
             log(ctx, why);
         }
     }
+    return 0;
 }
 
 void hb_server_close(hb_server *s)

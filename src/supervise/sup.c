@@ -413,9 +413,7 @@ static void note_fault(sup *s)
 
 static void on_reject(void *ctx, const char *why)
 {
-    sup *s = ctx;
-    sup_say(s, "%s", why);
-    sup_event(s, "heartbeat_rejected", json_pack("{s:s}", "reason", why));
+    sup_reject_note(ctx, why); /* counted; logged at a bounded rate (sup_incident.c) */
 }
 
 /* Starts `grit health --quick` as on node (NULL: this machine, for the periodic

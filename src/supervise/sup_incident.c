@@ -17,6 +17,9 @@
  *   sup_give_up_permanent  a failure the job called permanent (worker event "fatal",
  *                      exit status 3: a config error, a full disk, every checkpoint
  *                      unusable): no diagnosis, no restart, GAVE_UP with the cause
+ *   sup_reject_note    rejected heartbeats (forged, malformed): every one counted, at
+ *                      most one line and one event per second (a flood of 50k datagrams
+ *                      a second must not fill the disk with events.jsonl)
  *   sup_ckpt_counts    checkpoint failures and fallbacks the trainer recorded in
  *                      events.jsonl, for the summary
  *
@@ -36,6 +39,7 @@
 #include <unistd.h>
 
 #include "core/fsutil.h"
+#include "core/progress.h"
 #include "supervise/sup_internal.h"
 
 #define LOST_SETTLE_S 0.15 /* deaths this close to the first one seen belong to it */
@@ -210,4 +214,23 @@ int sup_give_up_permanent(sup *s)
     if (sup_set_state(s, S_GAVE_UP) == GRIT_OK)
         sup_summary(s, 0);
     return SUP_EXIT_PERMANENT;
+}
+
+void sup_reject_note(sup *s, const char *why)
+{
+    double now = now_seconds();
+    if (s->rej_ts > 0 && now - s->rej_ts < SUP_REJECT_LOG_S) {
+        s->rej_suppressed++;
+        return;
+    }
+    if (s->rej_suppressed)
+        sup_say(s, "%s (and %ld more rejected in the last %.1f s)", why, s->rej_suppressed,
+                now - s->rej_ts);
+    else
+        sup_say(s, "%s", why);
+    sup_event(s, "heartbeat_rejected", json_pack("{s:s,s:I,s:I}", "reason", why, "suppressed",
+                                                 (json_int_t)s->rej_suppressed, "total",
+                                                 (json_int_t)s->hb.rejected));
+    s->rej_ts = now;
+    s->rej_suppressed = 0;
 }

@@ -97,6 +97,8 @@ typedef struct sup {
     /* the current failure */
     sup_fail f_kind;
     char f_detail[200];
+    double rej_ts;       /* when the last rejected heartbeat was logged */
+    long rej_suppressed; /* rejected since then, not logged one by one */
     char fatal[64]; /* the job said (event "fatal", exit 3) a retry would repeat this */
     char (*implicated)[64]; /* [nimplicated] distinct node names (capacity: cluster slots) */
     int nimplicated, impl_cap;
@@ -153,6 +155,10 @@ void sup_ledger_save(sup *s);
 grit_err sup_ledger_load(sup *s);
 /* Checkpoint saves that failed and checkpoints rejected at resume, from events.jsonl. */
 void sup_ckpt_counts(const sup *s, int *failed, int *rejected);
+/* A rejected heartbeat: counted (s->hb.rejected); a line and an event at most once per
+ * SUP_REJECT_LOG_S, the next one carrying how many were suppressed meanwhile. */
+void sup_reject_note(sup *s, const char *why);
+#define SUP_REJECT_LOG_S 1.0
 #define SUP_EXIT_PERMANENT 3 /* a job's (and grit launch's) exit status: do not retry */
 /* DETECTED -> GAVE_UP for a failure the job called permanent (s->fatal): the reason,
  * the summary; returns grit launch's exit status, SUP_EXIT_PERMANENT. */

@@ -64,6 +64,9 @@ void sup_summary(sup *s, int ok)
     sup_ckpt_counts(s, &ck_failed, &ck_rejected);
     fprintf(f, "  %-20s %d saves failed, %d rejected at resume (an older one loaded)\n",
             "checkpoints", ck_failed, ck_rejected);
+    if (s->hb.rejected)
+        fprintf(f, "  %-20s %ld (forged or malformed; events.jsonl has them at most 1/s)\n",
+                "heartbeats rejected", s->hb.rejected);
     fprintf(f, "  %-20s %.1f s (since the first launch, supervisor restarts included)\n",
             "wall time", wall);
     if (prod >= 0)
