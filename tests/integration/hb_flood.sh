@@ -7,7 +7,7 @@ set -euo pipefail
 grit=$1 py=$2
 tmp=$(mktemp -d)
 bg=""; fl=""
-cleanup() { for p in $bg $fl; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+cleanup() { for p in $bg $fl; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (make deps)"; exit 1; }
 fails=0

@@ -12,7 +12,7 @@ set -euo pipefail
 grit=$1 py=$2
 tmp=$(mktemp -d)
 bgs=()
-cleanup() { for p in "${bgs[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+cleanup() { for p in "${bgs[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (make deps)"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -11,7 +11,7 @@ set -euo pipefail
 grit=$1 py=$2
 tmp=$(mktemp -d)
 bgs=()
-cleanup() { for p in "${bgs[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+cleanup() { for p in "${bgs[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (make deps)"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -30,7 +30,13 @@ wait_step() { # DIR STEP: until metrics.jsonl has that step (at most 60 s)
   for _ in $(seq 1 1200); do grep -qs "\"step\":$2," "$1/metrics.jsonl" && return 0; sleep 0.05; done
   return 1
 }
-alive() { for p in "$@"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+alive() { # PID...: true when one of them runs (a zombie waiting for its reaper does not)
+  for p in "$@"; do
+    st=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -c1) || true
+    [ -n "$st" ] && [ "$st" != Z ] && return 0
+  done
+  return 1
+}
 field() { grep -o "\"event\":\"$2\".*" "$1/events.jsonl" | grep -o "\"$3\":[^,}]*" | head -1 | cut -d: -f2 | tr -d '"'; }
 
 # --- grit train alone --------------------------------------------------------------------
@@ -119,7 +125,7 @@ L "$tmp/l1"; rc=0; wait "$lp" || rc=$?
 L "$tmp/l2"
 wait_step "$tmp/l2" 5 || fail "launch 2: no step 5"
 ranks=$(for r in $(pgrep -f -- "--run-dir $tmp/l2" || true); do [ "$r" != "$lp" ] && echo "$r"; done)
-kill -TERM "$lp"; kill -TERM "$lp" 2>/dev/null || true
+kill -TERM "$lp"; sleep 0.3; kill -TERM "$lp" 2>/dev/null || true # apart: signals coalesce
 rc=0; wait "$lp" || rc=$?
 gone=0
 for _ in $(seq 1 100); do
