@@ -26,7 +26,7 @@ add_test(NAME unit.layers
 add_test(NAME unit.layers_selftest
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/unit/layers/selftest.sh
           ${CMAKE_SOURCE_DIR}/scripts/check-layers.sh ${CMAKE_SOURCE_DIR}/scripts/layers.txt)
-set_tests_properties(unit.layers unit.layers_selftest PROPERTIES TIMEOUT 60 LABELS "unit")
+set_tests_properties(unit.layers unit.layers_selftest PROPERTIES TIMEOUT 300 LABELS "unit")
 
 # Every GRIT_* variable the code reads is listed in docs/env.md; the selftest plants
 # an undocumented one.
