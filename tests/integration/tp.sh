@@ -5,7 +5,7 @@
 #    within 1.5 fp32 ulps, grad norms within 5e-8 at step 1 and 1e-5 at every step, final
 #    weights (gathered to whole Hugging Face tensors) within per-tensor relative L2 3e-5
 #    (docs/parallel.md says why these bounds and not tighter ones);
-#  - TP=2 twice: bitwise identical metrics and weights;
+#  - TP=2 twice: bitwise identical metrics and weights; ZeRO-1 at TP=2 x DP=2: bitwise equal;
 #  - a layout whose world size is wrong is refused before training, naming the numbers;
 #  - the memory plan (--plan, and the first lines of a run); a 70B model is refused.
 set -euo pipefail
@@ -55,6 +55,18 @@ if cmp -s "$tmp/llama-tp2-2/model.safetensors" "$tmp/llama-tp2-again/model.safet
   echo "TP=2 twice: bitwise identical: ok"
 else
   echo "FAIL: two TP=2 runs differ"; fail=1
+fi
+
+# ZeRO-1 over the data-parallel group of a TP=2 x DP=2 grid: the same numbers, bit for bit
+sed 's/"seed": 42/"seed": 42, "parallel": {"tensor": 2, "zero": 1}/' "$tmp/llama.json" > "$tmp/llama_z.json"
+run 4 "$tmp/llama_z.json" "$tmp/llama-z"
+if grep -q '"zero1":true' "$tmp/llama-z/events.jsonl" &&
+   cmp -s "$tmp/llama-tp2-4/model.safetensors" "$tmp/llama-z/model.safetensors" &&
+   diff -q <(sed -E 's/,"tokens_per_s".*//' "$tmp/llama-tp2-4/metrics.jsonl") \
+           <(sed -E 's/,"tokens_per_s".*//' "$tmp/llama-z/metrics.jsonl") >/dev/null; then
+  echo "TP=2 x DP=2 with ZeRO-1: bitwise equal to without: ok"
+else
+  echo "FAIL: ZeRO-1 under TP=2 x DP=2 differs (or was not on)"; fail=1
 fi
 
 refuse() { # NP CONFIG-SED EXPECTED-MESSAGE
