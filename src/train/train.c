@@ -15,11 +15,11 @@
 
 #include "ckpt/safetensors.h"
 #include "comm/grid.h"
-#include "model/tp.h"
 #include "core/events.h"
 #include "core/fault.h"
 #include "core/fsutil.h"
 #include "core/progress.h"
+#include "model/tp.h"
 #include "train/data.h"
 #include "train/dp.h"
 #include "train/emit.h"
