@@ -148,6 +148,11 @@ set_tests_properties(integration.health PROPERTIES TIMEOUT 300 LABELS "integrati
 add_test(NAME integration.dp
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/dp.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.dp PROPERTIES TIMEOUT 300 LABELS "integration;mpi" RUN_SERIAL TRUE)
+# Tensor parallelism (src/model/tp.c, src/comm/grid.c): TP=2 and TP=2 x DP=2 against one
+# rank for GPT-NeoX and Llama-GQA shapes, bitwise run to run, refused layouts.
+add_test(NAME integration.tp
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/tp.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.tp PROPERTIES TIMEOUT 600 LABELS "integration;mpi" RUN_SERIAL TRUE)
 
 # Megatron sample order (src/data/gptdataset, mt19937) vs numpy building the same indices.
 add_executable(grit-gptidx-tool tests/reference/gptidx_tool.c)

@@ -102,6 +102,13 @@ typedef struct gx_tensor {
     int ndim;
     int shape[2];
     bool decay; /* weight decay applies (weights and embeddings, not biases/norms) */
+    /* Tensor parallelism (model/tp.h): which part of the whole Hugging Face tensor
+     * (gshape) this rank holds. split -1: all of it (replicated on every TP rank);
+     * 0: rows, 1: columns, as nseg runs {global start, local start, count} along
+     * that dimension. With one TP rank every tensor is whole. */
+    int gshape[2];
+    signed char split, nseg;
+    int seg[3][3];
 } gx_tensor;
 
 /* Pointers into one block (params or grads) for one layer. */
@@ -158,6 +165,19 @@ typedef struct gx_model {
      * training start reducing gradients while backward goes on. */
     void (*grad_ready)(void *ctx, size_t off, size_t n);
     void *grad_ctx;
+
+    /* Tensor parallelism (model/tp.h): tp ranks of which this is tp_rank (1 and 0
+     * without it). This rank's share: nh of the heads, nkv kv heads, ni of the
+     * intermediate columns, nv vocabulary rows from v0; hd = hidden / heads. */
+    int tp, tp_rank, hd, nh, nkv, ni, nv, v0;
+    op_qkv_layout lay;          /* q/k/v layout of this rank's heads */
+    float *tp_tmp;              /* [3 chunk] vocabulary-parallel softmax statistics */
+    /* In-place reduction over the TP group (set by the trainer when tp > 1);
+     * returns non-zero on failure, which is kept in tp_failed (sticky) and makes
+     * gx_step return NAN. */
+    int (*tp_reduce)(void *ctx, float *buf, size_t n, int max);
+    void *tp_ctx;
+    int tp_failed;
 } gx_model;
 
 /* Allocates everything for micro-batches of B sequences of T tokens, using
@@ -166,6 +186,10 @@ typedef struct gx_model {
  * naming its parameter count and estimate, before allocating anything. Weights are zero until
  * gx_init_weights() or a load. gx_free(NULL) is a no-op. */
 grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads);
+/* The same for tensor-parallel rank tp_rank of tp (model/tp.h): only this rank's
+ * slices are allocated; the model's divisibility by tp is checked (GRIT_EINVAL). */
+grit_err gx_init_tp(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
+                    int tp_rank);
 void gx_free(gx_model *m);
 
 /* GPT-NeoX: Pythia initialisation: small_init N(0, sqrt(2/(5C))) for embeddings
@@ -180,7 +204,8 @@ const gx_tensor *gx_find(const gx_model *m, const char *name);
 /* Forward and backward on one micro-batch. tokens is [B, T+1]: inputs are
  * columns 0..T-1, targets 1..T. Gradients are *accumulated* into m->grads
  * with dloss scaled by grad_scale (e.g. 1/grad_accum); grad_scale 0 runs the
- * forward only. If logits_out is non-NULL it receives [B*T, V] logits.
+ * forward only. If logits_out is non-NULL it receives [B*T, V] logits (one TP rank
+ * only: with tp > 1 the logits are never gathered and logits_out is ignored).
  * Returns the mean cross-entropy over the B*T positions. */
 float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logits_out);
 

@@ -25,12 +25,15 @@
  * and the fixed-order reductions in ops.c make the whole step bitwise
  * reproducible for a given thread count.
  */
+#include <math.h>
 #include <string.h>
 
 #include "model/family.h"
 #include "model/gptneox.h"
+#include "model/tp.h"
 #include "tensor/matmul.h"
 #include "tensor/ops.h"
+#include "tensor/ops_tp.h"
 
 static void fill_rows(float *out, const float *bias, int N, int C)
 {
@@ -69,16 +72,17 @@ static void norm_bwd(const gx_config *c, float *dx, float *dw, float *db, const 
         op_layernorm_bwd(dx, dw, db, dout, x, mean, rstd, w, N, c->hidden);
 }
 
-static int fc_width(const gx_config *c)
+/* Rows of this rank's up (and gate) projection. */
+static int fc_width(const gx_model *m)
 {
-    return c->mlp == GX_MLP_SWIGLU ? 2 * c->intermediate : c->intermediate;
+    return m->cfg.mlp == GX_MLP_SWIGLU ? 2 * m->ni : m->ni;
 }
 
 /* y += mlp(norm2(u)) (norm2 is norm1's output when the block has one norm). */
 static void mlp_fwd(gx_model *m, int l, const float *u, float *y)
 {
     const gx_config *c = &m->cfg;
-    int N = m->B * m->T, C = c->hidden, H4 = c->intermediate, F = fc_width(c);
+    int N = m->B * m->T, C = c->hidden, H4 = m->ni, F = fc_width(m);
     gx_layer *w = &m->w.layer[l];
     gx_layer_acts *a = &m->acts[l];
     if (!c->shared_norm)
@@ -88,26 +92,36 @@ static void mlp_fwd(gx_model *m, int l, const float *u, float *y)
         op_swiglu_fwd(a->gelu, a->fc, N, H4);
     else
         op_gelu_fwd(a->gelu, a->fc, (long)N * H4, c->act);
+    if (m->tp > 1) { /* row parallel: this rank's partial sum, all-reduced, then added */
+        mm_nt(N, C, H4, 1.0f, a->gelu, H4, w->proj_w, H4, 0.0f, m->dtmp, C);
+        gx__tp_reduce(m, m->dtmp, (size_t)N * C, 0);
+        long n = (long)N * C;
+#pragma omp parallel for schedule(static)
+        for (long i = 0; i < n; i++)
+            y[i] += m->dtmp[i];
+        return;
+    }
     mm_nt(N, C, H4, 1.0f, a->gelu, H4, w->proj_w, H4, 1.0f, y, C);
 }
 
 static void layer_fwd(gx_model *m, int l)
 {
     const gx_config *c = &m->cfg;
-    int N = m->B * m->T, C = c->hidden, hd = C / c->heads, Q = m->qkv_dim;
+    int N = m->B * m->T, C = c->hidden, hd = m->hd, Q = m->qkv_dim, A = m->nh * hd;
     gx_layer *w = &m->w.layer[l];
     gx_layer_acts *a = &m->acts[l];
     const float *x = m->resid[l];
     float *y = m->resid[l + 1], *o = m->dtmp;
     const float *dense_b = w->dense_b ? w->dense_b : m->zeros;
     const float *proj_b = w->proj_b ? w->proj_b : m->zeros;
-    op_qkv_layout lay = gx_qkv_layout(c);
+    op_qkv_layout lay = m->lay;
 
     norm_fwd(c, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, N);
     linear_fwd(a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, Q, C);
-    op_rotary_lay(a->qkv, m->rope_cos, m->rope_sin, &lay, N, m->T, c->heads, hd, m->rot, 0);
-    op_attn_fwd(a->att, a->lse, a->qkv, &lay, m->B, m->T, c->heads, hd, m->att_scratch);
-    mm_nt(N, C, C, 1.0f, a->att, C, w->dense_w, C, 0.0f, o, C);
+    op_rotary_lay(a->qkv, m->rope_cos, m->rope_sin, &lay, N, m->T, m->nh, hd, m->rot, 0);
+    op_attn_fwd(a->att, a->lse, a->qkv, &lay, m->B, m->T, m->nh, hd, m->att_scratch);
+    mm_nt(N, C, A, 1.0f, a->att, A, w->dense_w, A, 0.0f, o, C);
+    gx__tp_reduce(m, o, (size_t)N * C, 0); /* row parallel (tp > 1) */
     if (c->parallel_residual) {
         op_add3_bias(y, x, o, dense_b, N, C);
         if (w->proj_b)
@@ -124,7 +138,7 @@ static void layer_fwd(gx_model *m, int l)
 static void mlp_bwd(gx_model *m, int l, const float *dy)
 {
     const gx_config *c = &m->cfg;
-    int N = m->B * m->T, C = c->hidden, H4 = c->intermediate, F = fc_width(c);
+    int N = m->B * m->T, C = c->hidden, H4 = m->ni, F = fc_width(m);
     gx_layer *w = &m->w.layer[l], *g = &m->g.layer[l];
     gx_layer_acts *a = &m->acts[l];
     if (g->proj_b)
@@ -142,27 +156,29 @@ static void mlp_bwd(gx_model *m, int l, const float *dy)
         op_bias_grad(g->fc_b, m->dfc, N, F, F);
     mm_tn(F, C, N, 1.0f, m->dfc, F, a->ln2, C, 1.0f, g->fc_w, C);
     mm_nn(N, C, F, 1.0f, m->dfc, F, w->fc_w, C, 0.0f, m->dln, C);
+    gx__tp_reduce(m, m->dln, (size_t)N * C, 0); /* column parallel input (tp > 1) */
 }
 
 /* Attention backward from dy (gradient of the dense output); leaves dNorm1-output in m->datt. */
 static void attn_bwd(gx_model *m, int l, const float *dy)
 {
     const gx_config *c = &m->cfg;
-    int N = m->B * m->T, C = c->hidden, hd = C / c->heads, Q = m->qkv_dim;
+    int N = m->B * m->T, C = c->hidden, hd = m->hd, Q = m->qkv_dim, A = m->nh * hd;
     gx_layer *w = &m->w.layer[l], *g = &m->g.layer[l];
     gx_layer_acts *a = &m->acts[l];
-    op_qkv_layout lay = gx_qkv_layout(c);
+    op_qkv_layout lay = m->lay;
     if (g->dense_b)
         op_bias_grad(g->dense_b, dy, N, C, C);
-    mm_tn(C, C, N, 1.0f, dy, C, a->att, C, 1.0f, g->dense_w, C);
-    mm_nn(N, C, C, 1.0f, dy, C, w->dense_w, C, 0.0f, m->datt, C);
-    op_attn_bwd(m->dqkv, m->datt, a->att, a->lse, a->qkv, &lay, m->B, m->T, c->heads, hd,
+    mm_tn(C, A, N, 1.0f, dy, C, a->att, A, 1.0f, g->dense_w, A);
+    mm_nn(N, A, C, 1.0f, dy, C, w->dense_w, A, 0.0f, m->datt, A);
+    op_attn_bwd(m->dqkv, m->datt, a->att, a->lse, a->qkv, &lay, m->B, m->T, m->nh, hd,
                 m->att_scratch);
-    op_rotary_lay(m->dqkv, m->rope_cos, m->rope_sin, &lay, N, m->T, c->heads, hd, m->rot, 1);
+    op_rotary_lay(m->dqkv, m->rope_cos, m->rope_sin, &lay, N, m->T, m->nh, hd, m->rot, 1);
     if (g->qkv_b)
         op_bias_grad(g->qkv_b, m->dqkv, N, Q, Q);
     mm_tn(Q, C, N, 1.0f, m->dqkv, Q, a->ln1, C, 1.0f, g->qkv_w, C);
     mm_nn(N, C, Q, 1.0f, m->dqkv, Q, w->qkv_w, C, 0.0f, m->datt, C);
+    gx__tp_reduce(m, m->datt, (size_t)N * C, 0); /* column parallel input (tp > 1) */
 }
 
 /* dy: gradient w.r.t. resid[l+1] on entry, w.r.t. resid[l] on return. */
@@ -196,12 +212,16 @@ static void layer_bwd(gx_model *m, int l, float *dy)
 float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logits_out)
 {
     const gx_config *c = &m->cfg;
-    int B = m->B, T = m->T, N = B * T, C = c->hidden, V = c->vocab, L = c->layers;
+    int B = m->B, T = m->T, N = B * T, C = c->hidden, V = m->nv, L = c->layers;
     for (int b = 0; b < B; b++) {
         memcpy(m->inp + (long)b * T, tokens + (long)b * (T + 1), sizeof(int32_t) * (size_t)T);
         memcpy(m->tgt + (long)b * T, tokens + (long)b * (T + 1) + 1, sizeof(int32_t) * (size_t)T);
     }
-    op_embed_fwd(m->resid[0], m->w.embed_in, m->inp, N, C);
+    if (m->tp > 1) { /* vocabulary parallel: each rank looks up the tokens it owns */
+        op_embed_fwd_range(m->resid[0], m->w.embed_in, m->inp, N, C, m->v0, m->nv);
+        gx__tp_reduce(m, m->resid[0], (size_t)N * C, 0);
+    } else
+        op_embed_fwd(m->resid[0], m->w.embed_in, m->inp, N, C);
     for (int l = 0; l < L; l++)
         layer_fwd(m, l);
     norm_fwd(c, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid[L], m->w.lnf_w, m->w.lnf_b, N);
@@ -211,19 +231,23 @@ float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logit
         int M = N - r0 < m->chunk ? N - r0 : m->chunk;
         const float *h = m->lnf + (long)r0 * C;
         mm_nt(M, V, C, 1.0f, h, C, m->w.embed_out, C, 0.0f, m->logits, V);
-        if (logits_out)
+        if (logits_out && m->tp == 1)
             memcpy(logits_out + (long)r0 * V, m->logits, sizeof(float) * (size_t)M * V);
-        op_xent_rows(m->logits, m->losses + r0, m->tgt + r0, M, V, gs);
+        if (m->tp > 1)
+            gx__tp_xent(m, m->logits, m->losses + r0, m->tgt + r0, M, gs);
+        else
+            op_xent_rows(m->logits, m->losses + r0, m->tgt + r0, M, V, gs);
         if (grad_scale == 0.0f)
             continue;
         mm_tn(V, C, M, 1.0f, m->logits, V, h, C, 1.0f, m->g.embed_out, C);
         mm_nn(M, C, V, 1.0f, m->logits, V, m->w.embed_out, C, 0.0f, m->dres + (long)r0 * C, C);
+        gx__tp_reduce(m, m->dres + (long)r0 * C, (size_t)M * C, 0);
     }
     double sum = 0.0;
     for (int n = 0; n < N; n++)
         sum += m->losses[n];
-    float loss = (float)(sum / N);
-    if (grad_scale == 0.0f)
+    float loss = m->tp_failed ? NAN : (float)(sum / N);
+    if (grad_scale == 0.0f || m->tp_failed)
         return loss;
 
     float *dy = m->dtmp;
@@ -242,8 +266,11 @@ float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logit
             m->grad_ready(m->grad_ctx, t[1 + tpl * l].offset,
                           t[1 + tpl * (l + 1)].offset - t[1 + tpl * l].offset);
     }
-    op_embed_bwd(m->g.embed_in, dy, m->inp, N, C);
+    if (m->tp > 1)
+        op_embed_bwd_range(m->g.embed_in, dy, m->inp, N, C, m->v0, m->nv);
+    else
+        op_embed_bwd(m->g.embed_in, dy, m->inp, N, C);
     if (m->grad_ready)
         m->grad_ready(m->grad_ctx, 0, t[1].offset);
-    return loss;
+    return m->tp_failed ? NAN : loss;
 }

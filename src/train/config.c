@@ -1,5 +1,6 @@
 /* config.c - training config parsing and validation (see config.h). */
 #include "train/config.h"
+#include "train/parallel.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -48,12 +49,13 @@ void train_cfg_defaults(train_cfg *c)
     c->ckpt_async = true;
     c->resume = true;
     c->world = 1;
+    c->tp = c->pp = 1;
     s3_opts_defaults(&c->ckpt_s3);
 }
 
 static const char *const top_keys[] = {"model",   "optim",      "seed",   "threads",
                                         "data",    "run_dir",    "log_every", "checkpoint",
-                                        "resume",  "init_from",  NULL};
+                                        "resume",  "init_from",  "parallel", NULL};
 static const char *const ckpt_keys[] = {"interval_steps", "interval_minutes", "keep_last",
                                         "keep_every", "async", "on_error", "dir", "s3", "cache_dir",
                                         NULL};
@@ -347,6 +349,7 @@ static grit_err load_all(const jcfg *j, train_cfg *c)
             c->ckpt_stop_on_error = !strcmp(oe, "stop");
         TRY(load_ckpt_dir(j, k, c));
     }
+    TRY(train__parallel_load(j, c));
     TRY(jcfg_bool(j, j->root, "", "resume", &c->resume));
     const char *init = NULL;
     TRY(jcfg_str(j, j->root, "", "init_from", NULL, &init));
@@ -460,6 +463,7 @@ char *train_cfg_dump(const train_cfg *c)
     json_object_set_new(optim, "zero1", json_boolean(o->zero1));
     if (c->init_from[0])
         json_object_set_new(root, "init_from", json_string(c->init_from));
+    train__parallel_dump(root, c);
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(root);
     return s;
@@ -476,7 +480,8 @@ void train_cfg_fingerprint(const train_cfg *c, char out[17])
     json_t *j = full ? json_loads(full, 0, NULL) : NULL;
     free(full);
     static const char *const outside[] = {"threads",    "run_dir",   "log_every",
-                                          "checkpoint", "resume",    "init_from", NULL};
+                                          "checkpoint", "resume",    "init_from",
+                                          "parallel",   NULL};
     for (const char *const *k = outside; j && *k; k++)
         json_object_del(j, *k);
     /* how the work is spread over ranks does not change what is computed */
@@ -494,13 +499,18 @@ void train_cfg_fingerprint(const train_cfg *c, char out[17])
 grit_err train_cfg_resolve_world(train_cfg *c, int world)
 {
     optim_cfg *o = &c->optim;
+    grit_err rc = train_parallel_check(c, world);
+    if (rc != GRIT_OK)
+        return rc;
+    world = train_parallel_dp(c, world); /* the batch is split over data-parallel ranks only */
     c->world = world;
     if (o->global_batch <= 0)
         return GRIT_OK;
     long per = (long)o->micro_batch * world;
     if (o->global_batch % per != 0)
         return grit_errf(GRIT_ECONFIG,
-                         "optim.global_batch %d is not a multiple of micro_batch %d x %d ranks",
+                         "optim.global_batch %d is not a multiple of micro_batch %d x %d "
+                         "data-parallel ranks",
                          o->global_batch, o->micro_batch, world);
     o->grad_accum = (int)(o->global_batch / per);
     return GRIT_OK;

@@ -7,7 +7,8 @@
  *    "data": {"source": "synthetic", "synthetic_vocab": 512}
  *          | {"source": "megatron", "paths": ["PREFIX", ...],
  *             "weights": [w, ...], "split": "969,30,1"},
- *    "run_dir": "runs/demo", "log_every": 1}
+ *    "run_dir": "runs/demo", "log_every": 1,
+ *    "parallel": {"tensor": 1, "pipeline": 1, "data": 0, "zero": 0}}  (train/parallel.h)
  * Every unknown field, wrong type and out-of-range value is an error naming
  * the file, line:column, field and what was expected (core/jcfg.h). The
  * resolved config (every default filled in) is what the run directory keeps.
@@ -55,6 +56,7 @@ typedef struct train_cfg {
     s3_opts ckpt_s3;             /* "s3": {endpoint, region, part_size_mib, concurrency,
                                     retries, unsigned_payload} for an s3:// dir */
     int world;                   /* data-parallel ranks (runtime, not in the file; 1 default) */
+    int tp, pp, dp;              /* "parallel": tensor, pipeline, data (0: derived); parallel.h */
     char init_from[1024];        /* weights-only start from a checkpoint or HF folder ("" none) */
 } train_cfg;
 

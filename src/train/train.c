@@ -14,15 +14,18 @@
 #include <unistd.h>
 
 #include "ckpt/safetensors.h"
+#include "comm/grid.h"
 #include "core/events.h"
 #include "core/fault.h"
 #include "core/fsutil.h"
 #include "core/progress.h"
+#include "model/tp.h"
 #include "train/data.h"
 #include "train/dp.h"
 #include "train/emit.h"
 #include "train/faults.h"
 #include "train/optim.h"
+#include "train/parallel.h"
 #include "train/policy.h"
 #include "train/saver.h"
 
@@ -33,21 +36,65 @@ double train_peak_rss_mib(void)
     return (double)ru.ru_maxrss / 1024.0;
 }
 
-grit_err train_save_weights(const gx_model *m, const char *path)
+/* Writes the tensors (a table and its block) as safetensors, durably. */
+static grit_err save_block(const gx_tensor *tensors, int nt, const float *params,
+                           const char *path)
 {
-    st_entry *e = calloc((size_t)m->num_tensors, sizeof *e);
+    st_entry *e = calloc((size_t)nt, sizeof *e);
     if (!e)
         return grit_errf(GRIT_ENOMEM, "out of memory");
-    for (int i = 0; i < m->num_tensors; i++) {
-        const gx_tensor *t = &m->tensors[i];
+    for (int i = 0; i < nt; i++) {
+        const gx_tensor *t = &tensors[i];
         e[i] = (st_entry){.name = t->name, .dtype = "F32", .ndim = t->ndim,
-                          .data = m->params + t->offset};
+                          .data = params + t->offset};
         e[i].shape[0] = t->shape[0];
         e[i].shape[1] = t->shape[1];
     }
-    grit_err rc = st_write(path, e, m->num_tensors);
+    grit_err rc = st_write(path, e, nt);
     free(e);
     return rc;
+}
+
+grit_err train_save_weights(const gx_model *m, const char *path)
+{
+    return save_block(m->tensors, m->num_tensors, m->params, path);
+}
+
+/* model.safetensors under tensor parallelism: the TP group gathers its slices and
+ * rank 0 of the world (TP rank 0 of DP replica 0) writes the whole tensors. */
+static grit_err save_weights_tp(const gx_model *m, comm *tpc, int world_rank, const char *path)
+{
+    size_t np = m->num_params;
+    if (np * (size_t)m->tp > 0x7fffffffUL)
+        return grit_errf(GRIT_EINVAL, "%zu parameters per rank exceed one MPI message", np);
+    float *parts = malloc(sizeof(float) * np * (size_t)m->tp), *full = NULL;
+    gx_tensor *g = NULL;
+    int ng = 0;
+    size_t npg = 0;
+    grit_err rc = parts ? GRIT_OK : grit_errf(GRIT_ENOMEM, "out of memory gathering weights");
+    if (rc == GRIT_OK) {
+        memcpy(parts + np * (size_t)m->tp_rank, m->params, sizeof(float) * np);
+        rc = comm_allgather(tpc, parts, np);
+    }
+    if (rc == GRIT_OK && world_rank == 0 &&
+        (rc = gx_tp_layout(&m->cfg, 1, 0, &g, &ng, &npg)) == GRIT_OK) {
+        full = calloc(npg, sizeof(float));
+        rc = full ? gx_tp_assemble(&m->cfg, m->tp, parts, np, full)
+                  : grit_errf(GRIT_ENOMEM, "out of memory gathering weights");
+        if (rc == GRIT_OK)
+            rc = save_block(g, ng, full, path);
+    }
+    free(parts);
+    free(full);
+    free(g);
+    return rc;
+}
+
+/* The model's hook for reductions over the TP group (model/tp.h). */
+static int tp_reduce(void *ctx, float *buf, size_t n, int max)
+{
+    comm *c = ctx;
+    return (max ? comm_allreduce_max(c, buf, n) : comm_allreduce_sum(c, buf, n)) != GRIT_OK;
 }
 
 static void path_join(char *buf, size_t cap, const char *dir, const char *name)
@@ -142,12 +189,36 @@ static void emit_train_start(events *ev, const train_cfg *cfg, long start, const
     events_emit(ev, "train_start", f);
 }
 
-grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
+grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *res)
 {
     const optim_cfg *o = &cfg->optim;
+    comm_grid grid = {0};
+    int tp = cfg->tp > 0 ? cfg->tp : 1, pp = cfg->pp > 0 ? cfg->pp : 1;
+    grit_err rc = train_parallel_check(cfg, world->size);
+    if (rc != GRIT_OK)
+        return rc;
+    if (pp > 1)
+        return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d: pipeline parallelism is not "
+                                       "implemented yet (use 1)", pp);
+    if (tp > 1 && (train_cfg_ckpt_enabled(cfg) || cfg->init_from[0]))
+        return grit_errf(GRIT_ECONFIG, "parallel.tensor %d: checkpoints and init_from under "
+                                       "tensor parallelism are not implemented yet", tp);
+    train_plan plan; /* the first lines of every run; refused before allocating */
+    if ((rc = train_plan_make(cfg, world->size, train_ranks_here(world->size), &plan)) !=
+        GRIT_OK)
+        return rc;
+    if (log && world->rank == 0)
+        train_plan_print(&plan, cfg, log);
+    if ((rc = train_plan_fits(&plan)) != GRIT_OK)
+        return rc;
+    if ((rc = comm_grid_init(&grid, world, tp, pp, train_parallel_dp(cfg, world->size))) !=
+        GRIT_OK)
+        return rc;
+    /* d: the data-parallel group (the world itself without tensor parallelism) */
+    comm *d = tp == 1 ? world : &grid.dpc;
     int B = o->micro_batch, T = o->seq_len, A = o->grad_accum, W = d->size;
-    int leader = d->rank == 0;
-    long G = (long)W * A * B; /* sequences per optimiser step, all ranks */
+    int leader = world->rank == 0;
+    long G = (long)W * A * B; /* sequences per optimiser step, all replicas */
     char path[1200], fp[17], node[64];
     gx_model m;
     dp_sync dp = {0};
@@ -158,28 +229,32 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
     policy pol = {0};
     faults fs;
     int32_t *tokens = NULL;
-    grit_err rc;
     log = leader ? log : NULL;
-    fault_set_rank(d->rank); /* rank-scoped injected faults (core/fault.h) */
-    train_node_name(d->rank, node, sizeof node);
-    if ((rc = faults_init(&fs, d->rank, node)) != GRIT_OK ||
+    memset(&m, 0, sizeof m);
+    fault_set_rank(world->rank); /* rank-scoped injected faults (core/fault.h) */
+    train_node_name(world->rank, node, sizeof node);
+    if ((rc = faults_init(&fs, world->rank, node)) != GRIT_OK ||
         (rc = policy_init(&pol, getenv("GRIT_SKIP_STEPS"))) != GRIT_OK)
-        return rc;
+        goto out;
 
     omp_set_num_threads(cfg->threads);
     openblas_set_num_threads(cfg->threads);
-    memset(&m, 0, sizeof m);
     train_cfg_fingerprint(cfg, fp);
 
     if (leader && (rc = open_run_dir(cfg, &ev)) != GRIT_OK)
         goto out;
-    if ((rc = comm_barrier(d)) != GRIT_OK) /* the run directory exists for everyone */
+    if ((rc = comm_barrier(world)) != GRIT_OK) /* the run directory exists for everyone */
         goto out;
-    if ((rc = gx_init(&m, &cfg->model, B, T, cfg->threads)) != GRIT_OK ||
+    if ((rc = gx_init_tp(&m, &cfg->model, B, T, cfg->threads, tp, grid.tp_rank)) != GRIT_OK ||
         (rc = train_data_open(&data, cfg)) != GRIT_OK ||
         (rc = dp_init(&dp, d, &m, o->zero1)) != GRIT_OK ||
         (rc = saver_open(&sv, cfg, d, &ev, log)) != GRIT_OK)
         goto out;
+    if (tp > 1) {
+        m.tp_reduce = tp_reduce;
+        m.tp_ctx = &grid.tpc;
+        dp_set_tp(&dp, &grid.tpc);
+    }
     long start;
     double tokens_done;
     bool loaded;
@@ -203,8 +278,12 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
                 cfg->preset[0] ? cfg->preset : "custom model", (double)m.num_params / 1e6,
                 cfg->model.layers, W, W > 1 ? "s" : "", B, T, A, o->total_steps, cfg->threads,
                 (double)gx_act_bytes_per_token(&cfg->model) / 1024.0, dp.zero1 ? ", ZeRO-1" : "");
+    if (log && tp > 1)
+        fprintf(log, "grit train: tensor parallel %d x data parallel %d: %.2fM params per rank, "
+                     "activations %.1f KiB/token per rank\n", tp, W, (double)m.num_params / 1e6,
+                (double)gx_tp_act_bytes_per_token(&cfg->model, tp) / 1024.0);
 
-    emit_heartbeat_start(&em, d->rank, node, d->local_rank == 0); /* one meter per machine */
+    emit_heartbeat_start(&em, world->rank, node, world->local_rank == 0); /* one meter per machine */
     progress pr;
     progress_init(&pr, log ? log : stderr, o->total_steps, cfg->log_every);
     double t_start = now_seconds(), first = NAN, last = NAN, minl = INFINITY;
@@ -212,7 +291,7 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
     long step;
     for (step = start; step < o->total_steps; step++) {
         double t0 = now_seconds();
-        long sample0 = step * G + (long)d->rank * A * B; /* this rank's slice */
+        long sample0 = step * G + (long)d->rank * A * B; /* this replica's slice */
         if ((rc = train_data_fill(&data, sample0, A * B, T + 1, tokens)) != GRIT_OK ||
             (rc = dp_set_tokens(&dp, tokens, (size_t)A * B * (T + 1))) != GRIT_OK)
             goto out;
@@ -282,11 +361,12 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
     if ((rc = saver_finish(&sv)) != GRIT_OK)
         goto out;
     double secs = now_seconds() - t_start;
-    if (leader) {
-        path_join(path, sizeof path, cfg->run_dir, "model.safetensors");
-        if ((rc = train_save_weights(&m, path)) != GRIT_OK)
+    path_join(path, sizeof path, cfg->run_dir, "model.safetensors");
+    if (tp > 1) {
+        if ((rc = save_weights_tp(&m, &grid.tpc, world->rank, path)) != GRIT_OK)
             goto out;
-    }
+    } else if (leader && (rc = train_save_weights(&m, path)) != GRIT_OK)
+        goto out;
     events_emit(&ev, "train_end", json_pack("{s:I,s:f}", "step", (json_int_t)step, "loss", last));
     long ran = step - start;
     if (log && ran > 0) {
@@ -315,5 +395,6 @@ out:;
     policy_free(&pol);
     free(tokens);
     gx_free(&m);
+    comm_grid_free(&grid);
     return rc;
 }
