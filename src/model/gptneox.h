@@ -158,6 +158,7 @@ typedef struct gx_model {
      * training start reducing gradients while backward goes on. */
     void (*grad_ready)(void *ctx, size_t off, size_t n);
     void *grad_ctx;
+    const int32_t *seg;         /* packed-example starts during a gx_step_ex call, else NULL */
 } gx_model;
 
 /* Allocates everything for micro-batches of B sequences of T tokens, using
@@ -183,6 +184,27 @@ const gx_tensor *gx_find(const gx_model *m, const char *name);
  * forward only. If logits_out is non-NULL it receives [B*T, V] logits.
  * Returns the mean cross-entropy over the B*T positions. */
 float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logits_out);
+
+/* What a supervised fine-tuning micro-batch adds to the tokens (all borrowed):
+ *   mask  [B, T+1] or NULL: mask[b][t] != 0 when token t of row b is a target
+ *         whose loss counts (a response token); column 0 is never a target.
+ *   seg   [B, T] or NULL: seg[b][t] = position in row b where input token t's
+ *         example starts. Packed examples then never attend to each other and
+ *         each one's rotary positions start at 0, as if it ran alone.
+ *   denom the number the summed loss is divided by (e.g. the counted targets of
+ *         the whole global batch, all micro-batches and ranks); 0 = the counted
+ *         targets of this micro-batch. */
+typedef struct gx_batch {
+    const uint8_t *mask;
+    const int32_t *seg;
+    double denom;
+} gx_batch;
+
+/* gx_step with a loss mask and packed examples: returns the sum of the
+ * counted targets' cross-entropy divided by denom, and accumulates
+ * grad_scale times its gradient. sft NULL is exactly gx_step. */
+float gx_step_ex(gx_model *m, const int32_t *tokens, const gx_batch *sft, float grad_scale,
+                 float *logits_out);
 
 void gx_zero_grad(gx_model *m);
 

@@ -1,0 +1,18 @@
+# Supervised fine-tuning (docs/sft.md): the masked loss, packed examples and their
+# gradients against PyTorch (tests/reference/sft_ref.py), per family.
+add_executable(grit-sft-dump tests/reference/sft_dump.c)
+target_link_libraries(grit-sft-dump PRIVATE gritcore)
+foreach(variant tiny llama_gqa llama_tied falcon_mq falcon_new)
+  add_test(NAME reference.sft_parity.${variant}
+    COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_sft.sh
+            $<TARGET_FILE:grit-sft-dump> ${GRIT_PYTHON}
+            ${CMAKE_SOURCE_DIR}/tests/reference/configs/${variant}.json)
+  set_tests_properties(reference.sft_parity.${variant} PROPERTIES TIMEOUT 300 LABELS "reference")
+endforeach()
+# The check must fail when packed examples attend to each other (the dump without
+# segment starts).
+add_test(NAME reference.sft_parity_cross_caught
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_sft.sh
+          $<TARGET_FILE:grit-sft-dump> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/reference/configs/llama_gqa.json --no-seg)
+set_tests_properties(reference.sft_parity_cross_caught PROPERTIES TIMEOUT 300 LABELS "reference")
