@@ -16,3 +16,8 @@ add_test(NAME reference.sft_parity_cross_caught
           $<TARGET_FILE:grit-sft-dump> ${GRIT_PYTHON}
           ${CMAKE_SOURCE_DIR}/tests/reference/configs/llama_gqa.json --no-seg)
 set_tests_properties(reference.sft_parity_cross_caught PROPERTIES TIMEOUT 300 LABELS "reference")
+# JSONL -> tokens + loss mask, then fine-tuning from an HF Llama folder under grit launch with
+# a kill, resumed bitwise (tests/integration/sft.sh).
+add_test(NAME integration.sft
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/sft.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.sft PROPERTIES TIMEOUT 400 LABELS "integration")
