@@ -21,3 +21,11 @@ set_tests_properties(reference.sft_parity_cross_caught PROPERTIES TIMEOUT 300 LA
 add_test(NAME integration.sft
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/sft.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.sft PROPERTIES TIMEOUT 400 LABELS "integration")
+# grit generate's KV-cache inference for Llama (GQA) and Falcon (MQA, grouped) vs a PyTorch
+# greedy loop on PyTorch-written Hugging Face folders.
+add_executable(grit-gen-dump tests/reference/gen_dump.c)
+target_link_libraries(grit-gen-dump PRIVATE gritcore)
+add_test(NAME reference.generate_family
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/gen_family.sh $<TARGET_FILE:grit>
+          $<TARGET_FILE:grit-gen-dump> ${GRIT_PYTHON})
+set_tests_properties(reference.generate_family PROPERTIES TIMEOUT 300 LABELS "reference")
