@@ -7,7 +7,8 @@
 #  3. fine-tuning from a Hugging Face Llama folder (PyTorch-written, sharded BF16) with packed
 #     rows is deterministic; under grit launch with a kill injected at step 5 it resumes from
 #     its checkpoint and ends bitwise equal to the uninterrupted run (weights and metrics);
-#  4. the padded variant (pack false) runs and gives other weights (the comparison can fail).
+#  4. the padded variant (pack false) runs and gives other weights (the comparison can fail);
+#  5. the fine-tuned Llama runs through grit generate (deterministic greedy) and grit eval.
 set -euo pipefail
 grit=$1 py=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -74,5 +75,14 @@ diff -q <(core "$tmp/a/metrics.jsonl") <(core "$tmp/k/metrics.jsonl") >/dev/null
 "$grit" train "$tmp/pad.json" --run-dir "$tmp/p" --quiet
 cmp -s "$tmp/a/model.safetensors" "$tmp/p/model.safetensors" &&
   fail "padded and packed runs give the same weights (the comparison cannot fail)"
+# the fine-tuned Llama through grit generate (KV cache, GQA) and grit eval
+g1=$("$grit" generate --checkpoint "$tmp/a" --tokenizer "$tmp/tok/tokenizer.json" --threads 2 \
+     --max-tokens 8 --ignore-eod --quiet "the cat") || fail "grit generate on the fine-tuned Llama failed"
+g2=$("$grit" generate --checkpoint "$tmp/a" --tokenizer "$tmp/tok/tokenizer.json" --threads 2 \
+     --max-tokens 8 --ignore-eod --quiet "the cat") || true
+[ "$g1" = "$g2" ] && [[ "$g1" == "the cat"?* ]] || fail "greedy generation: '$g1' then '$g2'"
+"$grit" eval --checkpoint "$tmp/a" --data "$tmp/d" --threads 2 > "$tmp/eval.out" 2>&1 ||
+  { cat "$tmp/eval.out"; fail "grit eval on the fine-tuned Llama failed"; }
+echo "ok   generate: $(tr '\n' ' ' <<<"$g1" | head -c 60); eval: $(grep -io 'perplexity[^,]*' "$tmp/eval.out" | head -1)"
 [ $fails -eq 0 ] && echo "ok   SFT from an HF Llama folder: deterministic, kill at step 5 under grit launch + resume bitwise equal, padded variant runs"
 [ $fails -eq 0 ]
