@@ -12,6 +12,7 @@
 #include "core/progress.h"
 #include "core/rng.h"
 #include "data/bpe.h"
+#include "data/sft.h"
 #include "model/gptneox_infer.h"
 
 static void usage(FILE *f)
@@ -39,6 +40,10 @@ static void usage(FILE *f)
             "                      (default 1 = all)\n"
             "  --seed N            sampling seed (default 0): the same seed, the same text\n"
             "  --ignore-eod        go on past the end tokens\n"
+            "  --chat TEMPLATE     the prompt is a user message: render it with TEMPLATE\n"
+            "                      (auto = tokenizer_config.json's chat_template beside\n"
+            "                      --tokenizer; llama2, llama3, chatml, zephyr, plain; as for\n"
+            "                      grit tokenize --sft, docs/sft.md) and the assistant's header\n"
             "  --threads N         compute threads (default: CPUs online)\n"
             "  --quiet             no statistics on stderr\n"
             "  -h, --help          show this help\n");
@@ -73,6 +78,7 @@ int cmd_generate(int argc, char **argv)
     double max_tokens = 64, temp = 0, top_k = 0, top_p = 1, seed = 0;
     double threads = (double)sysconf(_SC_NPROCESSORS_ONLN);
     int quiet = 0, ignore_eod = 0;
+    const char *chat = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int v = i + 1 < argc;
@@ -84,6 +90,8 @@ int cmd_generate(int argc, char **argv)
             quiet = 1;
         } else if (!strcmp(a, "--ignore-eod")) {
             ignore_eod = 1;
+        } else if (!strcmp(a, "--chat") && v) {
+            chat = argv[++i];
         } else if (!strcmp(a, "--checkpoint") && v) {
             ckdir = argv[++i];
         } else if (!strcmp(a, "--tokenizer") && v) {
@@ -154,7 +162,11 @@ int cmd_generate(int argc, char **argv)
     if (rc == GRIT_OK)
         rc = bpe_ctx_open(&ctx, tok);
     /* a tokenizer.json's post-processor adds BOS as Hugging Face's encode does (Llama) */
-    if (rc == GRIT_OK && prompt && *prompt)
+    if (rc == GRIT_OK && chat) {
+        sft_template t;
+        if ((rc = sft_template_parse(chat, &t)) == GRIT_OK)
+            rc = sft_render_prompt(tok, hf, t, prompt ? prompt : "", &ids, NULL);
+    } else if (rc == GRIT_OK && prompt && *prompt)
         rc = bpe_encode(ctx, prompt, strlen(prompt),
                         hf ? BPE_ALLOW_SPECIAL | BPE_ADD_SPECIAL : 0, &ids);
     if (rc == GRIT_OK)
@@ -192,7 +204,7 @@ int cmd_generate(int argc, char **argv)
     }
     rng_t rng;
     rng_seed(&rng, (uint64_t)seed, 0x67656e); /* stream "gen" */
-    if (prompt)
+    if (prompt && !chat) /* a chat prints only the answer */
         fputs(prompt, stdout);
     fflush(stdout);
     double t0 = now_seconds();

@@ -81,6 +81,13 @@ typedef struct sft_prep_stats {
 /* Writes both datasets durably, or nothing. Errors name file:line and field. */
 grit_err sft_prepare(const sft_prep_opts *o, sft_prep_stats *st);
 
+/* A prompt for generation: one user message rendered with template t (auto: from
+ * tokenizer_config.json beside tokenizer_path) followed by the assistant's header, so
+ * the model's continuation is the answer. Appends to out (caller-owned); *used (may be
+ * NULL) receives the template applied. */
+grit_err sft_render_prompt(const bpe *tok, const char *tokenizer_path, sft_template t,
+                           const char *user, bpe_ids *out, sft_template *used);
+
 /* --- dataset -> training rows (sft_set.c) ------------------------------------- */
 
 typedef struct sft_set sft_set;

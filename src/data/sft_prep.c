@@ -298,6 +298,48 @@ static grit_err parse_line(json_t *root, const char *where, sft_template t, msg 
     return GRIT_OK;
 }
 
+static const char *find_eos(const bpe *tok, const char *given);
+
+grit_err sft_render_prompt(const bpe *tok, const char *tokenizer_path, sft_template t,
+                           const char *user, bpe_ids *out, sft_template *used)
+{
+    grit_err rc = GRIT_OK;
+    if (t == SFT_TPL_AUTO && (rc = auto_template(tokenizer_path, &t)) != GRIT_OK)
+        return rc;
+    if (used)
+        *used = t;
+    const char *eos = find_eos(tok, NULL);
+    if (!eos)
+        return grit_errf(GRIT_EINVAL, "the tokenizer has none of <|endoftext|>, </s>, "
+                                      "<|end_of_text|>");
+    ex_buf b = {.tok = tok, .ids = *out};
+    msg m = {"user", user};
+    if ((rc = bpe_ctx_open(&b.ctx, tok)) == GRIT_OK && (rc = render(&b, t, &m, 1, "<s>", eos)) ==
+                                                           GRIT_OK) {
+        switch (t) { /* the assistant's header: the model continues with the answer */
+        case SFT_TPL_LLAMA3:
+            if ((rc = put_tok(&b, "<|start_header_id|>", 0)) == GRIT_OK &&
+                (rc = put_str(&b, "assistant", 0)) == GRIT_OK &&
+                (rc = put_tok(&b, "<|end_header_id|>", 0)) == GRIT_OK)
+                rc = put_str(&b, "\n\n", 0);
+            break;
+        case SFT_TPL_CHATML:
+            if ((rc = put_tok(&b, "<|im_start|>", 0)) == GRIT_OK)
+                rc = put_str(&b, "assistant\n", 0);
+            break;
+        case SFT_TPL_ZEPHYR:
+            rc = put_str(&b, "<|assistant|>\n", 0);
+            break;
+        default: /* llama2 ends the prompt with [/INST]; plain is the prompt itself */
+            break;
+        }
+    }
+    bpe_ctx_close(b.ctx);
+    free(b.mask);
+    *out = b.ids;
+    return rc;
+}
+
 static const char *find_eos(const bpe *tok, const char *given)
 {
     static const char *const eos[] = {"<|endoftext|>", "</s>", "<|end_of_text|>"};

@@ -81,6 +81,12 @@ g1=$("$grit" generate --checkpoint "$tmp/a" --tokenizer "$tmp/tok/tokenizer.json
 g2=$("$grit" generate --checkpoint "$tmp/a" --tokenizer "$tmp/tok/tokenizer.json" --threads 2 \
      --max-tokens 8 --ignore-eod --quiet "the cat") || true
 [ "$g1" = "$g2" ] && [[ "$g1" == "the cat"?* ]] || fail "greedy generation: '$g1' then '$g2'"
+c1=$("$grit" generate --checkpoint "$tmp/a" --tokenizer "$tmp/tok/tokenizer.json" --threads 2 \
+     --max-tokens 8 --chat auto "the cat" 2> "$tmp/chat.err") || { cat "$tmp/chat.err"; fail "generate --chat auto failed"; }
+# <|im_start|> u s er \n the Ġ c a t <|im_end|> \n <|im_start|> a s s i s t an t \n
+grep -q "prompt 22 tokens" "$tmp/chat.err" || fail "--chat: the ChatML prompt is not the 22 tokens expected: $(cat "$tmp/chat.err")"
+rc=0; out=$("$grit" generate --checkpoint "$tmp/a" --tokenizer "$tmp/tok/tokenizer.json" --chat jinja x 2>&1) || rc=$?
+{ [ $rc -ne 0 ] && grep -q "template 'jinja'" <<<"$out"; } || fail "--chat jinja accepted: rc=$rc $out"
 "$grit" eval --checkpoint "$tmp/a" --data "$tmp/d" --threads 2 > "$tmp/eval.out" 2>&1 ||
   { cat "$tmp/eval.out"; fail "grit eval on the fine-tuned Llama failed"; }
 echo "ok   generate: $(tr '\n' ' ' <<<"$g1" | head -c 60); eval: $(grep -io 'perplexity[^,]*' "$tmp/eval.out" | head -1)"
