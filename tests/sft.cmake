@@ -29,3 +29,7 @@ add_test(NAME reference.generate_family
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/gen_family.sh $<TARGET_FILE:grit>
           $<TARGET_FILE:grit-gen-dump> ${GRIT_PYTHON})
 set_tests_properties(reference.generate_family PROPERTIES TIMEOUT 300 LABELS "reference")
+# SFT over 2 MPI ranks: the global-batch answer-token mean equals the single-rank run's.
+add_test(NAME integration.sft_dp
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/sft_dp.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.sft_dp PROPERTIES TIMEOUT 300 LABELS "integration;mpi" RUN_SERIAL TRUE)
