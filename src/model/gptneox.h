@@ -178,6 +178,7 @@ typedef struct gx_model {
     int (*tp_reduce)(void *ctx, float *buf, size_t n, int max);
     void *tp_ctx;
     int tp_failed;
+    const int32_t *seg;         /* packed-example starts during a gx_step_ex call, else NULL */
 } gx_model;
 
 /* Allocates everything for micro-batches of B sequences of T tokens, using
@@ -208,6 +209,27 @@ const gx_tensor *gx_find(const gx_model *m, const char *name);
  * only: with tp > 1 the logits are never gathered and logits_out is ignored).
  * Returns the mean cross-entropy over the B*T positions. */
 float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logits_out);
+
+/* What a supervised fine-tuning micro-batch adds to the tokens (all borrowed):
+ *   mask  [B, T+1] or NULL: mask[b][t] != 0 when token t of row b is a target
+ *         whose loss counts (a response token); column 0 is never a target.
+ *   seg   [B, T] or NULL: seg[b][t] = position in row b where input token t's
+ *         example starts. Packed examples then never attend to each other and
+ *         each one's rotary positions start at 0, as if it ran alone.
+ *   denom the number the summed loss is divided by (e.g. the counted targets of
+ *         the whole global batch, all micro-batches and ranks); 0 = the counted
+ *         targets of this micro-batch. */
+typedef struct gx_batch {
+    const uint8_t *mask;
+    const int32_t *seg;
+    double denom;
+} gx_batch;
+
+/* gx_step with a loss mask and packed examples: returns the sum of the
+ * counted targets' cross-entropy divided by denom, and accumulates
+ * grad_scale times its gradient. sft NULL is exactly gx_step. */
+float gx_step_ex(gx_model *m, const int32_t *tokens, const gx_batch *sft, float grad_scale,
+                 float *logits_out);
 
 void gx_zero_grad(gx_model *m);
 

@@ -12,7 +12,9 @@
  *            (silu(u Wgate^T) * (u Wup^T)) Wdown^T  (gate and up one [2I, C] matrix)
  * Attention is multi-head, grouped-query or multi-query by the q/k/v layout
  * (family.h gx_qkv_layout). Head: logits = N_f(resid[L]) Wout^T (Wout = the
- * input embedding when tied), cross-entropy averaged over B*T.
+ * input embedding when tied), cross-entropy averaged over B*T; for SFT
+ * (gx_step_ex) only over the targets the loss mask keeps, with packed
+ * examples isolated by the attention's segment starts (tensor/ops.h seg).
  *
  * The LM head is processed in chunks of rows: logits of a chunk are
  * computed, turned into dlogits in place, and consumed by both gradient
@@ -115,6 +117,7 @@ static void layer_fwd(gx_model *m, int l)
     const float *dense_b = w->dense_b ? w->dense_b : m->zeros;
     const float *proj_b = w->proj_b ? w->proj_b : m->zeros;
     op_qkv_layout lay = m->lay;
+    lay.seg = m->seg;
 
     norm_fwd(c, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, N);
     linear_fwd(a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, Q, C);
@@ -167,6 +170,7 @@ static void attn_bwd(gx_model *m, int l, const float *dy)
     gx_layer *w = &m->w.layer[l], *g = &m->g.layer[l];
     gx_layer_acts *a = &m->acts[l];
     op_qkv_layout lay = m->lay;
+    lay.seg = m->seg;
     if (g->dense_b)
         op_bias_grad(g->dense_b, dy, N, C, C);
     mm_tn(C, A, N, 1.0f, dy, C, a->att, A, 1.0f, g->dense_w, A);
@@ -211,12 +215,30 @@ static void layer_bwd(gx_model *m, int l, float *dy)
 
 float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logits_out)
 {
+    return gx_step_ex(m, tokens, NULL, grad_scale, logits_out);
+}
+
+float gx_step_ex(gx_model *m, const int32_t *tokens, const gx_batch *sft, float grad_scale,
+                 float *logits_out)
+{
     const gx_config *c = &m->cfg;
     int B = m->B, T = m->T, N = B * T, C = c->hidden, V = m->nv, L = c->layers;
+    long counted = 0;
     for (int b = 0; b < B; b++) {
-        memcpy(m->inp + (long)b * T, tokens + (long)b * (T + 1), sizeof(int32_t) * (size_t)T);
-        memcpy(m->tgt + (long)b * T, tokens + (long)b * (T + 1) + 1, sizeof(int32_t) * (size_t)T);
+        const int32_t *row = tokens + (long)b * (T + 1);
+        memcpy(m->inp + (long)b * T, row, sizeof(int32_t) * (size_t)T);
+        memcpy(m->tgt + (long)b * T, row + 1, sizeof(int32_t) * (size_t)T);
+        if (sft && sft->mask)
+            for (int t = 0; t < T; t++)
+                if (!sft->mask[(long)b * (T + 1) + t + 1])
+                    m->tgt[(long)b * T + t] = -1; /* op_xent_rows: no loss, no gradient */
     }
+    for (int n = 0; n < N; n++)
+        counted += m->tgt[n] >= 0;
+    double denom = sft && sft->denom > 0 ? sft->denom : sft ? (double)counted : (double)N;
+    if (denom <= 0)
+        denom = 1; /* nothing counts: loss 0, gradient 0 */
+    m->seg = sft ? sft->seg : NULL;
     if (m->tp > 1) { /* vocabulary parallel: each rank looks up the tokens it owns */
         op_embed_fwd_range(m->resid[0], m->w.embed_in, m->inp, N, C, m->v0, m->nv);
         gx__tp_reduce(m, m->resid[0], (size_t)N * C, 0);
@@ -226,7 +248,8 @@ float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logit
         layer_fwd(m, l);
     norm_fwd(c, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid[L], m->w.lnf_w, m->w.lnf_b, N);
 
-    float gs = grad_scale / (float)N; /* d(mean loss)/d(row loss) */
+    /* d(mean loss)/d(row loss) (pre-training keeps its float expression bit for bit) */
+    float gs = sft ? (float)(grad_scale / denom) : grad_scale / (float)N;
     for (int r0 = 0; r0 < N; r0 += m->chunk) {
         int M = N - r0 < m->chunk ? N - r0 : m->chunk;
         const float *h = m->lnf + (long)r0 * C;
@@ -246,9 +269,11 @@ float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logit
     double sum = 0.0;
     for (int n = 0; n < N; n++)
         sum += m->losses[n];
-    float loss = m->tp_failed ? NAN : (float)(sum / N);
-    if (grad_scale == 0.0f || m->tp_failed)
+    float loss = m->tp_failed ? NAN : (float)(sum / denom);
+    if (grad_scale == 0.0f || m->tp_failed) {
+        m->seg = NULL;
         return loss;
+    }
 
     float *dy = m->dtmp;
     memset(dy, 0, sizeof(float) * (size_t)N * C);
@@ -272,5 +297,6 @@ float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logit
         op_embed_bwd(m->g.embed_in, dy, m->inp, N, C);
     if (m->grad_ready)
         m->grad_ready(m->grad_ctx, 0, t[1].offset);
+    m->seg = NULL;
     return m->tp_failed ? NAN : loss;
 }

@@ -42,6 +42,7 @@ void train_cfg_defaults(train_cfg *c)
     snprintf(c->data_source, sizeof c->data_source, "synthetic");
     c->synthetic_vocab = 512;
     snprintf(c->data_split, sizeof c->data_split, "969,30,1");
+    c->data_pack = true;
     snprintf(c->run_dir, sizeof c->run_dir, "runs/default");
     c->log_every = 1;
     c->ckpt_interval_steps = 100;
@@ -71,9 +72,9 @@ static const char *const optim_keys[] = {
     "micro_batch", "grad_accum", "seq_len", "lr", "min_lr", "warmup_steps", "total_steps",
     "beta1", "beta2", "eps", "weight_decay", "grad_clip", "global_batch", "zero1", NULL};
 static const char *const data_keys[] = {"source", "synthetic_vocab", "paths", "weights",
-                                         "split", NULL};
+                                         "split", "pack", NULL};
 static const char *const acts[] = {"gelu", "gelu_tanh", NULL};
-static const char *const sources[] = {"synthetic", "megatron", NULL};
+static const char *const sources[] = {"synthetic", "megatron", "sft", NULL};
 
 #define TRY(expr)                                                                        \
     do {                                                                                 \
@@ -254,20 +255,31 @@ static grit_err load_optim(const jcfg *j, train_cfg *c)
     return GRIT_OK;
 }
 
-/* data.paths / data.weights / data.split of the "megatron" source. */
+/* data.paths / data.weights / data.split of the "megatron" source; data.paths,
+ * data.split and data.pack of the "sft" source (one prefix, docs/sft.md). */
 static grit_err load_megatron(const jcfg *j, json_t *d, train_cfg *c)
 {
     json_t *paths = json_object_get(d, "paths"), *ws = json_object_get(d, "weights");
-    bool mg = !strcmp(c->data_source, "megatron");
+    bool sft = !strcmp(c->data_source, "sft"), mg = sft || !strcmp(c->data_source, "megatron");
     if (!mg && (paths || ws || json_object_get(d, "split")))
         return jcfg_fail(j, paths ? "data.paths" : ws ? "data.weights" : "data.split",
-                         "expected only with \"source\": \"megatron\"");
+                         "expected only with \"source\": \"megatron\" or \"sft\"");
+    if (!sft && json_object_get(d, "pack"))
+        return jcfg_fail(j, "data.pack", "expected only with \"source\": \"sft\"");
     if (!mg)
         return GRIT_OK;
     if (!paths)
         return jcfg_fail(j, "data.source", "missing field 'data.paths' (required by "
-                                           "\"megatron\": a list of .bin/.idx prefixes)");
+                                           "\"%s\": a list of .bin/.idx prefixes)",
+                         c->data_source);
     size_t n = json_is_array(paths) ? json_array_size(paths) : 0;
+    if (sft && n != 1)
+        return jcfg_fail(j, "data.paths", "expected exactly one prefix with \"source\": "
+                                          "\"sft\" (a dataset from grit tokenize --sft)");
+    if (sft && ws)
+        return jcfg_fail(j, "data.weights", "expected only with \"source\": \"megatron\"");
+    if (sft)
+        TRY(jcfg_bool(j, d, "data", "pack", &c->data_pack));
     if (n < 1 || n > TRAIN_DATA_MAX_PATHS)
         return jcfg_fail(j, "data.paths", "expected a list of 1 to %d dataset prefixes "
                                           "(strings)", TRAIN_DATA_MAX_PATHS);
@@ -309,7 +321,7 @@ static grit_err load_megatron(const jcfg *j, json_t *d, train_cfg *c)
                                               "\"969,30,1\", got \"%s\"", split);
         snprintf(c->data_split, sizeof c->data_split, "%s", split);
     }
-    if (c->seed > 0xffffffffULL)
+    if (!sft && c->seed > 0xffffffffULL)
         return jcfg_fail(j, "seed", "expected a seed below 2^32 with the \"megatron\" data "
                                     "source (numpy's RandomState), got %llu",
                          (unsigned long long)c->seed);
@@ -447,7 +459,7 @@ char *train_cfg_dump(const train_cfg *c)
             json_object_set_new(ck, "s3", s3);
         }
     }
-    if (!strcmp(c->data_source, "megatron")) {
+    if (!strcmp(c->data_source, "megatron") || !strcmp(c->data_source, "sft")) {
         json_t *data = json_object_get(root, "data"), *p = json_array(), *w = json_array();
         for (int i = 0; i < c->data_npaths; i++) {
             json_array_append_new(p, json_string(c->data_paths[i]));
@@ -457,6 +469,10 @@ char *train_cfg_dump(const train_cfg *c)
         json_object_set_new(data, "paths", p);
         json_object_set_new(data, "weights", w);
         json_object_set_new(data, "split", json_string(c->data_split));
+        if (!strcmp(c->data_source, "sft")) {
+            json_object_del(data, "weights");
+            json_object_set_new(data, "pack", json_boolean(c->data_pack));
+        }
     }
     json_object_set_new(root, "resume", json_boolean(c->resume));
     json_object_set_new(optim, "global_batch", json_integer(o->global_batch));

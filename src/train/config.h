@@ -6,7 +6,8 @@
  *    "optim": {...}, "seed": 1234, "threads": 2,
  *    "data": {"source": "synthetic", "synthetic_vocab": 512}
  *          | {"source": "megatron", "paths": ["PREFIX", ...],
- *             "weights": [w, ...], "split": "969,30,1"},
+ *             "weights": [w, ...], "split": "969,30,1"}
+ *          | {"source": "sft", "paths": ["PREFIX"], "split": "98,2,0", "pack": true},
  *    "run_dir": "runs/demo", "log_every": 1,
  *    "parallel": {"tensor": 1, "pipeline": 1, "data": 0, "zero": 0}}  (train/parallel.h)
  * Every unknown field, wrong type and out-of-range value is an error naming
@@ -41,6 +42,7 @@ typedef struct train_cfg {
     double data_weights[TRAIN_DATA_MAX_PATHS]; /* as given (1 each when absent) */
     bool data_has_weights;
     char data_split[64];   /* Megatron's train,valid,test shares */
+    bool data_pack;        /* "sft": pack short examples into rows (else one per row, padded) */
     char run_dir[1024];
     int log_every;
     /* checkpoints (src/ckpt): in run_dir/ckpt */

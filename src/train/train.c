@@ -200,6 +200,10 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     if (pp > 1)
         return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d: pipeline parallelism is not "
                                        "implemented yet (use 1)", pp);
+    if (tp > 1 && !strcmp(cfg->data_source, "sft"))
+        return grit_errf(GRIT_ECONFIG, "parallel.tensor %d: data.source \"sft\" (masked loss, "
+                                       "packed examples) is not implemented under tensor "
+                                       "parallelism yet (use 1)", tp);
     if (tp > 1 && (train_cfg_ckpt_enabled(cfg) || cfg->init_from[0]))
         return grit_errf(GRIT_ECONFIG, "parallel.tensor %d: checkpoints and init_from under "
                                        "tensor parallelism are not implemented yet", tp);
@@ -228,7 +232,8 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     emitter em = {0};
     policy pol = {0};
     faults fs;
-    int32_t *tokens = NULL;
+    int32_t *tokens = NULL, *seg = NULL;
+    uint8_t *mask = NULL;
     log = leader ? log : NULL;
     memset(&m, 0, sizeof m);
     fault_set_rank(world->rank); /* rank-scoped injected faults (core/fault.h) */
@@ -265,7 +270,11 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     if ((rc = saver_start(&sv, &m, &dp, now_seconds())) != GRIT_OK)
         goto out;
     tokens = malloc(sizeof(int32_t) * (size_t)A * B * (T + 1));
-    if (!tokens) {
+    if (data.sft) { /* SFT rows: loss mask and packed-example starts (data/sft.h) */
+        mask = malloc((size_t)A * B * (T + 1));
+        seg = malloc(sizeof(int32_t) * (size_t)A * B * T);
+    }
+    if (!tokens || (data.sft && (!mask || !seg))) {
         rc = grit_errf(GRIT_ENOMEM, "out of memory");
         goto out;
     }
@@ -292,24 +301,42 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     for (step = start; step < o->total_steps; step++) {
         double t0 = now_seconds();
         long sample0 = step * G + (long)d->rank * A * B; /* this replica's slice */
-        if ((rc = train_data_fill(&data, sample0, A * B, T + 1, tokens)) != GRIT_OK ||
+        if ((rc = data.sft ? train_data_fill_sft(&data, sample0, A * B, T + 1, tokens, mask, seg)
+                           : train_data_fill(&data, sample0, A * B, T + 1, tokens)) != GRIT_OK ||
             (rc = dp_set_tokens(&dp, tokens, (size_t)A * B * (T + 1))) != GRIT_OK)
             goto out;
+        /* SFT: the loss is the mean over every counted target of the global batch
+         * (all micro-batches, all ranks), so each rank needs the global count first */
+        double counted = 0.0;
+        if (data.sft) {
+            for (long i = 0; i < (long)A * B; i++)
+                for (int t = 1; t <= T; t++)
+                    counted += mask[i * (T + 1) + t] != 0;
+            if (W > 1 && (rc = comm_allreduce_sum_f64(d, &counted, 1)) != GRIT_OK)
+                goto out;
+        }
         gx_zero_grad(&m);
         double loss = 0.0;
         for (int a = 0; a < A; a++) {
             if (a == A - 1)
                 dp_arm(&dp);
-            loss += gx_step(&m, tokens + (size_t)a * B * (T + 1), 1.0f / (float)(A * W), NULL);
+            const int32_t *ta = tokens + (size_t)a * B * (T + 1);
+            if (data.sft) {
+                gx_batch sb = {.mask = mask + (size_t)a * B * (T + 1),
+                               .seg = seg + (size_t)a * B * T, .denom = counted};
+                loss += gx_step_ex(&m, ta, &sb, 1.0f, NULL);
+            } else
+                loss += gx_step(&m, ta, 1.0f / (float)(A * W), NULL);
         }
-        loss /= A;
+        if (!data.sft)
+            loss /= A;
         faults_slow_compute(&fs, now_seconds() - t0);
         /* the loss sum also counts the ranks whose checkpoint part is written */
         double norm, red[2] = {loss, saver_part_written(&sv)};
         if ((rc = dp_finish_grads(&dp, &norm)) != GRIT_OK ||
             (rc = comm_allreduce_sum_f64(d, red, W > 1 ? 2 : 1)) != GRIT_OK)
             goto out;
-        loss = red[0] / W;
+        loss = data.sft ? red[0] : red[0] / W; /* SFT: each rank sent its share of the mean */
         if ((rc = saver_parts_agreed(&sv, red[1])) != GRIT_OK)
             goto out;
         wait_total += dp.wait_s;
@@ -341,7 +368,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
                                       .lr = lr, .tokens = tokens_done, .tokens_per_s = ntok / dt,
                                       .step_time_s = dt, .comm_wait_s = W > 1 ? dp.wait_s : -1,
                                       .ckpt_stall_s = stall,
-                                      .epochs = data.mg ? train_data_epochs(&data, (step + 1) * G)
+                                      .epochs = data.mg || data.sft ? train_data_epochs(&data, (step + 1) * G)
                                                         : -1});
         emit_beat(&em, step + 1, loss * faults_spike(&fs, step + 1), norm, dt, dp.wait_s);
         faults_after_step(&fs, emit_hb(&em), step + 1, dt);
@@ -379,7 +406,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
                     wait_total / (double)ran,
                     fmax(0.0, 100.0 * (1.0 - wait_total / (double)ran / dp.ar_blocking_s)));
     }
-    if (log && data.mg)
+    if (log && (data.mg || data.sft))
         fprintf(log, "data: %.4f epochs consumed\n", train_data_epochs(&data, step * G));
     if (res)
         *res = (train_result){step, last, secs, run_tokens / secs};
@@ -394,6 +421,8 @@ out:;
     dp_free(&dp);
     policy_free(&pol);
     free(tokens);
+    free(mask);
+    free(seg);
     gx_free(&m);
     comm_grid_free(&grid);
     return rc;
