@@ -301,12 +301,18 @@ endforeach()
 # grit cluster (src/cluster, local provider): each scenario makes its own cluster of
 # network-namespace hosts on a private bridge (gcltest0, 10.79.60.0/24) with real Slurm,
 # so they run serially. Exit 77: skipped (not root, no Slurm, no namespaces), said loudly.
-foreach(scenario lifecycle resume scale heal)
+foreach(scenario lifecycle resume scale heal mpi)
   add_test(NAME integration.cluster.${scenario}
     COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/cluster.sh $<TARGET_FILE:grit> ${scenario})
   set_tests_properties(integration.cluster.${scenario} PROPERTIES TIMEOUT 600
     LABELS "integration;cluster" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 endforeach()
+# The ssh provider: three sshd hosts the test makes in network namespaces (gclssh0,
+# 10.79.62.0/24, Slurm ports 18600-18601), reached only with ssh/scp, key and known_hosts.
+add_test(NAME integration.cluster.ssh
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/cluster_ssh.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.cluster.ssh PROPERTIES TIMEOUT 300
+  LABELS "integration;cluster" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 
 # PyTorch jobs (python/grit_client.py, examples/pytorch/train_ddp.py, docs/pytorch.md): the
 # client's unit tests (its lines through grit's own parser, hb_parse, via grit-hb-parse; the
