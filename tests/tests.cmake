@@ -190,6 +190,13 @@ add_test(NAME integration.silent_cpu
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/silent_cpu.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.silent_cpu PROPERTIES TIMEOUT 480
   LABELS "integration;mpi;cgroup" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+# ... and a link throttled with tc tbf: four nodes in network namespaces the test creates
+# and removes (veths on a bridge, MPI over TCP only); node1's link at 4 Mbit/s is found as
+# a "network" incident naming it, replaced, bitwise equal; the healthy run raises no alarm.
+add_test(NAME integration.silent_net
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/silent_net.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.silent_net PROPERTIES TIMEOUT 480
+  LABELS "integration;mpi;netns" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 
 # The supervisor at scale (src/supervise, tests/integration/sup_scale.c): 4,096 ranks on 512
 # nodes + 2 spares, heartbeats from one sender process over real UDP; a node dies, is
