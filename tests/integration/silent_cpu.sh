@@ -14,7 +14,8 @@
 #   loaded     a fault-free run on a host loaded by two CPU hogs raises no alarm
 #
 # The straggler detector is off (--straggler-factor 0) so the utilisation detector is the
-# one under test. Exit 77 (skipped, said loudly) where no CPU cgroup can be written.
+# one under test. GRIT_SILENT_BENCH=1 (bench/silent.sh): the throttled run only, one line
+# "BENCH cpu <pct> detected=<yes|no> latency_s=<s>", no checks. Exit 77 (skipped, said loudly) where no CPU cgroup can be written.
 set -euo pipefail
 grit=$1 py=$2
 pct=${GRIT_THROTTLE:-40}
@@ -95,11 +96,12 @@ no_alarm() { # NAME DIR
   ! grep -q '"event":"cordon"' "$2/events.jsonl" || fail "$1: a healthy node was cordoned"
 }
 
+bench=${GRIT_SILENT_BENCH:-0}
 t0=$(now)
-L "$tmp/ref"; wait "$lpid" || fail "healthy: grit launch exited $?"; lpid=""
+[ "$bench" = 1 ] || { L "$tmp/ref"; wait "$lpid" || fail "healthy: grit launch exited $?"; lpid=""; }
 t1=$(now)
-no_alarm healthy "$tmp/ref"
-echo "ok   healthy: $("$py" -c "print(round($t1 - $t0, 1))") s (checkpoints every 50 steps)"
+[ "$bench" = 1 ] || no_alarm healthy "$tmp/ref"
+[ "$bench" = 1 ] || echo "ok   healthy: $("$py" -c "print(round($t1 - $t0, 1))") s (checkpoints every 50 steps)"
 
 # throttled: once the baseline is learned (8 s after the launch; 12 s leaves a margin)
 L "$tmp/thr"
@@ -116,6 +118,11 @@ t_thr=$(now)
 echo "throttled rank 1 (pid $pid, node1): it got $got cores, now at most $quota us per 100 ms ($pct%)"
 wait "$lpid" || fail "throttled: grit launch exited $?"; lpid=""
 ev=$tmp/thr/events.jsonl
+if [ "$bench" = 1 ]; then
+  t_det=$(grep -o '"ts":[0-9.]*,"event":"detected","kind":"utilisation","node":"node1"' "$ev" | head -1 | grep -o '[0-9.]*' | head -1 || true)
+  echo "BENCH cpu $pct detected=$([ -n "$t_det" ] && echo yes || echo no) latency_s=$([ -n "$t_det" ] && "$py" -c "print(round($t_det - $t_thr, 1))" || echo -) other_alarms=$(grep '"event":"detected"' "$ev" | grep -vc '"kind":"utilisation","node":"node1"' || true)"
+  exit 0
+fi
 grep -q '"event":"detected","kind":"utilisation","node":"node1"' "$ev" ||
   fail "throttled: no utilisation incident naming node1: $(grep -o '"event":"detected".*' "$ev" | head -1)"
 grep -q '"event":"cordon","node":"node1"' "$ev" || fail "throttled: node1 was not cordoned"

@@ -11,6 +11,8 @@
 #              swapped in, the run DONE with final weights bitwise equal to the fault-free run
 #   healthy    the fault-free run (checkpoint saves included) raises no alarm
 #
+# GRIT_SILENT_BENCH=1 (bench/silent.sh): the slow-link run only, one line
+# "BENCH net <rate> detected=<yes|no> latency_s=<s>", no checks.
 # Exit 77 (skipped, said loudly) where namespaces, veth, a bridge or tbf are not available.
 # tc netem (latency, loss) is not used: this kernel may lack sch_netem (then said loudly).
 set -euo pipefail
@@ -94,11 +96,14 @@ L() { # DIR: grit launch on 3 nodes + 1 spare, in the background ($lpid)
   lpid=$!
 }
 
-L "$tmp/ref"; wait "$lpid" || fail "healthy: grit launch exited $?"; lpid=""
-grep -q '"event":"done"' "$tmp/ref/events.jsonl" || { tail -20 "$tmp/ref.out"; fail "healthy: no done event"; exit 1; }
-! grep -q '"event":"detected"' "$tmp/ref/events.jsonl" ||
-  fail "healthy: a failure was detected: $(grep -o '"event":"detected".*' "$tmp/ref/events.jsonl" | head -1)"
-echo "ok   healthy: no alarm"
+bench=${GRIT_SILENT_BENCH:-0}
+if [ "$bench" != 1 ]; then
+  L "$tmp/ref"; wait "$lpid" || fail "healthy: grit launch exited $?"; lpid=""
+  grep -q '"event":"done"' "$tmp/ref/events.jsonl" || { tail -20 "$tmp/ref.out"; fail "healthy: no done event"; exit 1; }
+  ! grep -q '"event":"detected"' "$tmp/ref/events.jsonl" ||
+    fail "healthy: a failure was detected: $(grep -o '"event":"detected".*' "$tmp/ref/events.jsonl" | head -1)"
+  echo "ok   healthy: no alarm"
+fi
 
 L "$tmp/slow"
 sleep 12
@@ -108,6 +113,11 @@ t_thr=$(now)
 echo "throttled node1's link to $rate both ways"
 wait "$lpid" || fail "slow link: grit launch exited $?"; lpid=""
 ev=$tmp/slow/events.jsonl
+if [ "$bench" = 1 ]; then
+  t_det=$(grep -o '"ts":[0-9.]*,"event":"detected","kind":"network","node":"node1"' "$ev" | head -1 | grep -o '[0-9.]*' | head -1 || true)
+  echo "BENCH net $rate detected=$([ -n "$t_det" ] && echo yes || echo no) latency_s=$([ -n "$t_det" ] && "$py" -c "print(round($t_det - $t_thr, 1))" || echo -) other_alarms=$(grep '"event":"detected"' "$ev" | grep -vc '"kind":"network","node":"node1"' || true)"
+  exit 0
+fi
 grep -q '"event":"detected","kind":"network","node":"node1"' "$ev" ||
   fail "slow link: no network incident naming node1: $(grep -o '"event":"detected".*' "$ev" | head -1 || true)"
 grep -q '"event":"cordon","node":"node1"' "$ev" || fail "slow link: node1 was not cordoned"
