@@ -15,7 +15,9 @@
  * steps that every rank reported); loss spike (the step's loss more than
  * spike_z robust standard deviations, 1.4826 x MAD, above the median of the
  * last 32 steps); a failing periodic health check (grit health --quick in the
- * background every health_every seconds).
+ * background every health_every seconds); silent slowdowns (silent.h: a node whose
+ * utilisation or peak network throughput from the heartbeats stays below its peers'
+ * and its own baseline while the job's steps slow down; ticked every SILENT_TICK_S).
  *
  * Faults for tests and demos (--inject) are sup_inject.c's: it puts them into the
  * environment of the processes they break (the job, a node's health check), and
