@@ -15,8 +15,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 grit=${GRIT:-$root/build/grit}
 py=${PYTHON:-/usr/bin/python3}
 RUNS=${RUNS:-1}
-CPU_LEVELS=${CPU_LEVELS:-"90 70 50 40"}
-RATES=${RATES:-"40mbit 18mbit 7mbit 4mbit"}
+CPU_LEVELS=${CPU_LEVELS-"90 70 50 40"} # empty: no CPU rows
+RATES=${RATES-"40mbit 18mbit 7mbit 4mbit"} # empty: no link rows
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 row() { # KIND LEVEL: RUNS runs, one table row
