@@ -107,7 +107,7 @@ t1=$(now)
 L "$tmp/thr"
 sleep 12
 pid=""
-for _ in $(seq 50); do pid=$(rank_pid "$tmp/thr" 1) && break; sleep 0.2; done
+for _ in $(seq 300); do pid=$(rank_pid "$tmp/thr" 1) && break; sleep 0.2; done # a loaded host may start mpirun slowly
 [ -n "$pid" ] || { fail "throttled: rank 1's process not found"; exit 1; }
 c0=$(cpu_ticks "$pid"); w0=$(now); sleep 2; c1=$(cpu_ticks "$pid"); w1=$(now)
 got=$("$py" -c "import os; print((${c1} - ${c0}) / os.sysconf('SC_CLK_TCK') / ($w1 - $w0))")
