@@ -43,7 +43,7 @@ void silent_free(silent *st)
         return;
     free(st->node_of), free(st->r_util), free(st->r_nutil), free(st->r_step), free(st->n_net);
     free(st->hist), free(st->base), free(st->base_acc), free(st->base_step_acc);
-    free(st->scratch);
+    free(st->scratch), free(st->last);
     memset(st, 0, sizeof *st);
 }
 
@@ -82,13 +82,14 @@ grit_err silent_init(silent *st, const silent_cfg *cfg, int nranks, const int *n
     st->r_nutil = calloc((size_t)nranks, sizeof *st->r_nutil);
     st->r_step = malloc((size_t)nranks * sizeof *st->r_step);
     st->n_net = malloc((size_t)nnodes * sizeof *st->n_net);
+    st->last = malloc(per * sizeof *st->last);
     st->hist = malloc(per * SILENT_HISTORY * sizeof *st->hist);
     st->base = malloc(per * sizeof *st->base);
     st->base_acc = malloc(per * (size_t)cfg->warmup * sizeof *st->base_acc);
     st->base_step_acc = malloc((size_t)cfg->warmup * sizeof *st->base_step_acc);
     st->scratch = malloc(((size_t)nnodes + (size_t)nranks + (size_t)cfg->warmup) * sizeof *st->scratch);
     if (!st->node_of || !st->r_util || !st->r_nutil || !st->r_step || !st->n_net || !st->hist ||
-        !st->base || !st->base_acc || !st->base_step_acc || !st->scratch) {
+        !st->base || !st->base_acc || !st->base_step_acc || !st->scratch || !st->last) {
         silent_free(st);
         return grit_errf(GRIT_ENOMEM, "silent detector: out of memory for %d ranks", nranks);
     }
@@ -110,7 +111,7 @@ grit_err silent_init(silent *st, const silent_cfg *cfg, int nranks, const int *n
     for (size_t i = 0; i < per * SILENT_HISTORY; i++)
         st->hist[i] = NAN;
     for (size_t i = 0; i < per; i++)
-        st->base[i] = NAN;
+        st->base[i] = st->last[i] = NAN;
     for (int i = 0; i < SILENT_HISTORY; i++)
         st->step_hist[i] = NAN;
     st->step_base = NAN;
@@ -152,6 +153,13 @@ void silent_tick(silent *st)
         val[SILENT_UTIL] = cnt[n] > 0 ? sum[n] / cnt[n] : NAN;
         val[SILENT_NET] = st->n_net[n];
         for (int s = 0; s < SILENT_NSIGNALS; s++) {
+            double *prev = &st->last[(size_t)s * (size_t)nn + (size_t)n];
+            if (isfinite(val[s])) { /* fresh: remembered for one empty tick */
+                *prev = val[s];
+            } else { /* no beat this tick: the previous tick's, once */
+                val[s] = *prev;
+                *prev = NAN;
+            }
             if (t < w)
                 acc_at(st, s, n)[t] = val[s];
             else

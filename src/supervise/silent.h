@@ -23,7 +23,10 @@
  *      the network, the others' median must also exceed min_rate (an idle network says
  *      nothing about links).
  *   3. A node is suspect when it is low on EVERY one of the last `window` ticks (one
- *      noisy sample, a rank descheduled for a moment, does not fire).
+ *      noisy sample, a rank descheduled for a moment, does not fire). Beats and ticks
+ *      are both about a second apart and not in phase: a tick that got no beat of a
+ *      node reuses that node's sample of the tick before (once; two empty ticks in a
+ *      row are a missing sample, which is never low).
  *   4. Cross-check, steady state: over those ticks steps completed, and the job's median
  *      step time is at least step_slow x its baseline: the low signal costs throughput.
  *      A checkpoint save (a tick or two without steps, everyone's signals dip) and a
@@ -78,6 +81,7 @@ typedef struct silent {
     int *r_nutil;        /* [nranks] */
     double *r_step;      /* [nranks] newest step_time since the tick, NAN none */
     double *n_net;       /* [nnodes] peak bytes/s since the tick, NAN none */
+    double *last;        /* [SILENT_NSIGNALS][nnodes] the previous tick's sample (NAN none) */
     /* per node, per signal: SILENT_HISTORY ticks (NAN: no sample), baseline samples */
     double *hist;        /* [SILENT_NSIGNALS][nnodes][HISTORY] */
     double *base;        /* [SILENT_NSIGNALS][nnodes] (NAN until learned) */

@@ -86,6 +86,24 @@ static void test_throttled_cpu(void)
     CHECK_STR_HAS(d, "on each of the last 5 ticks");
 }
 
+/* Beats out of phase with the ticks: the throttled node's arrive on every other tick
+ * only; each empty tick reuses the sample before it, so the window still fills. */
+static void test_beats_out_of_phase(void)
+{
+    init(0.6, 0.5);
+    warmup();
+    silent_verdict v;
+    double u[NODES] = {1.0, 0.4, 1.0}, u_gap[NODES] = {1.0, NAN, 1.0};
+    int t = 1, found = 0;
+    for (; t <= 30 && !found; t++) {
+        tick(t % 2 ? u : u_gap, 0.25, healthy_n);
+        found = silent_check(&st, &v);
+    }
+    CHECK(found);
+    CHECK_INT(t - 1, WIN);
+    CHECK_INT(v.node, 1);
+}
+
 static void test_slow_link(void)
 {
     init(0.6, 0.5);
@@ -201,6 +219,7 @@ int main(void)
 {
     test_throttled_cpu();
     test_slow_link();
+    test_beats_out_of_phase();
     test_no_false_alarm();
     test_edges();
     test_bad_config();
