@@ -187,6 +187,22 @@ add_test(NAME integration.launch
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/launch.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.launch PROPERTIES TIMEOUT 600 LABELS "integration;mpi" RUN_SERIAL TRUE)
 
+# Silent slowdowns from real slow hardware (src/supervise/silent.h): a rank throttled by a
+# CPU cgroup is found as a "utilisation" incident, its node replaced, the run bitwise equal
+# to the fault-free one; a healthy and a loaded-host run raise no alarm. Skips (77, loudly)
+# without a writable CPU cgroup. About 2-3 minutes on a loaded 2-core host.
+add_test(NAME integration.silent_cpu
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/silent_cpu.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.silent_cpu PROPERTIES TIMEOUT 480
+  LABELS "integration;mpi;cgroup" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+# ... and a link throttled with tc tbf: four nodes in network namespaces the test creates
+# and removes (veths on a bridge, MPI over TCP only); node1's link at 4 Mbit/s is found as
+# a "network" incident naming it, replaced, bitwise equal; the healthy run raises no alarm.
+add_test(NAME integration.silent_net
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/silent_net.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.silent_net PROPERTIES TIMEOUT 480
+  LABELS "integration;mpi;netns" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+
 # The supervisor at scale (src/supervise, tests/integration/sup_scale.c): 4,096 ranks on 512
 # nodes + 2 spares, heartbeats from one sender process over real UDP; a node dies, is
 # diagnosed, cordoned, a spare takes its place; 300 incidents all kept. The same binary is
