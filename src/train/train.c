@@ -17,6 +17,7 @@
 #include "core/events.h"
 #include "core/fault.h"
 #include "core/fsutil.h"
+#include "core/ompenv.h"
 #include "core/progress.h"
 #include "train/data.h"
 #include "train/dp.h"
@@ -73,7 +74,9 @@ static void summary(FILE *log, const saver *r, const gx_model *m, long steps,
     fprintf(log, "  %-26s %.0f tok/s, %.1f GFLOP/s\n", "throughput", tokens / secs,
             tokens / secs * fpt / 1e9);
     fprintf(log, "  %-26s %.0f MiB\n", "peak memory (RSS)", train_peak_rss_mib());
-    fprintf(log, "  %-26s %d\n", "threads", cfg->threads);
+    char omp[160];
+    fprintf(log, "  %-26s %d, OpenMP waits: %s\n", "threads", cfg->threads,
+            ompenv_describe(omp, sizeof omp));
     if (r->on)
         fprintf(log, "  %-26s %d saved, %d failed, stall %.3fs in all (%.2f%% of wall time)\n",
                 "checkpoints", r->saves, r->failures, r->stall_total,
