@@ -27,6 +27,14 @@
 #include "train/policy.h"
 #include "train/saver.h"
 
+/* minor page faults of this process so far (the step loop should add none: core/bigalloc.h) */
+static long minor_faults(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+}
+
 double train_peak_rss_mib(void)
 {
     struct rusage ru;
@@ -58,7 +66,7 @@ static void path_join(char *buf, size_t cap, const char *dir, const char *name)
 
 static void summary(FILE *log, const saver *r, const gx_model *m, long steps,
                     double first_loss, double last_loss, double min_loss, double secs,
-                    double tokens)
+                    double tokens, long faults_later)
 {
     const train_cfg *cfg = r->cfg;
     char dur[32];
@@ -77,6 +85,9 @@ static void summary(FILE *log, const saver *r, const gx_model *m, long steps,
     char omp[160];
     fprintf(log, "  %-26s %d, OpenMP waits: %s\n", "threads", cfg->threads,
             ompenv_describe(omp, sizeof omp));
+    if (steps > 1)
+        fprintf(log, "  %-26s %ld in %ld steps after the first\n", "minor page faults", faults_later,
+                steps - 1);
     if (r->on)
         fprintf(log, "  %-26s %d saved, %d failed, stall %.3fs in all (%.2f%% of wall time)\n",
                 "checkpoints", r->saves, r->failures, r->stall_total,
@@ -212,8 +223,10 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
     progress_init(&pr, log ? log : stderr, o->total_steps, cfg->log_every);
     double t_start = now_seconds(), first = NAN, last = NAN, minl = INFINITY;
     double run_tokens = 0, wait_total = 0;
-    long step;
+    long step, faults0 = 0;
     for (step = start; step < o->total_steps; step++) {
+        if (step == start + 1)
+            faults0 = minor_faults(); /* the first step may still fault (thread stacks, BLAS) */
         double t0 = now_seconds();
         long sample0 = step * G + (long)d->rank * A * B; /* this rank's slice */
         if ((rc = train_data_fill(&data, sample0, A * B, T + 1, tokens)) != GRIT_OK ||
@@ -280,6 +293,7 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
             progress_update(&pr, step + 1, text);
         }
     }
+    long faults_later = step > start + 1 ? minor_faults() - faults0 : 0;
     if (log)
         progress_finish(&pr);
     if ((rc = saver_finish(&sv)) != GRIT_OK)
@@ -293,7 +307,7 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
     events_emit(&ev, "train_end", json_pack("{s:I,s:f}", "step", (json_int_t)step, "loss", last));
     long ran = step - start;
     if (log && ran > 0) {
-        summary(log, &sv, &m, ran, first, last, minl, secs, run_tokens);
+        summary(log, &sv, &m, ran, first, last, minl, secs, run_tokens, faults_later);
         if (W > 1)
             fprintf(log, "  %-26s %d ranks%s; AdamW state %.1f MiB per rank; gradient "
                          "%s %.3f s blocking, %.3f s waited per step (%.0f%% hidden)\n\n",
