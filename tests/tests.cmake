@@ -70,6 +70,11 @@ set_tests_properties(reference.checker_selftest PROPERTIES TIMEOUT 600 LABELS "r
 add_test(NAME integration.determinism
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/determinism.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.determinism PROPERTIES TIMEOUT 300 LABELS "integration;san")
+# The OpenMP wait policy grit sets (core/ompenv.h) is the one libgomp runs under, a user's
+# OMP_WAIT_POLICY stands, and no policy changes a bit of the results.
+add_test(NAME integration.omp_policy
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/omp_policy.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.omp_policy PROPERTIES TIMEOUT 300 LABELS "integration;san")
 # Llama and Falcon: determinism, another seed differs, kill + resume bitwise equal.
 add_test(NAME integration.family_resume
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/family_resume.sh $<TARGET_FILE:grit>)

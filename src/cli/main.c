@@ -4,8 +4,10 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/ompenv.h"
 
 static void usage(FILE *f)
 {
@@ -47,6 +49,12 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "--version")) {
         printf("grit %s\n", GRIT_VERSION);
         return 0;
+    }
+    /* libgomp read its wait policy when it loaded: set grit's and start again, once
+     * (core/ompenv.h); if that cannot be done, go on under libgomp's default */
+    if (ompenv_apply() == 1) {
+        execv("/proc/self/exe", argv);
+        ompenv_revert();
     }
     if (!strcmp(cmd, "train"))
         return cmd_train(argc - 1, argv + 1);

@@ -18,6 +18,7 @@
 #include "core/events.h"
 #include "core/fault.h"
 #include "core/fsutil.h"
+#include "core/ompenv.h"
 #include "core/progress.h"
 #include "model/tp.h"
 #include "train/data.h"
@@ -28,6 +29,14 @@
 #include "train/parallel.h"
 #include "train/policy.h"
 #include "train/saver.h"
+
+/* minor page faults of this process so far (the step loop should add none: core/bigalloc.h) */
+static long minor_faults(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+}
 
 double train_peak_rss_mib(void)
 {
@@ -104,7 +113,7 @@ static void path_join(char *buf, size_t cap, const char *dir, const char *name)
 
 static void summary(FILE *log, const saver *r, const gx_model *m, long steps,
                     double first_loss, double last_loss, double min_loss, double secs,
-                    double tokens)
+                    double tokens, long faults_later)
 {
     const train_cfg *cfg = r->cfg;
     char dur[32];
@@ -120,7 +129,12 @@ static void summary(FILE *log, const saver *r, const gx_model *m, long steps,
     fprintf(log, "  %-26s %.0f tok/s, %.1f GFLOP/s\n", "throughput", tokens / secs,
             tokens / secs * fpt / 1e9);
     fprintf(log, "  %-26s %.0f MiB\n", "peak memory (RSS)", train_peak_rss_mib());
-    fprintf(log, "  %-26s %d\n", "threads", cfg->threads);
+    char omp[160];
+    fprintf(log, "  %-26s %d, OpenMP waits: %s\n", "threads", cfg->threads,
+            ompenv_describe(omp, sizeof omp));
+    if (steps > 1)
+        fprintf(log, "  %-26s %ld in %ld steps after the first\n", "minor page faults", faults_later,
+                steps - 1);
     if (r->on)
         fprintf(log, "  %-26s %d saved, %d failed, stall %.3fs in all (%.2f%% of wall time)\n",
                 "checkpoints", r->saves, r->failures, r->stall_total,
@@ -297,8 +311,10 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     progress_init(&pr, log ? log : stderr, o->total_steps, cfg->log_every);
     double t_start = now_seconds(), first = NAN, last = NAN, minl = INFINITY;
     double run_tokens = 0, wait_total = 0;
-    long step;
+    long step, faults0 = 0;
     for (step = start; step < o->total_steps; step++) {
+        if (step == start + 1)
+            faults0 = minor_faults(); /* the first step may still fault (thread stacks, BLAS) */
         double t0 = now_seconds();
         long sample0 = step * G + (long)d->rank * A * B; /* this replica's slice */
         if ((rc = data.sft ? train_data_fill_sft(&data, sample0, A * B, T + 1, tokens, mask, seg)
@@ -383,6 +399,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
             progress_update(&pr, step + 1, text);
         }
     }
+    long faults_later = step > start + 1 ? minor_faults() - faults0 : 0;
     if (log)
         progress_finish(&pr);
     if ((rc = saver_finish(&sv)) != GRIT_OK)
@@ -397,7 +414,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     events_emit(&ev, "train_end", json_pack("{s:I,s:f}", "step", (json_int_t)step, "loss", last));
     long ran = step - start;
     if (log && ran > 0) {
-        summary(log, &sv, &m, ran, first, last, minl, secs, run_tokens);
+        summary(log, &sv, &m, ran, first, last, minl, secs, run_tokens, faults_later);
         if (W > 1)
             fprintf(log, "  %-26s %d ranks%s; AdamW state %.1f MiB per rank; gradient "
                          "%s %.3f s blocking, %.3f s waited per step (%.0f%% hidden)\n\n",
