@@ -74,6 +74,11 @@ set_tests_properties(integration.determinism PROPERTIES TIMEOUT 300 LABELS "inte
 add_test(NAME integration.family_resume
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/family_resume.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.family_resume PROPERTIES TIMEOUT 400 LABELS "integration")
+# bf16 mixed precision (docs/precision.md): determinism and kill/resume bitwise with the
+# CPU's bf16 GEMM backend and with the fp32-widening fallback; fp32 master weights.
+add_test(NAME integration.bf16_resume
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/bf16_resume.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.bf16_resume PROPERTIES TIMEOUT 400 LABELS "integration")
 
 add_test(NAME integration.config_errors
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/config_errors.sh $<TARGET_FILE:grit>

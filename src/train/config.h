@@ -7,7 +7,7 @@
  *    "data": {"source": "synthetic", "synthetic_vocab": 512}
  *          | {"source": "megatron", "paths": ["PREFIX", ...],
  *             "weights": [w, ...], "split": "969,30,1"},
- *    "run_dir": "runs/demo", "log_every": 1}
+ *    "run_dir": "runs/demo", "log_every": 1, "precision": "fp32" | "bf16"}
  * Every unknown field, wrong type and out-of-range value is an error naming
  * the file, line:column, field and what was expected (core/jcfg.h). The
  * resolved config (every default filled in) is what the run directory keeps.
@@ -32,6 +32,7 @@ typedef struct train_cfg {
     optim_cfg optim;
     uint64_t seed;
     int threads;
+    gx_precision precision; /* "precision": fp32 (default) or bf16 (model/gptneox.h) */
     char data_source[16];  /* "synthetic" or "megatron" */
     int synthetic_vocab;   /* tokens used by the synthetic stream */
     /* "megatron": .bin/.idx prefixes, blended by weight (data/gptdataset.h) */

@@ -180,6 +180,15 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
         (rc = dp_init(&dp, d, &m, o->zero1)) != GRIT_OK ||
         (rc = saver_open(&sv, cfg, d, &ev, log)) != GRIT_OK)
         goto out;
+    if (cfg->precision != GX_FP32) {
+        const char *note;
+        if ((rc = gx_set_precision(&m, cfg->precision, &note)) != GRIT_OK)
+            goto out;
+        if (leader && !strncmp(note, "warning:", 8)) /* a CPU without AVX512-BF16: say so */
+            fprintf(stderr, "grit train: %s\n", note);
+        else if (log)
+            fprintf(log, "grit train: %s\n", note);
+    }
     long start;
     double tokens_done;
     bool loaded;
@@ -224,6 +233,8 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
             loss += gx_step(&m, tokens + (size_t)a * B * (T + 1), 1.0f / (float)(A * W), NULL);
         }
         loss /= A;
+        if ((rc = m.gemm_err) != GRIT_OK) /* a bf16 GEMM failed: its message is set */
+            goto out;
         faults_slow_compute(&fs, now_seconds() - t0);
         /* the loss sum also counts the ranks whose checkpoint part is written */
         double norm, red[2] = {loss, saver_part_written(&sv)};
