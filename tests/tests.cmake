@@ -79,6 +79,20 @@ set_tests_properties(integration.family_resume PROPERTIES TIMEOUT 400 LABELS "in
 add_test(NAME integration.bf16_resume
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/bf16_resume.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.bf16_resume PROPERTIES TIMEOUT 400 LABELS "integration")
+# The bf16 accuracy guard: 300 steps in fp32 and bf16, the bf16 loss curve within a band
+# of the fp32 one (GPT-NeoX and Llama); with GRIT_FAULT_BF16_ACCUM=1 (bf16 GEMMs that
+# accumulate in bf16) it must leave the band.
+add_executable(grit-bf16-curve tests/integration/bf16_curve.c)
+target_link_libraries(grit-bf16-curve PRIVATE gritcore)
+foreach(fam neox llama)
+  add_test(NAME integration.bf16_curve_${fam} COMMAND grit-bf16-curve 300 --family ${fam})
+  set_tests_properties(integration.bf16_curve_${fam} PROPERTIES TIMEOUT 300 LABELS "integration"
+                       ENVIRONMENT "GRIT_FAULT_BF16_ACCUM=")
+endforeach()
+add_test(NAME integration.bf16_curve_planted
+  COMMAND grit-bf16-curve 300 --expect-outside)
+set_tests_properties(integration.bf16_curve_planted PROPERTIES TIMEOUT 300 LABELS "integration"
+                     ENVIRONMENT "GRIT_FAULT_BF16_ACCUM=1")
 
 add_test(NAME integration.config_errors
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/config_errors.sh $<TARGET_FILE:grit>
