@@ -49,6 +49,28 @@ foreach(variant pythia14m rotary_full sequential llama_gqa llama_tied falcon_mq 
             ${CMAKE_SOURCE_DIR}/tests/reference/configs/${variant}.json)
   set_tests_properties(reference.parity.${variant} PROPERTIES TIMEOUT 600 LABELS "reference")
 endforeach()
+# bf16 parity: step-0 logits, loss and gradients of "precision": "bf16" against PyTorch's
+# CPU bf16 autocast (tests/reference/compare_bf16.py, tolerances in docs/precision.md), per
+# family; the same through the fp32-widening GEMM path (CPUs without AVX512-BF16); and
+# the planted bf16-accumulation bug (GRIT_FAULT_BF16_ACCUM=1), which must fail the check.
+foreach(variant tiny llama_gqa falcon_new)
+  add_test(NAME reference.parity_bf16.${variant}
+    COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_parity_bf16.sh
+            $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON}
+            ${CMAKE_SOURCE_DIR}/tests/reference/configs/${variant}.json)
+  set_tests_properties(reference.parity_bf16.${variant} PROPERTIES TIMEOUT 300 LABELS "reference")
+endforeach()
+add_test(NAME reference.parity_bf16.tiny_fp32_gemm
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_parity_bf16.sh
+          $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/reference/configs/tiny.json)
+set_tests_properties(reference.parity_bf16.tiny_fp32_gemm PROPERTIES TIMEOUT 300
+                     LABELS "reference" ENVIRONMENT "GRIT_BF16_GEMM=fp32")
+add_test(NAME reference.parity_bf16.planted_accum
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_parity_bf16.sh
+          $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/reference/configs/tiny.json planted)
+set_tests_properties(reference.parity_bf16.planted_accum PROPERTIES TIMEOUT 300 LABELS "reference")
 # The parity rule must judge grit, not the BLAS kernel: a small variant under every OpenBLAS
 # x86-64 core type this CPU runs; and it must stay strict: a planted one-ulp-per-step AdamW
 # defect must be rejected (docs/parity.md).
