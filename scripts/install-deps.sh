@@ -7,6 +7,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config   # compiler, build
   libopenblas-openmp-dev             # sgemm (OpenMP build, shares our thread pool)
+  libdnnl-dev                        # oneDNN: bf16 GEMMs on AVX512-BF16/AMX (precision "bf16")
   libjansson-dev                     # JSON configs
   libopenmpi-dev openmpi-bin         # data-parallel training (mpirun)
   libutf8proc-dev libxxhash-dev      # tokenizer: Unicode categories/NFC, hashing

@@ -49,6 +49,28 @@ foreach(variant pythia14m rotary_full sequential llama_gqa llama_tied falcon_mq 
             ${CMAKE_SOURCE_DIR}/tests/reference/configs/${variant}.json)
   set_tests_properties(reference.parity.${variant} PROPERTIES TIMEOUT 600 LABELS "reference")
 endforeach()
+# bf16 parity: step-0 logits, loss and gradients of "precision": "bf16" against PyTorch's
+# CPU bf16 autocast (tests/reference/compare_bf16.py, tolerances in docs/precision.md), per
+# family; the same through the fp32-widening GEMM path (CPUs without AVX512-BF16); and
+# the planted bf16-accumulation bug (GRIT_FAULT_BF16_ACCUM=1), which must fail the check.
+foreach(variant tiny llama_gqa falcon_new)
+  add_test(NAME reference.parity_bf16.${variant}
+    COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_parity_bf16.sh
+            $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON}
+            ${CMAKE_SOURCE_DIR}/tests/reference/configs/${variant}.json)
+  set_tests_properties(reference.parity_bf16.${variant} PROPERTIES TIMEOUT 300 LABELS "reference")
+endforeach()
+add_test(NAME reference.parity_bf16.tiny_fp32_gemm
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_parity_bf16.sh
+          $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/reference/configs/tiny.json)
+set_tests_properties(reference.parity_bf16.tiny_fp32_gemm PROPERTIES TIMEOUT 300
+                     LABELS "reference" ENVIRONMENT "GRIT_BF16_GEMM=fp32")
+add_test(NAME reference.parity_bf16.planted_accum
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_parity_bf16.sh
+          $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/reference/configs/tiny.json planted)
+set_tests_properties(reference.parity_bf16.planted_accum PROPERTIES TIMEOUT 300 LABELS "reference")
 # The parity rule must judge grit, not the BLAS kernel: a small variant under every OpenBLAS
 # x86-64 core type this CPU runs; and it must stay strict: a planted one-ulp-per-step AdamW
 # defect must be rejected (docs/parity.md).
@@ -79,6 +101,25 @@ set_tests_properties(integration.omp_policy PROPERTIES TIMEOUT 300 LABELS "integ
 add_test(NAME integration.family_resume
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/family_resume.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.family_resume PROPERTIES TIMEOUT 400 LABELS "integration")
+# bf16 mixed precision (docs/precision.md): determinism and kill/resume bitwise with the
+# CPU's bf16 GEMM backend and with the fp32-widening fallback; fp32 master weights.
+add_test(NAME integration.bf16_resume
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/bf16_resume.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.bf16_resume PROPERTIES TIMEOUT 400 LABELS "integration")
+# The bf16 accuracy guard: 300 steps in fp32 and bf16, the bf16 loss curve within a band
+# of the fp32 one (GPT-NeoX and Llama); with GRIT_FAULT_BF16_ACCUM=1 (bf16 GEMMs that
+# accumulate in bf16) it must leave the band.
+add_executable(grit-bf16-curve tests/integration/bf16_curve.c)
+target_link_libraries(grit-bf16-curve PRIVATE gritcore)
+foreach(fam neox llama)
+  add_test(NAME integration.bf16_curve_${fam} COMMAND grit-bf16-curve 300 --family ${fam})
+  set_tests_properties(integration.bf16_curve_${fam} PROPERTIES TIMEOUT 300 LABELS "integration"
+                       ENVIRONMENT "GRIT_FAULT_BF16_ACCUM=")
+endforeach()
+add_test(NAME integration.bf16_curve_planted
+  COMMAND grit-bf16-curve 300 --expect-outside)
+set_tests_properties(integration.bf16_curve_planted PROPERTIES TIMEOUT 300 LABELS "integration"
+                     ENVIRONMENT "GRIT_FAULT_BF16_ACCUM=1")
 
 add_test(NAME integration.config_errors
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/config_errors.sh $<TARGET_FILE:grit>

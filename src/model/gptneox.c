@@ -356,6 +356,7 @@ void gx_free(gx_model *m)
 {
     if (!m)
         return;
+    gx_set_precision(m, GX_FP32, NULL); /* frees the bf16 copies */
     free(m->tensors);
     free(m->w.layer);
     free(m->g.layer);

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "tensor/gemm_bf16.h"
 #include "tensor/ops.h"
 
 /* The decoder is assembled from options (model/family.h has the tables that
@@ -73,6 +74,13 @@ typedef struct gx_config {
     int rope_orig_max;  /* llama3: original_max_position_embeddings */
     double init_std;    /* N(0, init_std) for matrices when family != GX_NEOX (HF initializer_range) */
 } gx_config;
+
+/* Numerics of the step (gx_set_precision). GX_BF16: the GEMMs of the linear layers
+ * and the LM head take bf16 weights (a copy of the float32 master weights, made at
+ * the start of each gx_step) and bf16 activations, and accumulate and write float32;
+ * everything else (norms, attention, softmax and loss statistics, reductions,
+ * gradients, the optimiser) stays float32. */
+typedef enum gx_precision { GX_FP32 = 0, GX_BF16 = 1 } gx_precision;
 
 /* kv heads in effect (kv_heads, or heads when 0). */
 static inline int gx_kv_heads(const gx_config *c) { return c->kv_heads > 0 ? c->kv_heads : c->heads; }
@@ -179,6 +187,13 @@ typedef struct gx_model {
     void *tp_ctx;
     int tp_failed;
     const int32_t *seg;         /* packed-example starts during a gx_step_ex call, else NULL */
+    /* bf16 mixed precision (gx_set_precision; all NULL/0 in fp32) */
+    gx_precision prec;
+    bf16 *params_h;             /* [num_params] bf16 copy of the GEMM weights (gx_step) */
+    bf16 *opa, *opb;            /* bf16 copies of activation operands */
+    size_t opa_n, opb_n;
+    gemm_bf16_ctx *gemm;
+    grit_err gemm_err;          /* sticky: first bf16 GEMM failure in gx_step (loss is NaN) */
 } gx_model;
 
 /* Allocates everything for micro-batches of B sequences of T tokens, using
@@ -192,6 +207,16 @@ grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads);
 grit_err gx_init_tp(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
                     int tp_rank);
 void gx_free(gx_model *m);
+
+/* Switches the step's numerics (GX_FP32 is gx_init's). GX_BF16 allocates the bf16
+ * weight copy and operand buffers and picks the GEMM backend (tensor/gemm_bf16.h);
+ * *note (may be NULL) receives a static line for the run's log saying which backend
+ * and why, starting with "warning:" when this CPU cannot run bf16 natively. Master
+ * weights, gradients and AdamW state stay float32, so checkpoints are unchanged. */
+grit_err gx_set_precision(gx_model *m, gx_precision p, const char **note);
+/* "fp32" / "bf16"; GRIT_EINVAL naming the expected values for anything else. */
+const char *gx_precision_name(gx_precision p);
+grit_err gx_precision_parse(const char *name, gx_precision *out);
 
 /* GPT-NeoX: Pythia initialisation: small_init N(0, sqrt(2/(5C))) for embeddings
  * and linear weights, wang_init N(0, 2/(L sqrt(C))) for attention.dense and

@@ -26,14 +26,18 @@
  * every thread count (OpenBLAS splits output tiles, not the K reduction)
  * and the fixed-order reductions in ops.c make the whole step bitwise
  * reproducible for a given thread count.
+ *
+ * Precision: every linear layer's and the LM head's product goes through gx__mm
+ * (gx_prec.c), float32 sgemm or bf16 operands with float32 accumulation by the
+ * model's precision; attention, norms, activations and the loss are float32 in both.
  */
 #include <math.h>
 #include <string.h>
 
 #include "model/family.h"
 #include "model/gptneox.h"
+#include "model/gx_prec.h"
 #include "model/tp.h"
-#include "tensor/matmul.h"
 #include "tensor/ops.h"
 #include "tensor/ops_tp.h"
 
@@ -45,14 +49,14 @@ static void fill_rows(float *out, const float *bias, int N, int C)
 }
 
 /* out = x W^T (+ b): [N, rows]. */
-static void linear_fwd(float *out, const float *x, const float *w, const float *b, int N,
-                       int rows, int in)
+static void linear_fwd(gx_model *m, float *out, const float *x, const float *w, const float *b,
+                       int N, int rows, int in)
 {
     if (b) {
         fill_rows(out, b, N, rows);
-        mm_nt(N, rows, in, 1.0f, x, in, w, in, 1.0f, out, rows);
+        gx__mm(m, 'N', 'T', N, rows, in, x, in, w, in, 1.0f, out, rows);
     } else
-        mm_nt(N, rows, in, 1.0f, x, in, w, in, 0.0f, out, rows);
+        gx__mm(m, 'N', 'T', N, rows, in, x, in, w, in, 0.0f, out, rows);
 }
 
 /* out = norm(x) with the block's norm kind; mean is unused by RMSNorm. */
@@ -89,13 +93,13 @@ static void mlp_fwd(gx_model *m, int l, const float *u, float *y)
     gx_layer_acts *a = &m->acts[l];
     if (!c->shared_norm)
         norm_fwd(c, a->ln2, a->ln2_mean, a->ln2_rstd, u, w->ln2_w, w->ln2_b, N);
-    linear_fwd(a->fc, a->ln2, w->fc_w, w->fc_b, N, F, C);
+    linear_fwd(m, a->fc, a->ln2, w->fc_w, w->fc_b, N, F, C);
     if (c->mlp == GX_MLP_SWIGLU)
         op_swiglu_fwd(a->gelu, a->fc, N, H4);
     else
         op_gelu_fwd(a->gelu, a->fc, (long)N * H4, c->act);
     if (m->tp > 1) { /* row parallel: this rank's partial sum, all-reduced, then added */
-        mm_nt(N, C, H4, 1.0f, a->gelu, H4, w->proj_w, H4, 0.0f, m->dtmp, C);
+        gx__mm(m, 'N', 'T', N, C, H4, a->gelu, H4, w->proj_w, H4, 0.0f, m->dtmp, C);
         gx__tp_reduce(m, m->dtmp, (size_t)N * C, 0);
         long n = (long)N * C;
 #pragma omp parallel for schedule(static)
@@ -103,7 +107,7 @@ static void mlp_fwd(gx_model *m, int l, const float *u, float *y)
             y[i] += m->dtmp[i];
         return;
     }
-    mm_nt(N, C, H4, 1.0f, a->gelu, H4, w->proj_w, H4, 1.0f, y, C);
+    gx__mm(m, 'N', 'T', N, C, H4, a->gelu, H4, w->proj_w, H4, 1.0f, y, C);
 }
 
 static void layer_fwd(gx_model *m, int l)
@@ -120,10 +124,10 @@ static void layer_fwd(gx_model *m, int l)
     lay.seg = m->seg;
 
     norm_fwd(c, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, N);
-    linear_fwd(a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, Q, C);
+    linear_fwd(m, a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, Q, C);
     op_rotary_lay(a->qkv, m->rope_cos, m->rope_sin, &lay, N, m->T, m->nh, hd, m->rot, 0);
     op_attn_fwd(a->att, a->lse, a->qkv, &lay, m->B, m->T, m->nh, hd, m->att_scratch);
-    mm_nt(N, C, A, 1.0f, a->att, A, w->dense_w, A, 0.0f, o, C);
+    gx__mm(m, 'N', 'T', N, C, A, a->att, A, w->dense_w, A, 0.0f, o, C);
     gx__tp_reduce(m, o, (size_t)N * C, 0); /* row parallel (tp > 1) */
     if (c->parallel_residual) {
         op_add3_bias(y, x, o, dense_b, N, C);
@@ -146,19 +150,19 @@ static void mlp_bwd(gx_model *m, int l, const float *dy)
     gx_layer_acts *a = &m->acts[l];
     if (g->proj_b)
         op_bias_grad(g->proj_b, dy, N, C, C);
-    mm_tn(C, H4, N, 1.0f, dy, C, a->gelu, H4, 1.0f, g->proj_w, H4);
+    gx__mm(m, 'T', 'N', C, H4, N, dy, C, a->gelu, H4, 1.0f, g->proj_w, H4);
     if (c->mlp == GX_MLP_SWIGLU) {
         /* a->gelu was last needed for proj_w's gradient above: it holds d(silu*up) now */
-        mm_nn(N, H4, C, 1.0f, dy, C, w->proj_w, H4, 0.0f, a->gelu, H4);
+        gx__mm(m, 'N', 'N', N, H4, C, dy, C, w->proj_w, H4, 0.0f, a->gelu, H4);
         op_swiglu_bwd(m->dfc, a->gelu, a->fc, N, H4);
     } else {
-        mm_nn(N, H4, C, 1.0f, dy, C, w->proj_w, H4, 0.0f, m->dfc, H4);
+        gx__mm(m, 'N', 'N', N, H4, C, dy, C, w->proj_w, H4, 0.0f, m->dfc, H4);
         op_gelu_bwd(m->dfc, m->dfc, a->fc, (long)N * H4, c->act);
     }
     if (g->fc_b)
         op_bias_grad(g->fc_b, m->dfc, N, F, F);
-    mm_tn(F, C, N, 1.0f, m->dfc, F, a->ln2, C, 1.0f, g->fc_w, C);
-    mm_nn(N, C, F, 1.0f, m->dfc, F, w->fc_w, C, 0.0f, m->dln, C);
+    gx__mm(m, 'T', 'N', F, C, N, m->dfc, F, a->ln2, C, 1.0f, g->fc_w, C);
+    gx__mm(m, 'N', 'N', N, C, F, m->dfc, F, w->fc_w, C, 0.0f, m->dln, C);
     gx__tp_reduce(m, m->dln, (size_t)N * C, 0); /* column parallel input (tp > 1) */
 }
 
@@ -173,15 +177,15 @@ static void attn_bwd(gx_model *m, int l, const float *dy)
     lay.seg = m->seg;
     if (g->dense_b)
         op_bias_grad(g->dense_b, dy, N, C, C);
-    mm_tn(C, A, N, 1.0f, dy, C, a->att, A, 1.0f, g->dense_w, A);
-    mm_nn(N, A, C, 1.0f, dy, C, w->dense_w, A, 0.0f, m->datt, A);
+    gx__mm(m, 'T', 'N', C, A, N, dy, C, a->att, A, 1.0f, g->dense_w, A);
+    gx__mm(m, 'N', 'N', N, A, C, dy, C, w->dense_w, A, 0.0f, m->datt, A);
     op_attn_bwd(m->dqkv, m->datt, a->att, a->lse, a->qkv, &lay, m->B, m->T, m->nh, hd,
                 m->att_scratch);
     op_rotary_lay(m->dqkv, m->rope_cos, m->rope_sin, &lay, N, m->T, m->nh, hd, m->rot, 1);
     if (g->qkv_b)
         op_bias_grad(g->qkv_b, m->dqkv, N, Q, Q);
-    mm_tn(Q, C, N, 1.0f, m->dqkv, Q, a->ln1, C, 1.0f, g->qkv_w, C);
-    mm_nn(N, C, Q, 1.0f, m->dqkv, Q, w->qkv_w, C, 0.0f, m->datt, C);
+    gx__mm(m, 'T', 'N', Q, C, N, m->dqkv, Q, a->ln1, C, 1.0f, g->qkv_w, C);
+    gx__mm(m, 'N', 'N', N, C, Q, m->dqkv, Q, w->qkv_w, C, 0.0f, m->datt, C);
     gx__tp_reduce(m, m->datt, (size_t)N * C, 0); /* column parallel input (tp > 1) */
 }
 
@@ -239,6 +243,8 @@ float gx_step_ex(gx_model *m, const int32_t *tokens, const gx_batch *sft, float 
     if (denom <= 0)
         denom = 1; /* nothing counts: loss 0, gradient 0 */
     m->seg = sft ? sft->seg : NULL;
+    if (m->prec == GX_BF16)
+        gx__sync_bf16(m); /* the master weights may have moved since the last step */
     if (m->tp > 1) { /* vocabulary parallel: each rank looks up the tokens it owns */
         op_embed_fwd_range(m->resid[0], m->w.embed_in, m->inp, N, C, m->v0, m->nv);
         gx__tp_reduce(m, m->resid[0], (size_t)N * C, 0);
@@ -253,7 +259,7 @@ float gx_step_ex(gx_model *m, const int32_t *tokens, const gx_batch *sft, float 
     for (int r0 = 0; r0 < N; r0 += m->chunk) {
         int M = N - r0 < m->chunk ? N - r0 : m->chunk;
         const float *h = m->lnf + (long)r0 * C;
-        mm_nt(M, V, C, 1.0f, h, C, m->w.embed_out, C, 0.0f, m->logits, V);
+        gx__mm(m, 'N', 'T', M, V, C, h, C, m->w.embed_out, C, 0.0f, m->logits, V);
         if (logits_out && m->tp == 1)
             memcpy(logits_out + (long)r0 * V, m->logits, sizeof(float) * (size_t)M * V);
         if (m->tp > 1)
@@ -262,8 +268,9 @@ float gx_step_ex(gx_model *m, const int32_t *tokens, const gx_batch *sft, float 
             op_xent_rows(m->logits, m->losses + r0, m->tgt + r0, M, V, gs);
         if (grad_scale == 0.0f)
             continue;
-        mm_tn(V, C, M, 1.0f, m->logits, V, h, C, 1.0f, m->g.embed_out, C);
-        mm_nn(M, C, V, 1.0f, m->logits, V, m->w.embed_out, C, 0.0f, m->dres + (long)r0 * C, C);
+        gx__mm(m, 'T', 'N', V, C, M, m->logits, V, h, C, 1.0f, m->g.embed_out, C);
+        gx__mm(m, 'N', 'N', M, C, V, m->logits, V, m->w.embed_out, C, 0.0f,
+               m->dres + (long)r0 * C, C);
         gx__tp_reduce(m, m->dres + (long)r0 * C, (size_t)M * C, 0);
     }
     double sum = 0.0;

@@ -56,7 +56,8 @@ void train_cfg_defaults(train_cfg *c)
 
 static const char *const top_keys[] = {"model",   "optim",      "seed",   "threads",
                                         "data",    "run_dir",    "log_every", "checkpoint",
-                                        "resume",  "init_from",  "parallel", NULL};
+                                        "resume",  "init_from",  "parallel", "precision",
+                                        NULL};
 static const char *const ckpt_keys[] = {"interval_steps", "interval_minutes", "keep_last",
                                         "keep_every", "async", "on_error", "dir", "s3", "cache_dir",
                                         NULL};
@@ -75,6 +76,7 @@ static const char *const data_keys[] = {"source", "synthetic_vocab", "paths", "w
                                          "split", "pack", NULL};
 static const char *const acts[] = {"gelu", "gelu_tanh", NULL};
 static const char *const sources[] = {"synthetic", "megatron", "sft", NULL};
+static const char *const precisions[] = {"fp32", "bf16", NULL};
 
 #define TRY(expr)                                                                        \
     do {                                                                                 \
@@ -337,6 +339,10 @@ static grit_err load_all(const jcfg *j, train_cfg *c)
     TRY(jcfg_int(j, j->root, "", "seed", 0, 0x7fffffffffffffffL, &seed));
     c->seed = (uint64_t)seed;
     TRY(load_int(j, j->root, "", "threads", 1, 1024, &c->threads));
+    const char *prec = NULL;
+    TRY(jcfg_str(j, j->root, "", "precision", precisions, &prec));
+    if (prec)
+        TRY(gx_precision_parse(prec, &c->precision));
     TRY(load_int(j, j->root, "", "log_every", 1, 1 << 30, &c->log_every));
     const char *rd = NULL;
     TRY(jcfg_str(j, j->root, "", "run_dir", NULL, &rd));
@@ -475,6 +481,7 @@ char *train_cfg_dump(const train_cfg *c)
         }
     }
     json_object_set_new(root, "resume", json_boolean(c->resume));
+    json_object_set_new(root, "precision", json_string(gx_precision_name(c->precision)));
     json_object_set_new(optim, "global_batch", json_integer(o->global_batch));
     json_object_set_new(optim, "zero1", json_boolean(o->zero1));
     if (c->init_from[0])
@@ -500,6 +507,10 @@ void train_cfg_fingerprint(const train_cfg *c, char out[17])
                                           "parallel",   NULL};
     for (const char *const *k = outside; j && *k; k++)
         json_object_del(j, *k);
+    /* bf16 changes the numbers; fp32 hashes as before precision existed, so older
+     * checkpoints still resume */
+    if (c->precision == GX_FP32)
+        json_object_del(j, "precision");
     /* how the work is spread over ranks does not change what is computed */
     json_t *op = json_object_get(j, "optim");
     json_object_del(op, "zero1");

@@ -8,7 +8,7 @@
  *          | {"source": "megatron", "paths": ["PREFIX", ...],
  *             "weights": [w, ...], "split": "969,30,1"}
  *          | {"source": "sft", "paths": ["PREFIX"], "split": "98,2,0", "pack": true},
- *    "run_dir": "runs/demo", "log_every": 1,
+ *    "run_dir": "runs/demo", "log_every": 1, "precision": "fp32" | "bf16",
  *    "parallel": {"tensor": 1, "pipeline": 1, "data": 0, "zero": 0}}  (train/parallel.h)
  * Every unknown field, wrong type and out-of-range value is an error naming
  * the file, line:column, field and what was expected (core/jcfg.h). The
@@ -34,6 +34,7 @@ typedef struct train_cfg {
     optim_cfg optim;
     uint64_t seed;
     int threads;
+    gx_precision precision; /* "precision": fp32 (default) or bf16 (model/gptneox.h) */
     char data_source[16];  /* "synthetic" or "megatron" */
     int synthetic_vocab;   /* tokens used by the synthetic stream */
     /* "megatron": .bin/.idx prefixes, blended by weight (data/gptdataset.h) */

@@ -274,6 +274,15 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         m.tp_ctx = &grid.tpc;
         dp_set_tp(&dp, &grid.tpc);
     }
+    if (cfg->precision != GX_FP32) {
+        const char *note;
+        if ((rc = gx_set_precision(&m, cfg->precision, &note)) != GRIT_OK)
+            goto out;
+        if (leader && !strncmp(note, "warning:", 8)) /* a CPU without AVX512-BF16: say so */
+            fprintf(stderr, "grit train: %s\n", note);
+        else if (log)
+            fprintf(log, "grit train: %s\n", note);
+    }
     long start;
     double tokens_done;
     bool loaded;
@@ -346,6 +355,8 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         }
         if (!data.sft)
             loss /= A;
+        if ((rc = m.gemm_err) != GRIT_OK) /* a bf16 GEMM failed: its message is set */
+            goto out;
         faults_slow_compute(&fs, now_seconds() - t0);
         /* the loss sum also counts the ranks whose checkpoint part is written */
         double norm, red[2] = {loss, saver_part_written(&sv)};
