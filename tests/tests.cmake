@@ -343,3 +343,8 @@ if(GRIT_SANITIZE)
       "ASAN_OPTIONS=detect_leaks=1" "UBSAN_OPTIONS=print_stacktrace=1")
   endforeach()
 endif()
+# validation during training: no effect on weights, layout-independent, PyTorch reference, resume
+add_test(NAME reference.validate
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/validate.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
+set_tests_properties(reference.validate PROPERTIES TIMEOUT 300 LABELS "reference;integration;mpi")

@@ -56,6 +56,10 @@ typedef struct train_cfg {
                                     retries, unsigned_payload} for an s3:// dir */
     int world;                   /* data-parallel ranks (runtime, not in the file; 1 default) */
     char init_from[1024];        /* weights-only start from a checkpoint or HF folder ("" none) */
+    /* validation (train/validate.h): outside the fingerprint, it changes no weight */
+    int eval_interval_steps;     /* "eval.interval_steps": 0 off */
+    int eval_samples;            /* "eval.samples": held-out sequences of seq_len + 1 tokens */
+    bool eval_at_checkpoint;     /* "eval.at_checkpoint": also at every checkpoint step */
 } train_cfg;
 
 /* Defaults for everything (model pythia-14m). */

@@ -25,6 +25,7 @@
 #include "train/optim.h"
 #include "train/policy.h"
 #include "train/saver.h"
+#include "train/validate.h"
 
 double train_peak_rss_mib(void)
 {
@@ -156,6 +157,7 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
     saver sv = {0};
     emitter em = {0};
     policy pol = {0};
+    validator val = {0};
     faults fs;
     int32_t *tokens = NULL;
     grit_err rc;
@@ -178,7 +180,8 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
     if ((rc = gx_init(&m, &cfg->model, B, T, cfg->threads)) != GRIT_OK ||
         (rc = train_data_open(&data, cfg)) != GRIT_OK ||
         (rc = dp_init(&dp, d, &m, o->zero1)) != GRIT_OK ||
-        (rc = saver_open(&sv, cfg, d, &ev, log)) != GRIT_OK)
+        (rc = saver_open(&sv, cfg, d, &ev, log)) != GRIT_OK ||
+        (rc = validate_open(&val, cfg, &m, d->rank, W)) != GRIT_OK)
         goto out;
     long start;
     double tokens_done;
@@ -258,7 +261,13 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
             if ((rc = saver_save(&sv, &m, &dp, &st, &stall)) != GRIT_OK)
                 goto out;
         }
-        emit_metrics(&em, &(emit_row){.step = step + 1, .loss = loss, .grad_norm = norm,
+        /* after the update: the held-out loss of the weights this step produced */
+        double vloss = NAN, vppl = NAN;
+        if (validate_due(&val, step + 1, due) &&
+            (rc = validate_run(&val, d, &vloss, &vppl)) != GRIT_OK)
+            goto out;
+        emit_metrics(&em, &(emit_row){.has_val = !isnan(vloss), .val_loss = vloss,
+                                      .val_ppl = vppl,.step = step + 1, .loss = loss, .grad_norm = norm,
                                       .lr = lr, .tokens = tokens_done, .tokens_per_s = ntok / dt,
                                       .step_time_s = dt, .comm_wait_s = W > 1 ? dp.wait_s : -1,
                                       .ckpt_stall_s = stall,
@@ -272,8 +281,10 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
         minl = loss < minl ? loss : minl;
         if (log) {
             char text[160];
-            snprintf(text, sizeof text, "loss %.4f | gnorm %.3f | lr %.2e | %.0f tok/s", loss,
-                     norm, lr, ntok / dt);
+            int at = snprintf(text, sizeof text, "loss %.4f | gnorm %.3f | lr %.2e | %.0f tok/s",
+                              loss, norm, lr, ntok / dt);
+            if (!isnan(vloss))
+                snprintf(text + at, sizeof text - (size_t)at, " | val %.4f", vloss);
             progress_update(&pr, step + 1, text);
         }
     }
@@ -313,6 +324,7 @@ out:;
     train_data_close(&data);
     dp_free(&dp);
     policy_free(&pol);
+    validate_close(&val);
     free(tokens);
     gx_free(&m);
     return rc;
