@@ -40,6 +40,29 @@ grep -q val_loss "$tmp/a/metrics.jsonl" && fail "a run without eval logged val_l
   fail "TensorBoard scalars do not match metrics.jsonl: $(head -c 600 "$tmp/tb.txt")"
 grep -q "(28 step values)" "$tmp/tb.txt" || fail "expected 6 x 4 train + 2 x 2 val scalars: $(cat "$tmp/tb.txt")"
 
+# the dashboard's /api/run series and Prometheus /metrics carry it (a real grit dashboard, by PID)
+"$grit" dashboard "$tmp/b" --port 0 --port-file "$tmp/dport" > "$tmp/dash.out" 2>&1 &
+dpid=$!
+for _ in $(seq 1 100); do [ -s "$tmp/dport" ] && break; sleep 0.1; done
+dport=$(cat "$tmp/dport" 2>/dev/null)
+curl -sf "http://127.0.0.1:$dport/api/run" > "$tmp/run.json" || fail "GET /api/run: $(cat "$tmp/dash.out")"
+curl -sf "http://127.0.0.1:$dport/metrics" > "$tmp/prom.txt" || fail "GET /metrics"
+kill "$dpid"; wait "$dpid" 2>/dev/null
+"$py" - "$tmp/run.json" "$tmp/prom.txt" "$tmp/b/metrics.jsonl" <<'PY' || fail "dashboard view"
+import json, sys
+view, prom = json.load(open(sys.argv[1])), open(sys.argv[2]).read()
+rows = [json.loads(l) for l in open(sys.argv[3])]
+want = [r.get("val_loss") for r in rows]
+got = view["series"]["val_loss"]
+if len(got) != len(want) or any((a is None) != (b is None) or (a is not None and abs(a - b) > 1e-9 * abs(b))
+                                for a, b in zip(got, want)):
+    sys.exit(f"series.val_loss {got} != metrics.jsonl {want}")
+last = [v for v in want if v is not None][-1]
+line = [l for l in prom.splitlines() if l.startswith("grit_validation_loss ")]
+if not line or abs(float(line[0].split()[1]) - last) > 1e-9 * last or view["summary"].get("val_loss") != last:
+    sys.exit(f"grit_validation_loss {line}, summary {view['summary'].get('val_loss')}, expected {last}")
+PY
+
 # --- the same value on every data-parallel layout (weights held still) -----------------------
 sed 's/"lr": 3e-3,/"lr": 0, "min_lr": 0,/' "$tmp/b.json" > "$tmp/still.json"
 "$grit" train "$tmp/still.json" --run-dir "$tmp/dp1" --quiet || fail "DP=1"
