@@ -353,4 +353,4 @@ set_tests_properties(reference.validate PROPERTIES TIMEOUT 300 LABELS "reference
 add_test(NAME integration.serve
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/serve.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
           ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
-set_tests_properties(integration.serve PROPERTIES TIMEOUT 180 LABELS "integration")
+set_tests_properties(integration.serve PROPERTIES TIMEOUT 300 LABELS "integration;san")

@@ -36,6 +36,19 @@
 #define STOP_MAX 4
 #define STOP_LEN 256
 
+/* One queued generation: the connection thread fills the request and waits for done. */
+struct serve__job {
+    struct creq *q;
+    char *text;
+    size_t tlen;
+    int made;
+    const char *finish;
+    char err[1200];
+    unsigned status;
+    int done;
+    serve__job *next;
+};
+
 typedef struct creq {
     bpe_ids ids;
     int max_tokens, top_k, nstop;
@@ -228,7 +241,7 @@ static char *utf8_clean(const char *b, size_t n, size_t *outlen)
     return o;
 }
 
-/* Generates under gen_mu. Returns 0, or an HTTP status with err filled. */
+/* Generates (on the worker thread). Returns 0, or an HTTP status with err filled. */
 static unsigned generate(serve_server *s, creq *q, char **text, size_t *tlen, int *made,
                          const char **finish, char *err, size_t cap)
 {
@@ -319,10 +332,40 @@ static unsigned generate(serve_server *s, creq *q, char **text, size_t *tlen, in
     return 0;
 }
 
+void *serve__worker(void *arg)
+{
+    serve_server *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop_worker || s->qhead) {
+        serve__job *j = s->qhead;
+        if (!j) {
+            pthread_cond_wait(&s->job_cv, &s->mu);
+            continue;
+        }
+        s->qhead = j->next;
+        if (!s->qhead)
+            s->qtail = NULL;
+        s->waiting--;
+        s->running = 1;
+        pthread_mutex_unlock(&s->mu);
+        double t0 = now_seconds();
+        j->status = generate(s, j->q, &j->text, &j->tlen, &j->made, &j->finish, j->err,
+                             sizeof j->err);
+        double dt = now_seconds() - t0;
+        pthread_mutex_lock(&s->mu);
+        s->running = 0;
+        s->gen_seconds += dt;
+        j->done = 1;
+        pthread_cond_broadcast(&s->done_cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
 void serve__complete(serve_server *s, const char *body, size_t len, unsigned *status, char **out,
                      int *ntok_in, int *ntok_out)
 {
-    char err[1200] = "";
+    char perr[1200] = "";
     const char *param = NULL;
     creq q;
     memset(&q, 0, sizeof q);
@@ -339,12 +382,16 @@ void serve__complete(serve_server *s, const char *body, size_t len, unsigned *st
         json_decref(o);
         return;
     }
-    if (parse(s, o, &q, err, sizeof err, &param) != 0) {
+    if (parse(s, o, &q, perr, sizeof perr, &param) != 0) {
         *status = 400;
-        *out = serve__error_body("invalid_request_error", param, "%s", err);
+        *out = serve__error_body("invalid_request_error", param, "%s", perr);
         goto done;
     }
-    /* wait for the model, or refuse when the queue is full */
+    /* queue for the worker, or refuse when the queue is full */
+    serve__job job;
+    memset(&job, 0, sizeof job);
+    job.q = &q;
+    job.finish = "length";
     pthread_mutex_lock(&s->mu);
     if (s->waiting >= s->max_queue) {
         pthread_mutex_unlock(&s->mu);
@@ -354,26 +401,22 @@ void serve__complete(serve_server *s, const char *body, size_t len, unsigned *st
         goto done;
     }
     s->waiting++;
-    pthread_mutex_unlock(&s->mu);
-    pthread_mutex_lock(&s->gen_mu);
-    pthread_mutex_lock(&s->mu);
-    s->waiting--;
-    s->running = 1;
-    pthread_mutex_unlock(&s->mu);
-    char *text = NULL;
-    size_t tlen = 0;
-    int made = 0;
-    const char *finish = "length";
-    double t0 = now_seconds();
-    unsigned st = generate(s, &q, &text, &tlen, &made, &finish, err, sizeof err);
-    double dt = now_seconds() - t0;
-    *ntok_in = (int)q.ids.n;
-    pthread_mutex_lock(&s->mu);
-    s->running = 0;
-    s->gen_seconds += dt;
+    if (s->qtail)
+        s->qtail->next = &job;
+    else
+        s->qhead = &job;
+    s->qtail = &job;
+    pthread_cond_signal(&s->job_cv);
+    while (!job.done)
+        pthread_cond_wait(&s->done_cv, &s->mu);
     uint64_t id = ++s->next_id;
     pthread_mutex_unlock(&s->mu);
-    pthread_mutex_unlock(&s->gen_mu);
+    char *text = job.text, *err = job.err;
+    size_t tlen = job.tlen;
+    int made = job.made;
+    const char *finish = job.finish;
+    unsigned st = job.status;
+    *ntok_in = (int)q.ids.n;
     if (st) {
         *status = st;
         *out = serve__error_body(st == 400 ? "invalid_request_error" : "server_error",

@@ -10,10 +10,13 @@
  * shuts down the sockets past theirs four times a second, and libmicrohttpd
  * then sees the end of the stream and frees the slot. While a request waits
  * for the model or generates, its connection has no deadline (the queue is
- * bounded instead); its response then has SERVE_RESPONSE_S to be taken.
+ * bounded instead); its response then has SERVE_RESPONSE_S to be taken. The
+ * model runs on one worker thread (complete.c) that takes the queued requests in
+ * order: a long-lived thread keeps one OpenMP team instead of one per connection.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <cblas.h>
 #include <jansson.h>
 #include <math.h>
 #include <microhttpd.h>
@@ -350,8 +353,9 @@ grit_err serve_open(const serve_opts *o, serve_server **out)
     if (!s)
         return grit_errf(GRIT_ENOMEM, "out of memory");
     pthread_mutex_init(&s->mu, NULL);
-    pthread_mutex_init(&s->gen_mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->job_cv, NULL);
+    pthread_cond_init(&s->done_cv, NULL);
     snprintf(s->token, sizeof s->token, "%s", o->token);
     s->token_len = strlen(s->token);
     s->max_queue = o->max_queue > 0 ? o->max_queue : 32;
@@ -382,6 +386,12 @@ grit_err serve_open(const serve_opts *o, serve_server **out)
         return rc;
     }
     model_id(s->where, s->model_id, sizeof s->model_id);
+    openblas_set_num_threads(nt); /* the worker's OpenMP team is sized by gxi (nthreads) */
+    if (pthread_create(&s->worker, NULL, serve__worker, s) != 0) {
+        serve_close(s);
+        return grit_errf(GRIT_EIO, "serve: cannot start the model thread");
+    }
+    s->working = 1;
     int loopback = (ntohl(sa.sin_addr.s_addr) >> 24) == 127;
     s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                                 MHD_USE_POLL,
@@ -425,8 +435,14 @@ void serve_close(serve_server *s)
     pthread_mutex_unlock(&s->mu);
     if (s->guarding)
         pthread_join(s->guard, NULL);
-    if (s->d)
+    if (s->d) /* joins the connection threads; the worker still finishes their jobs */
         MHD_stop_daemon(s->d);
+    pthread_mutex_lock(&s->mu);
+    s->stop_worker = 1;
+    pthread_cond_broadcast(&s->job_cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->working)
+        pthread_join(s->worker, NULL);
     free(s->logits);
     gxi_free(&s->st);
     gx_free(&s->m);
@@ -434,7 +450,8 @@ void serve_close(serve_server *s)
     bpe_close(s->tok);
     explicit_bzero(s->token, sizeof s->token);
     pthread_mutex_destroy(&s->mu);
-    pthread_mutex_destroy(&s->gen_mu);
     pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->job_cv);
+    pthread_cond_destroy(&s->done_cv);
     free(s);
 }

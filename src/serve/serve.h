@@ -14,8 +14,9 @@
  *
  * Generation is the inference path of grit generate (model/gptneox_infer.h: the
  * same KV cache, sampling and seed stream), so a greedy completion equals
- * `grit generate` on the same prompt. One inference state serves one request at
- * a time; requests wait in a bounded queue (serve_opts.max_queue; past it: 503).
+ * `grit generate` on the same prompt. One inference state, on one worker thread,
+ * serves one request at a time; requests wait in a bounded first-come queue
+ * (serve_opts.max_queue; past it: 503).
  * Not here: continuous batching, streaming, chat templates.
  *
  * Deadlines (no slow client holds a slot for long): a whole request (headers and

@@ -13,6 +13,7 @@
 #include "serve/serve.h"
 
 typedef struct serve__conn serve__conn;
+typedef struct serve__job serve__job;
 
 struct serve_server {
     struct MHD_Daemon *d;
@@ -22,8 +23,7 @@ struct serve_server {
     char model_id[256];
     char where[4400];
     FILE *log;
-    /* the model: one request at a time, under gen_mu */
-    pthread_mutex_t gen_mu;
+    /* the model: used only by the worker thread, one request at a time */
     gx_model m;
     gxi_state st;
     float *logits; /* [vocab] */
@@ -35,7 +35,11 @@ struct serve_server {
     /* the queue, the guard's connections and the metrics, under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int max_queue, waiting, running, stop;
+    int max_queue, waiting, running, stop, stop_worker;
+    serve__job *qhead, *qtail; /* requests for the worker, first come first served */
+    pthread_cond_t job_cv, done_cv;
+    pthread_t worker;
+    int working;
     serve__conn *conns;
     pthread_t guard;
     int guarding;
@@ -50,6 +54,11 @@ extern const double serve__buckets[8];
 /* An OpenAI-style error body {"error":{"message","type","param","code"}} (malloc'd). */
 char *serve__error_body(const char *type, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The worker thread: runs the queued requests' generations one at a time, until
+ * stop_worker (set after the daemon, whose connection threads wait for their jobs,
+ * has stopped). One long-lived thread keeps one OpenMP team for the model. */
+void *serve__worker(void *arg);
 
 /* POST /v1/completions with body[0..len): *status and *out (a malloc'd JSON body);
  * *ntok_in / *ntok_out: the prompt and completion tokens (for the log and metrics). */
