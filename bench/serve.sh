@@ -14,6 +14,7 @@ tmp=$(mktemp -d)
 pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
+trap 'exit 143' INT TERM
 cat > "$tmp/cfg.json" <<JSON
 {"model": "pythia-70m", "optim": {"micro_batch": 1, "grad_accum": 1, "seq_len": 64, "total_steps": 1},
  "data": {"synthetic_vocab": 50000}, "checkpoint": {"interval_steps": 1}, "seed": 1, "threads": $threads}
