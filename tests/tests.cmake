@@ -417,3 +417,14 @@ if(GRIT_SANITIZE)
   endforeach()
 endif()
 include(tests/sft.cmake)
+# validation during training: no effect on weights, layout-independent, PyTorch reference, resume
+add_test(NAME reference.validate
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/validate.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
+set_tests_properties(reference.validate PROPERTIES TIMEOUT 300 LABELS "reference;integration;mpi")
+# grit serve as a real process on loopback: auth, greedy = grit generate, concurrency, bad
+# requests, slow clients, metrics; ended by PID (src/serve)
+add_test(NAME integration.serve
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/serve.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
+set_tests_properties(integration.serve PROPERTIES TIMEOUT 300 LABELS "integration;san")

@@ -51,13 +51,15 @@ void train_cfg_defaults(train_cfg *c)
     c->resume = true;
     c->world = 1;
     c->tp = c->pp = 1;
+    c->eval_samples = 16;
     s3_opts_defaults(&c->ckpt_s3);
 }
 
 static const char *const top_keys[] = {"model",   "optim",      "seed",   "threads",
                                         "data",    "run_dir",    "log_every", "checkpoint",
                                         "resume",  "init_from",  "parallel", "precision",
-                                        NULL};
+                                        "eval",    NULL};
+static const char *const eval_keys[] = {"interval_steps", "samples", "at_checkpoint", NULL};
 static const char *const ckpt_keys[] = {"interval_steps", "interval_minutes", "keep_last",
                                         "keep_every", "async", "on_error", "dir", "s3", "cache_dir",
                                         NULL};
@@ -368,6 +370,14 @@ static grit_err load_all(const jcfg *j, train_cfg *c)
         TRY(load_ckpt_dir(j, k, c));
     }
     TRY(train__parallel_load(j, c));
+    json_t *ev;
+    TRY(jcfg_obj(j, j->root, "", "eval", &ev));
+    if (ev) {
+        TRY(jcfg_only(j, ev, "eval", eval_keys));
+        TRY(load_int(j, ev, "eval", "interval_steps", 0, 1 << 30, &c->eval_interval_steps));
+        TRY(load_int(j, ev, "eval", "samples", 1, 1 << 24, &c->eval_samples));
+        TRY(jcfg_bool(j, ev, "eval", "at_checkpoint", &c->eval_at_checkpoint));
+    }
     TRY(jcfg_bool(j, j->root, "", "resume", &c->resume));
     const char *init = NULL;
     TRY(jcfg_str(j, j->root, "", "init_from", NULL, &init));
@@ -487,6 +497,11 @@ char *train_cfg_dump(const train_cfg *c)
     if (c->init_from[0])
         json_object_set_new(root, "init_from", json_string(c->init_from));
     train__parallel_dump(root, c);
+    if (c->eval_interval_steps > 0 || c->eval_at_checkpoint)
+        json_object_set_new(root, "eval",
+                            json_pack("{s:i,s:i,s:b}", "interval_steps", c->eval_interval_steps,
+                                      "samples", c->eval_samples, "at_checkpoint",
+                                      c->eval_at_checkpoint));
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(root);
     return s;
@@ -504,7 +519,7 @@ void train_cfg_fingerprint(const train_cfg *c, char out[17])
     free(full);
     static const char *const outside[] = {"threads",    "run_dir",   "log_every",
                                           "checkpoint", "resume",    "init_from",
-                                          "parallel",   NULL};
+                                          "parallel",   "eval",      NULL};
     for (const char *const *k = outside; j && *k; k++)
         json_object_del(j, *k);
     /* bf16 changes the numbers; fp32 hashes as before precision existed, so older

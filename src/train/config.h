@@ -61,6 +61,10 @@ typedef struct train_cfg {
     int world;                   /* data-parallel ranks (runtime, not in the file; 1 default) */
     int tp, pp, dp;              /* "parallel": tensor, pipeline, data (0: derived); parallel.h */
     char init_from[1024];        /* weights-only start from a checkpoint or HF folder ("" none) */
+    /* validation (train/validate.h): outside the fingerprint, it changes no weight */
+    int eval_interval_steps;     /* "eval.interval_steps": 0 off */
+    int eval_samples;            /* "eval.samples": held-out sequences of seq_len + 1 tokens */
+    bool eval_at_checkpoint;     /* "eval.at_checkpoint": also at every checkpoint step */
 } train_cfg;
 
 /* Defaults for everything (model pythia-14m). */

@@ -29,6 +29,7 @@
 #include "train/parallel.h"
 #include "train/policy.h"
 #include "train/saver.h"
+#include "train/validate.h"
 
 /* minor page faults of this process so far (the step loop should add none: core/bigalloc.h) */
 static long minor_faults(void)
@@ -214,6 +215,10 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     if (pp > 1)
         return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d: pipeline parallelism is not "
                                        "implemented yet (use 1)", pp);
+    if (tp > 1 && (cfg->eval_interval_steps > 0 || cfg->eval_at_checkpoint))
+        return grit_errf(GRIT_ECONFIG, "parallel.tensor %d: validation during training (eval) "
+                                       "reads whole weights and is not implemented under "
+                                       "tensor parallelism yet (use 1)", tp);
     if (tp > 1 && !strcmp(cfg->data_source, "sft"))
         return grit_errf(GRIT_ECONFIG, "parallel.tensor %d: data.source \"sft\" (masked loss, "
                                        "packed examples) is not implemented under tensor "
@@ -245,6 +250,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     saver sv = {0};
     emitter em = {0};
     policy pol = {0};
+    validator val = {0};
     faults fs;
     int32_t *tokens = NULL, *seg = NULL;
     uint8_t *mask = NULL;
@@ -267,7 +273,8 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     if ((rc = gx_init_tp(&m, &cfg->model, B, T, cfg->threads, tp, grid.tp_rank)) != GRIT_OK ||
         (rc = train_data_open(&data, cfg)) != GRIT_OK ||
         (rc = dp_init(&dp, d, &m, o->zero1)) != GRIT_OK ||
-        (rc = saver_open(&sv, cfg, d, &ev, log)) != GRIT_OK)
+        (rc = saver_open(&sv, cfg, d, &ev, log)) != GRIT_OK ||
+        (rc = validate_open(&val, cfg, &m, d->rank, W)) != GRIT_OK)
         goto out;
     if (tp > 1) {
         m.tp_reduce = tp_reduce;
@@ -391,7 +398,13 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
             if ((rc = saver_save(&sv, &m, &dp, &st, &stall)) != GRIT_OK)
                 goto out;
         }
-        emit_metrics(&em, &(emit_row){.step = step + 1, .loss = loss, .grad_norm = norm,
+        /* after the update: the held-out loss of the weights this step produced */
+        double vloss = NAN, vppl = NAN;
+        if (validate_due(&val, step + 1, due) &&
+            (rc = validate_run(&val, d, &vloss, &vppl)) != GRIT_OK)
+            goto out;
+        emit_metrics(&em, &(emit_row){.has_val = !isnan(vloss), .val_loss = vloss,
+                                      .val_ppl = vppl,.step = step + 1, .loss = loss, .grad_norm = norm,
                                       .lr = lr, .tokens = tokens_done, .tokens_per_s = ntok / dt,
                                       .step_time_s = dt, .comm_wait_s = W > 1 ? dp.wait_s : -1,
                                       .ckpt_stall_s = stall,
@@ -405,8 +418,10 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         minl = loss < minl ? loss : minl;
         if (log) {
             char text[160];
-            snprintf(text, sizeof text, "loss %.4f | gnorm %.3f | lr %.2e | %.0f tok/s", loss,
-                     norm, lr, ntok / dt);
+            int at = snprintf(text, sizeof text, "loss %.4f | gnorm %.3f | lr %.2e | %.0f tok/s",
+                              loss, norm, lr, ntok / dt);
+            if (!isnan(vloss))
+                snprintf(text + at, sizeof text - (size_t)at, " | val %.4f", vloss);
             progress_update(&pr, step + 1, text);
         }
     }
@@ -448,6 +463,7 @@ out:;
     train_data_close(&data);
     dp_free(&dp);
     policy_free(&pol);
+    validate_close(&val);
     free(tokens);
     free(mask);
     free(seg);
