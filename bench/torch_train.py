@@ -10,7 +10,10 @@ Each step is one micro-batch: forward, mean cross-entropy, backward, global-norm
 embeddings only, as in docs/parity.md).  `--warmup-steps` untimed steps run first.
 
     torch_train.py --preset pythia-14m|pythia-70m|llama-70m|falcon-70m --seq 512 --micro-batch 8 --steps N \\
-                   --warmup-steps W --threads 2 [--json]
+                   --warmup-steps W --threads 2 [--bf16] [--json]
+
+--bf16 runs each step under torch.autocast("cpu", dtype=torch.bfloat16): PyTorch's own CPU
+mixed precision (float32 weights and optimiser, bf16 matmuls through oneDNN).
 
 Reports tokens/s, seconds/step and peak RSS (ru_maxrss, MiB); with --json a single JSON line.
 """
@@ -57,6 +60,7 @@ def main(argv=None):
     ap.add_argument("--warmup-steps", type=int, default=2, help="untimed steps run first")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast (CPU mixed precision)")
     ap.add_argument("--json", action="store_true", help="print one JSON line")
     args = ap.parse_args(argv)
     if args.steps < 1 or args.warmup_steps < 0:
@@ -80,7 +84,8 @@ def main(argv=None):
     def step(s):
         tokens = torch.randint(0, mcfg.vocab_size, (args.micro_batch, args.seq + 1),
                                generator=gen)
-        return ref.train_step(model, opt, [tokens], s, optim)["loss"]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+            return ref.train_step(model, opt, [tokens], s, optim)["loss"]
 
     for s in range(args.warmup_steps):
         step(s)
@@ -91,7 +96,7 @@ def main(argv=None):
 
     tokens = args.steps * args.micro_batch * args.seq
     result = {
-        "impl": "pytorch",
+        "impl": "pytorch-bf16-autocast" if args.bf16 else "pytorch",
         "torch": torch.__version__,
         "preset": args.preset,
         "params": n_params,

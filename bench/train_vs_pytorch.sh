@@ -2,18 +2,21 @@
 # train_vs_pytorch.sh - grit vs PyTorch training throughput, side by side in one run.
 #
 # For pythia-14m, pythia-70m, llama-70m (GQA 8/2, SwiGLU, RMSNorm) and falcon-70m
-# (new_decoder_architecture, grouped qkv, tied) shapes at seq 512, micro batch 8, 2 threads, fp32:
-# trains STEPS timed steps (after WARMUP untimed ones) with grit and with the PyTorch
-# reference (tests/reference/gptneox_ref.py), and prints tokens/s for both, the ratio,
-# peak RSS for both, and grit's achieved GFLOP/s as a fraction of OpenBLAS sgemm's
-# rate measured on this machine in the same run.
+# (new_decoder_architecture, grouped qkv, tied) shapes at seq 512, micro batch 8, 2 threads:
+# trains STEPS timed steps (after WARMUP untimed ones) with grit in fp32 and in bf16
+# ("precision": "bf16", docs/precision.md), and with the PyTorch reference
+# (tests/reference/gptneox_ref.py, decoder_ref.py) in fp32 and under CPU bf16 autocast
+# (torch.autocast("cpu", dtype=torch.bfloat16)). Prints tokens/s for the four, the ratios
+# (grit bf16 vs PyTorch fp32 and vs PyTorch bf16, grit fp32 vs PyTorch fp32), peak RSS,
+# and grit's achieved GFLOP/s as a fraction of the GEMM ceilings measured on this machine
+# in the same run (grit-bench-gemm: OpenBLAS sgemm and the bf16 GEMM at 4096^3).
 #
 # Both sides get the same thread count and OPENBLAS_CORETYPE=SkylakeX (this machine's
 # environment defaults to Haswell kernels). Override: STEPS, WARMUP, THREADS, PRESETS.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 grit=${GRIT:-$root/build/grit}
-sgemm=${GRIT_SGEMM:-$root/build/grit-bench-sgemm}
+gemm=${GRIT_GEMM:-$root/build/grit-bench-gemm}
 py=${PYTHON:-/usr/bin/python3}
 STEPS=${STEPS:-5} WARMUP=${WARMUP:-1} THREADS=${THREADS:-2}
 PRESETS=${PRESETS:-"pythia-14m pythia-70m llama-70m falcon-70m"}
@@ -21,28 +24,36 @@ export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+echo "bench: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs," \
+     "bf16 flags: $(grep -m1 -o -w -E 'avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "bench: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE threads=$THREADS steps=$STEPS (+$WARMUP warm-up)"
-"$sgemm" 4096 "$THREADS" > "$tmp/sgemm.json"
-echo "bench: sgemm ceiling $(cat "$tmp/sgemm.json")"
+"$gemm" 4096 "$THREADS" | tee "$tmp/gemm.txt" | sed 's/^/bench: /'
+tail -n 1 "$tmp/gemm.txt" > "$tmp/gemm.json"
 
 for p in $PRESETS; do
   case $p in llama-*) sv=32000 ;; falcon-*) sv=65024 ;; *) sv=50277 ;; esac
-  cat > "$tmp/$p.json" <<CFG
+  for prec in fp32 bf16; do
+    cat > "$tmp/$p-$prec.json" <<CFG
 {"model": "$p", "optim": {"micro_batch": 8, "seq_len": 512, "lr": 6e-4, "min_lr": 6e-4,
- "warmup_steps": 0, "total_steps": $((STEPS + WARMUP))},
- "data": {"synthetic_vocab": $sv}, "threads": $THREADS, "run_dir": "$tmp/run-$p"}
+ "warmup_steps": 0, "total_steps": $((STEPS + WARMUP))}, "precision": "$prec",
+ "data": {"synthetic_vocab": $sv}, "threads": $THREADS, "run_dir": "$tmp/run-$p-$prec"}
 CFG
-  echo "bench: $p: grit ..."
-  "$py" "$root/bench/maxrss.py" "$tmp/$p.grit-rss" "$grit" train "$tmp/$p.json" --quiet
-  echo "bench: $p: pytorch ..."
+    echo "bench: $p: grit $prec ..."
+    "$py" "$root/bench/maxrss.py" "$tmp/$p-$prec.grit-rss" "$grit" train "$tmp/$p-$prec.json" --quiet
+  done
+  echo "bench: $p: pytorch fp32 ..."
   "$py" "$root/bench/torch_train.py" --preset "$p" --seq 512 --micro-batch 8 --steps "$STEPS" \
-      --warmup-steps "$WARMUP" --threads "$THREADS" --json > "$tmp/$p.torch.json"
+      --warmup-steps "$WARMUP" --threads "$THREADS" --json > "$tmp/$p-fp32.torch.json"
+  echo "bench: $p: pytorch bf16 autocast ..."
+  "$py" "$root/bench/torch_train.py" --preset "$p" --seq 512 --micro-batch 8 --steps "$STEPS" \
+      --warmup-steps "$WARMUP" --threads "$THREADS" --bf16 --json > "$tmp/$p-bf16.torch.json"
 done
 
 "$py" - "$tmp" "$WARMUP" $PRESETS <<'PY'
 import json, sys
 tmp, warm, presets = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-sg = json.load(open(f"{tmp}/sgemm.json"))["gflops"]
+g = json.load(open(f"{tmp}/gemm.json"))
+sg, bg = g["sgemm_gflops"], g["bf16_gflops"]
 # C, L, I, V, q/k/v rows per C (heads + 2 kv) / heads, MLP matrices
 shapes = {"pythia-14m": (128, 6, 512, 50304, 3, 2), "pythia-70m": (512, 6, 2048, 50304, 3, 2),
           "llama-70m": (512, 12, 1408, 32000, 1.5, 3), "falcon-70m": (512, 12, 2048, 65024, 1.5, 2)}
@@ -50,15 +61,28 @@ def flops_per_token(C, L, I, V, Q, F, T=512):  # same formula as gx_flops_per_to
     linear = L * (Q * C * C + C * C + F * C * I) + V * C
     attn = L * 2.0 * C * (T + 1) / 2.0 * 2.0
     return 6.0 * linear + 3.0 * attn
-hdr = f"{'model':<12} {'grit tok/s':>11} {'torch tok/s':>12} {'ratio':>6} {'grit RSS':>9} {'torch RSS':>10} {'grit GFLOP/s':>13} {'of sgemm':>9}"
-print("\n" + hdr + "\n" + "-" * len(hdr))
+def grit_tok(p, prec):
+    rows = [json.loads(l) for l in open(f"{tmp}/run-{p}-{prec}/metrics.jsonl")][warm:]
+    return sum(r["tokens_per_s"] * r["step_time_s"] for r in rows) / sum(r["step_time_s"] for r in rows)
+print("\ntokens/s (peak RSS)")
+hdr = (f"{'model':<12} {'grit fp32':>16} {'grit bf16':>16} {'torch fp32':>16} {'torch bf16':>16}"
+       f" {'g16/t32':>8} {'g16/t16':>8} {'g32/t32':>8} {'g32 of sgemm':>13} {'g16 of bf16':>12}")
+print(hdr + "\n" + "-" * len(hdr))
 for p in presets:
-    rows = [json.loads(l) for l in open(f"{tmp}/run-{p}/metrics.jsonl")][warm:]
-    tok = sum(r["tokens_per_s"] * r["step_time_s"] for r in rows) / sum(r["step_time_s"] for r in rows)
-    t = json.load(open(f"{tmp}/{p}.torch.json"))
-    rss = float(open(f"{tmp}/{p}.grit-rss").read())
-    gf = tok * flops_per_token(*shapes[p]) / 1e9
-    print(f"{p:<12} {tok:>11.0f} {t['tokens_per_s']:>12.0f} {tok / t['tokens_per_s']:>5.2f}x "
-          f"{rss:>6.0f}MiB {t['peak_rss_mib']:>7.0f}MiB {gf:>13.1f} {gf / sg:>8.0%}")
-print(f"\nsgemm ceiling (OpenBLAS, {sg:.0f} GFLOP/s, 4096^3); targets: >= 2x on 14m, >= 1.5x on the 70m shapes")
+    gt = {k: grit_tok(p, k) for k in ("fp32", "bf16")}
+    gr = {k: float(open(f"{tmp}/{p}-{k}.grit-rss").read()) for k in ("fp32", "bf16")}
+    t = {k: json.load(open(f"{tmp}/{p}-{k}.torch.json")) for k in ("fp32", "bf16")}
+    cell = lambda tok, rss: f"{tok:>8.0f} ({rss:>4.0f}M)"
+    fpt = flops_per_token(*shapes[p])
+    print(f"{p:<12} {cell(gt['fp32'], gr['fp32'])} {cell(gt['bf16'], gr['bf16'])} "
+          f"{cell(t['fp32']['tokens_per_s'], t['fp32']['peak_rss_mib'])} "
+          f"{cell(t['bf16']['tokens_per_s'], t['bf16']['peak_rss_mib'])} "
+          f"{gt['bf16'] / t['fp32']['tokens_per_s']:>7.2f}x {gt['bf16'] / t['bf16']['tokens_per_s']:>7.2f}x "
+          f"{gt['fp32'] / t['fp32']['tokens_per_s']:>7.2f}x "
+          f"{gt['fp32'] * fpt / 1e9 / sg:>12.0%} {gt['bf16'] * fpt / 1e9 / bg:>11.0%}")
+print(f"\nceilings at 4096^3, {g['threads']} threads: sgemm {sg:.0f} GFLOP/s (OpenBLAS), bf16 "
+      f"{bg:.0f} GFLOP/s ({g['backend']}); on the pythia-70m step's GEMM shapes: sgemm "
+      f"{g['shapes_sgemm_gflops']:.0f}, bf16 {g['shapes_bf16_gflops']:.0f} GFLOP/s")
+print("goals: grit bf16 >= 3x torch fp32 and >= 2x torch bf16; grit fp32 >= 2x torch fp32 on 14m, "
+      ">= 1.5x on the 70m shapes; grit bf16 >= 60% of the bf16 ceiling on the 70m shapes")
 PY

@@ -4,6 +4,7 @@ Standard library only, one module: copy it next to your trainer or put this dire
 PYTHONPATH. It speaks grit's heartbeat line protocol (docs/heartbeat.md):
 
     HB1 <secret> rank=R node=N step=S loss=L gnorm=G step_time=T comm_time=C pid=P host=H [tokens=K]
+        [util=U] [net_rx=B net_tx=B]
     EV1 <secret> rank=R node=N kind=K step=S detail=D
 
 as UDP datagrams to GRIT_SUP_ADDR, authenticated with the job's GRIT_SUP_SECRET. With
@@ -28,6 +29,13 @@ Guarantees, so that the client can never hurt training:
   never keeps the process alive;
 - the secret is never printed, logged, put in an exception or shown by repr().
 
+Silent-slowdown signals (docs/heartbeat.md): the same thread measures util=, the CPU time
+the process used (time.process_time(): all its threads, torch's included) per second of
+wall time since its previous beat; on the node's local rank 0 (LOCAL_RANK,
+OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID; 0 when none is set) it also reads the interface
+byte counters in /sys/class/net (all but lo, or GRIT_NET_IFACE) every 0.1 s and sends the
+peak rates as net_rx=/net_tx=. Both ride on every beat sent after they were measured.
+
 Rank and node come from the environment: the rank from RANK (torchrun, torch env://), else
 OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID; the node from GRIT_NODES and
 GRIT_RANKS_PER_NODE (rank r runs on GRIT_NODES[r // R], the supervisor's own mapping), else
@@ -46,12 +54,14 @@ import signal
 import socket
 import sys
 import threading
+import time
 
 __all__ = ["init", "enabled", "rank", "node", "beat", "event", "checkpoint_saved",
            "checkpoint_loaded", "done", "close", "save_checkpoint", "latest_checkpoint",
            "list_checkpoints"]
 
 PERIOD = 1.0  # seconds between liveness beats (grit's C client: 1 s)
+NET_SLICE_S = 0.1  # seconds between two reads of the interface counters (hb.h HB_NET_SLICE_S)
 
 _lock = threading.Lock()
 _client = None       # the _Client when supervised
@@ -120,6 +130,11 @@ class _Client:
         self._quit = False
         self.sent = self.failed = 0
         self._faults = _parse_faults(rank, node)
+        self._sig = b""  # " util=... net_rx=... net_tx=...", set by the liveness thread
+        local = _env_int("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
+        self._net = local is None or local == 0
+        iface = os.environ.get("GRIT_NET_IFACE", "")
+        self._iface = iface if iface and "/" not in iface else ""
         self._set_beat(0, 0.0, float("nan"), 0.0, 0.0, None)  # alive, no step finished yet
         self._thread = threading.Thread(target=self._loop, name="grit-heartbeat", daemon=True)
         self._thread.start()
@@ -140,11 +155,11 @@ class _Client:
             self._host)
         if tokens is not None:
             line += " tokens=%d" % tokens
-        self._last = (line + "\n").encode()
+        self._last = line.encode()  # without the signals and the newline
         return self._last
 
     def beat(self, step, loss, gnorm, step_time, comm_time, tokens):
-        self._send(self._set_beat(step, loss, gnorm, step_time, comm_time, tokens))
+        self._send(self._set_beat(step, loss, gnorm, step_time, comm_time, tokens) + self._sig + b"\n")
         for kind, at, down in self._faults:
             if at == step:
                 self.event("fault_" + kind, step, "injected")
@@ -159,14 +174,55 @@ class _Client:
                                                    _word(detail, 63))
         self._send(line.encode())
 
+    def _net_totals(self):
+        """(rx, tx) bytes of the node's interfaces, or None when none can be read."""
+        names = [self._iface] if self._iface else None
+        try:
+            if names is None:
+                names = [n for n in os.listdir("/sys/class/net") if n != "lo"]
+            rx = tx = 0
+            for n in names:
+                base = "/sys/class/net/%s/statistics/" % n
+                with open(base + "rx_bytes") as f:
+                    rx += int(f.read())
+                with open(base + "tx_bytes") as f:
+                    tx += int(f.read())
+            return (rx, tx) if names else None
+        except (OSError, ValueError):
+            return None
+
     def _loop(self):
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        next_beat = wall0 + self._period
+        prev = (self._net_totals(), wall0) if self._net else (None, wall0)
+        peak = None
         while not self._quit:
-            self._wake.wait(self._period)
+            now = time.monotonic()
+            self._wake.wait(min(NET_SLICE_S, max(0.0, next_beat - now)) if self._net
+                            else max(0.0, next_beat - now))
             if self._quit:
                 break
+            now = time.monotonic()
+            if self._net:
+                cur = self._net_totals()
+                if cur is not None and prev[0] is not None and now - prev[1] > 1e-3:
+                    r = ((cur[0] - prev[0][0]) / (now - prev[1]), (cur[1] - prev[0][1]) / (now - prev[1]))
+                    if r[0] >= 0 and r[1] >= 0:
+                        peak = r if peak is None else (max(peak[0], r[0]), max(peak[1], r[1]))
+                prev = (cur, now)
+            if now < next_beat:
+                continue
+            next_beat = now + self._period
+            cpu = time.process_time()
+            sig = " util=%.4f" % ((cpu - cpu0) / (now - wall0)) if now - wall0 > 0.05 else ""
+            cpu0, wall0 = cpu, now
+            if peak is not None:
+                sig += " net_rx=%.0f net_tx=%.0f" % peak
+                peak = (0.0, 0.0)
+            self._sig = sig.encode()
             last = self._last
             if last is not None:
-                self._send(last)
+                self._send(last + self._sig + b"\n")
 
     def close(self):
         self._quit = True
@@ -312,7 +368,7 @@ def done(step=None):
     if c is None:
         return
     if c._last is not None:
-        c._send(c._last)
+        c._send(c._last + c._sig + b"\n")
     m = re.search(rb" step=(\d+)", c._last or b"")
     c.event("done", step if step is not None else int(m.group(1)) if m else 0, "-")
 

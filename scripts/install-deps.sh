@@ -7,6 +7,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config   # compiler, build
   libopenblas-openmp-dev             # sgemm (OpenMP build, shares our thread pool)
+  libdnnl-dev                        # oneDNN: bf16 GEMMs on AVX512-BF16/AMX (precision "bf16")
   libjansson-dev                     # JSON configs
   libopenmpi-dev openmpi-bin         # data-parallel training (mpirun)
   libutf8proc-dev libxxhash-dev      # tokenizer: Unicode categories/NFC, hashing
@@ -24,6 +25,7 @@ PKGS=(
   bc time                            # bench/s3.sh arithmetic and CPU accounting
   slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev libpmix-dev # Slurm: spank_grit.so, --backend slurm, scripts/slurm-local-cluster.sh
   libsqlite3-dev iproute2 util-linux # grit cluster: durable state (SQLite); network namespaces, nsenter/unshare
+  openssh-server openssh-client      # grit cluster ssh provider: its test runs sshd hosts in namespaces
 )
 # npm ships inside nodesource's nodejs; Debian packages it separately.
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)

@@ -26,7 +26,7 @@ add_test(NAME unit.layers
 add_test(NAME unit.layers_selftest
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/unit/layers/selftest.sh
           ${CMAKE_SOURCE_DIR}/scripts/check-layers.sh ${CMAKE_SOURCE_DIR}/scripts/layers.txt)
-set_tests_properties(unit.layers unit.layers_selftest PROPERTIES TIMEOUT 60 LABELS "unit")
+set_tests_properties(unit.layers unit.layers_selftest PROPERTIES TIMEOUT 300 LABELS "unit")
 
 # Every GRIT_* variable the code reads is listed in docs/env.md; the selftest plants
 # an undocumented one.
@@ -49,6 +49,28 @@ foreach(variant pythia14m rotary_full sequential llama_gqa llama_tied falcon_mq 
             ${CMAKE_SOURCE_DIR}/tests/reference/configs/${variant}.json)
   set_tests_properties(reference.parity.${variant} PROPERTIES TIMEOUT 600 LABELS "reference")
 endforeach()
+# bf16 parity: step-0 logits, loss and gradients of "precision": "bf16" against PyTorch's
+# CPU bf16 autocast (tests/reference/compare_bf16.py, tolerances in docs/precision.md), per
+# family; the same through the fp32-widening GEMM path (CPUs without AVX512-BF16); and
+# the planted bf16-accumulation bug (GRIT_FAULT_BF16_ACCUM=1), which must fail the check.
+foreach(variant tiny llama_gqa falcon_new)
+  add_test(NAME reference.parity_bf16.${variant}
+    COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_parity_bf16.sh
+            $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON}
+            ${CMAKE_SOURCE_DIR}/tests/reference/configs/${variant}.json)
+  set_tests_properties(reference.parity_bf16.${variant} PROPERTIES TIMEOUT 300 LABELS "reference")
+endforeach()
+add_test(NAME reference.parity_bf16.tiny_fp32_gemm
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_parity_bf16.sh
+          $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/reference/configs/tiny.json)
+set_tests_properties(reference.parity_bf16.tiny_fp32_gemm PROPERTIES TIMEOUT 300
+                     LABELS "reference" ENVIRONMENT "GRIT_BF16_GEMM=fp32")
+add_test(NAME reference.parity_bf16.planted_accum
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/reference/run_parity_bf16.sh
+          $<TARGET_FILE:grit-parity-dump> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/reference/configs/tiny.json planted)
+set_tests_properties(reference.parity_bf16.planted_accum PROPERTIES TIMEOUT 300 LABELS "reference")
 # The parity rule must judge grit, not the BLAS kernel: a small variant under every OpenBLAS
 # x86-64 core type this CPU runs; and it must stay strict: a planted one-ulp-per-step AdamW
 # defect must be rejected (docs/parity.md).
@@ -70,10 +92,34 @@ set_tests_properties(reference.checker_selftest PROPERTIES TIMEOUT 600 LABELS "r
 add_test(NAME integration.determinism
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/determinism.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.determinism PROPERTIES TIMEOUT 300 LABELS "integration;san")
+# The OpenMP wait policy grit sets (core/ompenv.h) is the one libgomp runs under, a user's
+# OMP_WAIT_POLICY stands, and no policy changes a bit of the results.
+add_test(NAME integration.omp_policy
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/omp_policy.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.omp_policy PROPERTIES TIMEOUT 300 LABELS "integration;san")
 # Llama and Falcon: determinism, another seed differs, kill + resume bitwise equal.
 add_test(NAME integration.family_resume
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/family_resume.sh $<TARGET_FILE:grit>)
 set_tests_properties(integration.family_resume PROPERTIES TIMEOUT 400 LABELS "integration")
+# bf16 mixed precision (docs/precision.md): determinism and kill/resume bitwise with the
+# CPU's bf16 GEMM backend and with the fp32-widening fallback; fp32 master weights.
+add_test(NAME integration.bf16_resume
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/bf16_resume.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.bf16_resume PROPERTIES TIMEOUT 400 LABELS "integration")
+# The bf16 accuracy guard: 300 steps in fp32 and bf16, the bf16 loss curve within a band
+# of the fp32 one (GPT-NeoX and Llama); with GRIT_FAULT_BF16_ACCUM=1 (bf16 GEMMs that
+# accumulate in bf16) it must leave the band.
+add_executable(grit-bf16-curve tests/integration/bf16_curve.c)
+target_link_libraries(grit-bf16-curve PRIVATE gritcore)
+foreach(fam neox llama)
+  add_test(NAME integration.bf16_curve_${fam} COMMAND grit-bf16-curve 300 --family ${fam})
+  set_tests_properties(integration.bf16_curve_${fam} PROPERTIES TIMEOUT 300 LABELS "integration"
+                       ENVIRONMENT "GRIT_FAULT_BF16_ACCUM=")
+endforeach()
+add_test(NAME integration.bf16_curve_planted
+  COMMAND grit-bf16-curve 300 --expect-outside)
+set_tests_properties(integration.bf16_curve_planted PROPERTIES TIMEOUT 300 LABELS "integration"
+                     ENVIRONMENT "GRIT_FAULT_BF16_ACCUM=1")
 
 add_test(NAME integration.config_errors
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/config_errors.sh $<TARGET_FILE:grit>
@@ -148,6 +194,11 @@ set_tests_properties(integration.health PROPERTIES TIMEOUT 300 LABELS "integrati
 add_test(NAME integration.dp
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/dp.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.dp PROPERTIES TIMEOUT 300 LABELS "integration;mpi" RUN_SERIAL TRUE)
+# Tensor parallelism (src/model/tp.c, src/comm/grid.c): TP=2 and TP=2 x DP=2 against one
+# rank for GPT-NeoX and Llama-GQA shapes, bitwise run to run, refused layouts.
+add_test(NAME integration.tp
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/tp.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.tp PROPERTIES TIMEOUT 600 LABELS "integration;mpi" RUN_SERIAL TRUE)
 
 # Megatron sample order (src/data/gptdataset, mt19937) vs numpy building the same indices.
 add_executable(grit-gptidx-tool tests/reference/gptidx_tool.c)
@@ -204,6 +255,21 @@ set_tests_properties(integration.failure_class PROPERTIES TIMEOUT 300 LABELS "in
 add_test(NAME integration.hb_flood
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/hb_flood.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.hb_flood PROPERTIES TIMEOUT 180 LABELS "integration;mpi")
+# Silent slowdowns from real slow hardware (src/supervise/silent.h): a rank throttled by a
+# CPU cgroup is found as a "utilisation" incident, its node replaced, the run bitwise equal
+# to the fault-free one; a healthy and a loaded-host run raise no alarm. Skips (77, loudly)
+# without a writable CPU cgroup. About 2-3 minutes on a loaded 2-core host.
+add_test(NAME integration.silent_cpu
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/silent_cpu.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.silent_cpu PROPERTIES TIMEOUT 480
+  LABELS "integration;mpi;cgroup" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+# ... and a link throttled with tc tbf: four nodes in network namespaces the test creates
+# and removes (veths on a bridge, MPI over TCP only); node1's link at 4 Mbit/s is found as
+# a "network" incident naming it, replaced, bitwise equal; the healthy run raises no alarm.
+add_test(NAME integration.silent_net
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/silent_net.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.silent_net PROPERTIES TIMEOUT 480
+  LABELS "integration;mpi;netns" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 
 # The supervisor at scale (src/supervise, tests/integration/sup_scale.c): 4,096 ranks on 512
 # nodes + 2 spares, heartbeats from one sender process over real UDP; a node dies, is
@@ -319,12 +385,18 @@ endforeach()
 # grit cluster (src/cluster, local provider): each scenario makes its own cluster of
 # network-namespace hosts on a private bridge (gcltest0, 10.79.60.0/24) with real Slurm,
 # so they run serially. Exit 77: skipped (not root, no Slurm, no namespaces), said loudly.
-foreach(scenario lifecycle resume scale heal)
+foreach(scenario lifecycle resume scale heal mpi)
   add_test(NAME integration.cluster.${scenario}
     COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/cluster.sh $<TARGET_FILE:grit> ${scenario})
   set_tests_properties(integration.cluster.${scenario} PROPERTIES TIMEOUT 600
     LABELS "integration;cluster" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 endforeach()
+# The ssh provider: three sshd hosts the test makes in network namespaces (gclssh0,
+# 10.79.62.0/24, Slurm ports 18600-18601), reached only with ssh/scp, key and known_hosts.
+add_test(NAME integration.cluster.ssh
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/cluster_ssh.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.cluster.ssh PROPERTIES TIMEOUT 300
+  LABELS "integration;cluster" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 
 # PyTorch jobs (python/grit_client.py, examples/pytorch/train_ddp.py, docs/pytorch.md): the
 # client's unit tests (its lines through grit's own parser, hb_parse, via grit-hb-parse; the
@@ -366,3 +438,15 @@ if(GRIT_SANITIZE)
       "ASAN_OPTIONS=detect_leaks=1" "UBSAN_OPTIONS=print_stacktrace=1")
   endforeach()
 endif()
+include(tests/sft.cmake)
+# validation during training: no effect on weights, layout-independent, PyTorch reference, resume
+add_test(NAME reference.validate
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/validate.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
+set_tests_properties(reference.validate PROPERTIES TIMEOUT 300 LABELS "reference;integration;mpi")
+# grit serve as a real process on loopback: auth, greedy = grit generate, concurrency, bad
+# requests, slow clients, metrics; ended by PID (src/serve)
+add_test(NAME integration.serve
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/serve.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
+set_tests_properties(integration.serve PROPERTIES TIMEOUT 300 LABELS "integration;san")

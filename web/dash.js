@@ -47,23 +47,24 @@ function restartsPlugin() {
 const STEP_INCRS = [];
 for (let m = 1; m <= 1e9; m *= 10) STEP_INCRS.push(m, 2 * m, 5 * m);
 
-function makeChart(id, label, color, log) {
+function makeChart(id, label, color, log, extra) {
   const el = $(id);
   const opts = {
     width: Math.max(300, el.clientWidth), height: 220,
     scales: {x: {time: false}, y: log ? {distr: 3} : {}},
     // steps are whole numbers: tick only at integer increments
     axes: [{label: "step", incrs: STEP_INCRS}, {size: 75}],
-    series: [{label: "step"}, {label, stroke: color, width: 1.5, spanGaps: true}],
+    series: [{label: "step"}, {label, stroke: color, width: 1.5, spanGaps: true}, ...(extra || [])],
     plugins: [restartsPlugin()],
     legend: {live: true},
   };
-  return new uPlot(opts, [[], []], el);
+  return new uPlot(opts, [[], [], ...(extra || []).map(() => [])], el);
 }
 
 function setCharts(s) {
   const x = s.step;
-  charts.loss.setData([x, s.loss]);
+  // validation (eval.interval_steps) beside training: points only where it ran
+  charts.loss.setData([x, s.loss, s.val_loss || x.map(() => null)]);
   charts.gnorm.setData([x, s.grad_norm]);
   charts.tps.setData([x, s.tokens_per_s]);
   charts.mfu.setData([x, s.mfu.map((v) => (v === null ? null : 100 * v))]);
@@ -72,7 +73,7 @@ function setCharts(s) {
 function cards(v) {
   const s = v.summary;
   const c = [
-    ["step", s.step ?? "-"], ["loss", fmt(s.loss, 4)], ["tokens/s", fmt(s.tokens_per_s, 0)],
+    ["step", s.step ?? "-"], ["loss", fmt(s.loss, 4)], ["val loss", fmt(s.val_loss, 4)], ["tokens/s", fmt(s.tokens_per_s, 0)],
     ["goodput", s.wall_s > 0 ? (100 * s.goodput).toFixed(1) + " %" : "-"],
     ["restarts", s.restarts], ["incidents", s.incidents], ["wall", dur(s.wall_s)],
     ["cost", s.cost !== undefined ? fmt(s.cost, 4) : "not set"],
@@ -174,7 +175,9 @@ function start() {
     document.body.innerHTML = "<h1>uPlot did not load</h1><p>/uplot.js is missing: run <code>make deps</code> (npm install in web/).</p>";
     return;
   }
-  charts.loss = makeChart("c-loss", "loss", "#1f5fbf", false);
+  charts.loss = makeChart("c-loss", "loss", "#1f5fbf", false,
+                          [{label: "validation", stroke: "#d03030", width: 2, dash: [6, 4], spanGaps: true,
+                            points: {show: true, size: 6}}]);
   charts.gnorm = makeChart("c-gnorm", "grad norm", "#bf6f1f", false);
   charts.tps = makeChart("c-tps", "tokens/s", "#2f9f4f", false);
   charts.mfu = makeChart("c-mfu", "MFU %", "#7f3fbf", false);

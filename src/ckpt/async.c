@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bigalloc.h"
 #include "core/progress.h"
 
 enum { JOB_SAVE = 1, JOB_PART, JOB_COMMIT };
@@ -94,7 +95,7 @@ grit_err ckpt_async_init_rank(ckpt_async *a, store *s, const gx_model *m, bool a
     a->lo = world > 1 ? slo : 0;
     a->hi = world > 1 ? shi : m->num_params;
     size_t total = (rank == 0 ? m->num_params : 0) + 2 * (a->hi - a->lo);
-    a->snap = malloc(sizeof(float) * (total ? total : 1));
+    a->snap = big_alloc_untouched(sizeof(float) * (total ? total : 1)); /* huge pages */
     if (!a->snap)
         return grit_errf(GRIT_ENOMEM, "out of memory for the checkpoint snapshot (%.0f MiB)",
                          4.0 * (double)total / 1048576);

@@ -54,6 +54,9 @@ static void usage(FILE *f)
             "  --health ARGS     admission check run in each new worker before it joins Slurm:\n"
             "                    `grit health ARGS` (default \"--deep\"); \"\" or --no-health: none\n"
             "  --no-health       no admission check\n"
+            "  --no-mpi-check    admission without the MPI check (after grit health, an\n"
+            "                    all-reduce of grit health on the new worker and a healthy one,\n"
+            "                    through mpirun; local provider)\n"
             "  --attempts N      replace-node: fresh nodes tried before giving up (default 3)\n"
             "  --down-grace S    agent: seconds a node may stay DOWN (slurmd silent) before it\n"
             "                    is replaced (default 10; given to create, kept by its agent)\n"
@@ -189,6 +192,7 @@ int cmd_cluster(int argc, char **argv)
     o.progress = stderr;
     o.attempts = 3;
     o.down_grace = 10;
+    o.mpi_check = 1;
     int json = 0, i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *a = argv[i];
@@ -201,6 +205,8 @@ int cmd_cluster(int argc, char **argv)
             o.progress = NULL;
         else if (!strcmp(a, "--no-health"))
             o.health_args[0] = '\0';
+        else if (!strcmp(a, "--no-mpi-check"))
+            o.mpi_check = 0;
         else if (!strcmp(a, "--down-grace") && i + 1 < argc) {
             char *end;
             double v = strtod(argv[++i], &end);

@@ -528,9 +528,12 @@ int cmd_eval(int argc, char **argv)
         fprintf(stderr, "grit eval: %s\n", grit_errmsg());
         goto out;
     }
-    if (tk && bpe_token_id(tk, "<|endoftext|>", 13, &eod) != GRIT_OK && (a.jsonl || a.task)) {
-        fprintf(stderr, "grit eval: %s has no <|endoftext|> token (needed between documents and "
-                        "before an empty context)\n", a.tokenizer);
+    /* the end-of-text token of the family: GPT-NeoX/Falcon, Llama 2, Llama 3 */
+    if (tk && bpe_token_id(tk, "<|endoftext|>", 13, &eod) != GRIT_OK &&
+        bpe_token_id(tk, "</s>", 4, &eod) != GRIT_OK &&
+        bpe_token_id(tk, "<|end_of_text|>", 15, &eod) != GRIT_OK && (a.jsonl || a.task)) {
+        fprintf(stderr, "grit eval: %s has none of <|endoftext|>, </s>, <|end_of_text|> (needed "
+                        "between documents and before an empty context)\n", a.tokenizer);
         goto out;
     }
     if (a.all) {

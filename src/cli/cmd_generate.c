@@ -12,6 +12,7 @@
 #include "core/progress.h"
 #include "core/rng.h"
 #include "data/bpe.h"
+#include "data/sft.h"
 #include "model/gptneox_infer.h"
 
 static void usage(FILE *f)
@@ -22,9 +23,12 @@ static void usage(FILE *f)
             "\n"
             "Continues PROMPT with the model in DIR and streams the text to stdout as it is\n"
             "made. DIR is a checkpoint step folder (model.safetensors + config.json, e.g.\n"
-            "runs/x/ckpt/step_00001000, or a Hugging Face GPT-NeoX folder) or a run\n"
-            "directory (its newest checkpoint that verifies). A KV cache makes each new\n"
-            "token cost one position.\n"
+            "runs/x/ckpt/step_00001000, or a Hugging Face GPT-NeoX, Llama or Falcon folder)\n"
+            "or a run directory (its newest checkpoint that verifies). A KV cache (one entry\n"
+            "per kv head: GQA and multi-query caches are smaller) makes each new token cost\n"
+            "one position. The prompt gets the BOS the tokenizer.json's post-processor adds\n"
+            "(Llama); generation stops at <|endoftext|>, </s>, <|end_of_text|>, <|eot_id|>\n"
+            "or <|im_end|> when the vocabulary has them.\n"
             "\n"
             "options:\n"
             "  --prompt TEXT       the prompt (or give it as the last argument; default:\n"
@@ -35,7 +39,11 @@ static void usage(FILE *f)
             "  --top-p P           nucleus sampling: the most likely tokens up to mass P\n"
             "                      (default 1 = all)\n"
             "  --seed N            sampling seed (default 0): the same seed, the same text\n"
-            "  --ignore-eod        go on past the end-of-document token\n"
+            "  --ignore-eod        go on past the end tokens\n"
+            "  --chat TEMPLATE     the prompt is a user message: render it with TEMPLATE\n"
+            "                      (auto = tokenizer_config.json's chat_template beside\n"
+            "                      --tokenizer; llama2, llama3, chatml, zephyr, plain; as for\n"
+            "                      grit tokenize --sft, docs/sft.md) and the assistant's header\n"
             "  --threads N         compute threads (default: CPUs online)\n"
             "  --quiet             no statistics on stderr\n"
             "  -h, --help          show this help\n");
@@ -70,6 +78,7 @@ int cmd_generate(int argc, char **argv)
     double max_tokens = 64, temp = 0, top_k = 0, top_p = 1, seed = 0;
     double threads = (double)sysconf(_SC_NPROCESSORS_ONLN);
     int quiet = 0, ignore_eod = 0;
+    const char *chat = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int v = i + 1 < argc;
@@ -81,6 +90,8 @@ int cmd_generate(int argc, char **argv)
             quiet = 1;
         } else if (!strcmp(a, "--ignore-eod")) {
             ignore_eod = 1;
+        } else if (!strcmp(a, "--chat") && v) {
+            chat = argv[++i];
         } else if (!strcmp(a, "--checkpoint") && v) {
             ckdir = argv[++i];
         } else if (!strcmp(a, "--tokenizer") && v) {
@@ -136,12 +147,28 @@ int cmd_generate(int argc, char **argv)
     memset(&m, 0, sizeof m);
     memset(&s, 0, sizeof s);
     grit_err rc = hf ? bpe_open_hf(&tok, hf) : bpe_open_gpt2(&tok, vocab, merges);
-    uint32_t eod = 0;
-    int has_eod = rc == GRIT_OK && bpe_token_id(tok, "<|endoftext|>", 13, &eod) == GRIT_OK;
+    /* end tokens: the families' end-of-text and end-of-turn tokens the vocabulary has;
+     * the first one found also starts an empty prompt */
+    static const char *const ends[] = {"<|endoftext|>", "</s>", "<|end_of_text|>", "<|eot_id|>",
+                                       "<|im_end|>"};
+    uint32_t eod = 0, stop[5];
+    int nstop = 0;
+    for (size_t k = 0; rc == GRIT_OK && k < sizeof ends / sizeof *ends; k++)
+        if (bpe_token_id(tok, ends[k], strlen(ends[k]), &stop[nstop]) == GRIT_OK)
+            nstop++;
+    int has_eod = nstop > 0;
+    if (has_eod)
+        eod = stop[0];
     if (rc == GRIT_OK)
         rc = bpe_ctx_open(&ctx, tok);
-    if (rc == GRIT_OK && prompt && *prompt)
-        rc = bpe_encode(ctx, prompt, strlen(prompt), hf ? BPE_ALLOW_SPECIAL : 0, &ids);
+    /* a tokenizer.json's post-processor adds BOS as Hugging Face's encode does (Llama) */
+    if (rc == GRIT_OK && chat) {
+        sft_template t;
+        if ((rc = sft_template_parse(chat, &t)) == GRIT_OK)
+            rc = sft_render_prompt(tok, hf, t, prompt ? prompt : "", &ids, NULL);
+    } else if (rc == GRIT_OK && prompt && *prompt)
+        rc = bpe_encode(ctx, prompt, strlen(prompt),
+                        hf ? BPE_ALLOW_SPECIAL | BPE_ADD_SPECIAL : 0, &ids);
     if (rc == GRIT_OK)
         rc = pretrained_load(ckdir, &m, nt, where, sizeof where);
     if (rc != GRIT_OK) {
@@ -150,8 +177,8 @@ int cmd_generate(int argc, char **argv)
     }
     if (ids.n == 0) {
         if (!has_eod) {
-            fprintf(stderr, "grit generate: empty prompt and no <|endoftext|> token to start "
-                            "from\n");
+            fprintf(stderr, "grit generate: empty prompt and no end-of-text token "
+                            "(<|endoftext|>, </s>, <|end_of_text|>) to start from\n");
             goto out;
         }
         ids.v = malloc(sizeof *ids.v);
@@ -177,7 +204,7 @@ int cmd_generate(int argc, char **argv)
     }
     rng_t rng;
     rng_seed(&rng, (uint64_t)seed, 0x67656e); /* stream "gen" */
-    if (prompt)
+    if (prompt && !chat) /* a chat prints only the answer */
         fputs(prompt, stdout);
     fflush(stdout);
     double t0 = now_seconds();
@@ -186,7 +213,10 @@ int cmd_generate(int argc, char **argv)
     int made = 0;
     for (; rc == GRIT_OK && made < want; made++) {
         int32_t next = gxi_sample(&s, logits, temp, (int)top_k, top_p, &rng);
-        if (has_eod && !ignore_eod && (uint32_t)next == eod)
+        int end = 0;
+        for (int k = 0; k < nstop; k++)
+            end |= (uint32_t)next == stop[k];
+        if (end && !ignore_eod)
             break;
         emit(tok, next);
         if (made + 1 < want)

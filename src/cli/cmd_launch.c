@@ -45,6 +45,21 @@ static void usage(FILE *f)
             "  --straggler-window N   steps, 1..32 (default 5)\n"
             "  --straggler-min-gap S  seconds: a smaller difference is timer and scheduler noise,\n"
             "                         whatever the ratio (default 0.01)\n"
+            "  --util-factor F        silent slowdowns (docs/heartbeat.md): a node whose\n"
+            "                         utilisation (CPU cores busy of its ranks, from their\n"
+            "                         heartbeats) is below F x the other nodes' median and F x\n"
+            "                         its own baseline on each of the last --signal-window\n"
+            "                         seconds, while the job's steps are --signal-step-slow x\n"
+            "                         slower than at its baseline, is replaced (default 0.6,\n"
+            "                         0 off; F < 1)\n"
+            "  --net-factor F         the same for the node's peak network throughput (bytes/s\n"
+            "                         on its interfaces; default 0.5, 0 off)\n"
+            "  --signal-window S      seconds that must all be low, 1..60 (default 5)\n"
+            "  --signal-warmup S      seconds after each launch that set the baseline, 1..600\n"
+            "                         (default 30)\n"
+            "  --net-min-rate B       bytes/s: when the other nodes' peak is below B the network\n"
+            "                         is idle and judges no link (default 1000000)\n"
+            "  --signal-step-slow X   the step-time cross-check, >= 1 (default 1.2)\n"
             "  --spike-z Z            a loss more than Z robust standard deviations above the\n"
             "                         median of the last 32 steps is a spike: roll back, and\n"
             "                         skip the batch if it repeats (default 8, 0 off)\n"
@@ -91,7 +106,9 @@ int cmd_launch(int argc, char **argv)
     sup_opts o = {.nodes = 4, .spares = 1, .ranks_per_node = 1, .max_restarts = 10,
                   .hang_floor = 30, .hang_cap = 600, .startup_timeout = 120, .grace = 3,
                   .backoff = 0.5, .stop_grace = 25, .straggler_factor = 2.5, .straggler_window = 5,
-                  .straggler_min_gap = 0.01,
+                  .straggler_min_gap = 0.01, .util_factor = 0.6, .net_factor = 0.5,
+                  .signal_window = 5, .signal_warmup = 30, .net_min_rate = 1e6,
+                  .signal_step_slow = 1.2,
                   .spike_z = 8, .health_every = 0, .spare_wait = 600, .no_spare = "give_up",
                   .health_timeout = 15};
     obs_cli ob = {0}; /* dashboard, /metrics, cost and CO2 (src/obs) */
@@ -122,6 +139,8 @@ int cmd_launch(int argc, char **argv)
         INT_OPT("--ranks-per-node", ranks_per_node)
         INT_OPT("--max-restarts", max_restarts)
         INT_OPT("--straggler-window", straggler_window)
+        INT_OPT("--signal-window", signal_window)
+        INT_OPT("--signal-warmup", signal_warmup)
         NUM_OPT("--hang-timeout", hang_timeout)
         NUM_OPT("--hang-floor", hang_floor)
         NUM_OPT("--hang-cap", hang_cap)
@@ -131,6 +150,10 @@ int cmd_launch(int argc, char **argv)
         NUM_OPT("--backoff", backoff)
         NUM_OPT("--straggler-factor", straggler_factor)
         NUM_OPT("--straggler-min-gap", straggler_min_gap)
+        NUM_OPT("--util-factor", util_factor)
+        NUM_OPT("--net-factor", net_factor)
+        NUM_OPT("--net-min-rate", net_min_rate)
+        NUM_OPT("--signal-step-slow", signal_step_slow)
         NUM_OPT("--spike-z", spike_z)
         NUM_OPT("--health-every", health_every)
         NUM_OPT("--spare-wait", spare_wait)
@@ -167,6 +190,14 @@ int cmd_launch(int argc, char **argv)
         fprintf(stderr, "grit launch: --nodes >= 1, --spares >= 0, --ranks-per-node >= 1, "
                         "--max-restarts >= 0, --straggler-window in 1..32, --straggler-factor "
                         ">= 0, --straggler-min-gap >= 0 expected\n");
+        return 2;
+    }
+    if (!(o.util_factor >= 0 && o.util_factor < 1) || !(o.net_factor >= 0 && o.net_factor < 1) ||
+        o.signal_window < 1 || o.signal_window > 60 || o.signal_warmup < 1 ||
+        o.signal_warmup > 600 || !(o.net_min_rate >= 0) || !(o.signal_step_slow >= 1)) {
+        fprintf(stderr, "grit launch: --util-factor and --net-factor in [0, 1), --signal-window "
+                        "in 1..60, --signal-warmup in 1..600, --net-min-rate >= 0, "
+                        "--signal-step-slow >= 1 expected\n");
         return 2;
     }
     int slurm = o.backend && !strcmp(o.backend, "slurm");

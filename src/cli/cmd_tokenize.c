@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "core/progress.h"
 #include "data/bpe.h"
+#include "data/sft.h"
 #include "data/tokenize.h"
 
 static void usage(FILE *f)
@@ -38,6 +39,15 @@ static void usage(FILE *f)
             "  --byte-exact          encode invalid UTF-8 as raw bytes (default: as U+FFFD, as\n"
             "                        Hugging Face tokenizers and tiktoken see it); a byte the\n"
             "                        vocabulary has no token for is then an error\n"
+            "  --sft                 fine-tuning examples: JSONL lines {\"messages\": [{\"role\",\n"
+            "                        \"content\"}, ...]} or {\"prompt\", \"response\"}, rendered\n"
+            "                        with --template into PREFIX.bin/.idx (one example per\n"
+            "                        sequence) and the loss mask PREFIX.mask.bin/.idx (uint8,\n"
+            "                        1 on answer tokens); train with data.source \"sft\"\n"
+            "                        (docs/sft.md)\n"
+            "  --template T          with --sft: auto (tokenizer_config.json's chat_template\n"
+            "                        beside --tokenizer, recognised, not run), plain, llama2,\n"
+            "                        llama3, chatml, zephyr (default auto)\n"
             "  --quiet               no progress line or summary\n"
             "  -h, --help            show this help\n");
 }
@@ -68,7 +78,8 @@ static void on_progress(void *arg, const tokenize_stats *st)
 int cmd_tokenize(int argc, char **argv)
 {
     const char *out = NULL, *hf = NULL, *vocab = NULL, *merges = NULL, *field = NULL;
-    const char *eod_tok = NULL;
+    const char *eod_tok = NULL, *tpl_name = NULL;
+    int sft = 0;
     const char **inputs = calloc((size_t)argc, sizeof *inputs);
     int n_in = 0, quiet = 0, byte_exact = 0, format = TOKENIZE_AUTO;
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
@@ -87,6 +98,10 @@ int cmd_tokenize(int argc, char **argv)
             byte_exact = 1;
         } else if (!strcmp(a, "--quiet")) {
             quiet = 1;
+        } else if (!strcmp(a, "--sft")) {
+            sft = 1;
+        } else if (!strcmp(a, "--template") && has_val) {
+            tpl_name = argv[++i];
         } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && has_val) {
             out = argv[++i];
         } else if (!strcmp(a, "--tokenizer") && has_val) {
@@ -151,6 +166,29 @@ int cmd_tokenize(int argc, char **argv)
     }
     if (bpe_token_id(tok, eod_tok, strlen(eod_tok), &eod) != GRIT_OK) {
         fprintf(stderr, "grit tokenize: the tokenizer has no token '%s' (--eod)\n", eod_tok);
+        goto done;
+    }
+    if (sft || tpl_name) {
+        sft_template tpl = SFT_TPL_AUTO;
+        sft_prep_stats ss;
+        if (!sft || (tpl_name && sft_template_parse(tpl_name, &tpl) != GRIT_OK)) {
+            fprintf(stderr, "grit tokenize: --template: %s\n",
+                    sft ? grit_errmsg() : "expected only with --sft");
+            code = 2;
+            goto done;
+        }
+        sft_prep_opts so = {.tok = tok, .tokenizer_path = hf, .tpl = tpl, .eos = eod_tok,
+                            .inputs = inputs, .n_inputs = n_in, .output_prefix = out};
+        if (sft_prepare(&so, &ss) != GRIT_OK) {
+            fprintf(stderr, "grit tokenize: %s\n", grit_errmsg());
+            goto done;
+        }
+        if (!quiet)
+            fprintf(stderr, "grit tokenize: %s.{bin,idx} + %s.mask.{bin,idx}: %llu examples, "
+                            "%llu tokens, %llu answer tokens (loss counted), template %s\n",
+                    out, out, (unsigned long long)ss.examples, (unsigned long long)ss.tokens,
+                    (unsigned long long)ss.answer_tokens, sft_template_name(ss.tpl));
+        code = 0;
         goto done;
     }
     prog pg = {.on = !quiet};

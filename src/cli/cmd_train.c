@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "core/stopsig.h"
+#include "train/parallel.h"
 #include "train/train.h"
 
 static void usage(FILE *f)
@@ -24,6 +25,9 @@ static void usage(FILE *f)
             "                    for a fixed thread count)\n"
             "  --seed N          seed for initialisation and data\n"
             "  --print-config    print the resolved config and exit\n"
+            "  --plan            print the memory plan per rank for the config's layout\n"
+            "                    (parameters, gradients, optimiser state, activations)\n"
+            "                    and exit; non-zero when it does not fit this machine\n"
             "\n"
             "Data parallel: mpirun -np N grit train CONFIG.json. Each rank takes its slice of\n"
             "every global batch (optim.global_batch keeps it fixed across world sizes);\n"
@@ -32,6 +36,9 @@ static void usage(FILE *f)
             "GRIT_DIST_PROGRESS_US=N starts a thread that advances gradient reductions\n"
             "every N us during backward (default off). Each rank writes its own\n"
             "optimiser shard of a checkpoint; any world size can resume it.\n"
+            "Tensor parallel: \"parallel\": {\"tensor\": T, \"data\": D} in the config and\n"
+            "mpirun -np T*D (docs/parallel.md). Every run prints its memory plan first and\n"
+            "stops before allocating when it would not fit.\n"
             "\n"
             "SIGTERM or SIGINT (on any rank) stops every rank after the same step, with a\n"
             "final checkpoint when the last save's duration says it finishes within\n"
@@ -62,7 +69,7 @@ int cmd_train(int argc, char **argv)
 {
     const char *cfgpath = NULL, *run_dir = NULL;
     long steps = 0, threads = 0, seed = -1;
-    int quiet = 0, print_cfg = 0;
+    int quiet = 0, print_cfg = 0, plan = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has_val = i + 1 < argc;
@@ -73,6 +80,8 @@ int cmd_train(int argc, char **argv)
             quiet = 1;
         else if (!strcmp(a, "--print-config"))
             print_cfg = 1;
+        else if (!strcmp(a, "--plan"))
+            plan = 1;
         else if (!strcmp(a, "--run-dir") && has_val)
             run_dir = argv[++i];
         else if (!strcmp(a, "--steps") && has_val) {
@@ -104,7 +113,7 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "grit train: %s\n", grit_errmsg());
         return 1;
     }
-    int leader = d.rank == 0;
+    int leader = d.rank == 0, world = d.size;
     train_cfg cfg;
     train_cfg_defaults(&cfg);
     grit_err rc = train_cfg_load(&cfg, cfgpath);
@@ -117,7 +126,10 @@ int cmd_train(int argc, char **argv)
             cfg.threads = (int)threads;
         if (seed >= 0)
             cfg.seed = (uint64_t)seed;
-        rc = train_cfg_resolve_world(&cfg, d.size);
+        /* a plan outside mpirun is for the config's own layout */
+        if (plan && d.size == 1)
+            world = cfg.tp * cfg.pp * (cfg.dp > 0 ? cfg.dp : 1);
+        rc = train_cfg_resolve_world(&cfg, world);
     }
     if (rc != GRIT_OK) { /* every rank read the same file: rank 0 speaks for all */
         if (leader)
@@ -125,6 +137,18 @@ int cmd_train(int argc, char **argv)
         int code = train_fail_cause(rc, grit_errmsg()) ? 3 : 1; /* 3: a config error */
         comm_finalize(&d);
         return code;
+    }
+    if (plan) {
+        train_plan p;
+        rc = train_plan_make(&cfg, world, train_ranks_here(world), &p);
+        if (rc == GRIT_OK && leader)
+            train_plan_print(&p, &cfg, stdout);
+        if (rc == GRIT_OK)
+            rc = train_plan_fits(&p);
+        if (rc != GRIT_OK && leader)
+            fprintf(stderr, "grit train: %s\n", grit_errmsg());
+        comm_finalize(&d);
+        return rc == GRIT_OK ? 0 : 1;
     }
     if (print_cfg) {
         char *s = leader ? train_cfg_dump(&cfg) : NULL;

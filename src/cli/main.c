@@ -4,8 +4,10 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/ompenv.h"
 
 static void usage(FILE *f)
 {
@@ -23,6 +25,7 @@ static void usage(FILE *f)
             "  generate            prompt -> text from a checkpoint\n"
             "  eval                perplexity, log-probabilities and zero-shot tasks of checkpoints\n"
             "  dashboard RUN_DIR   serve a run's dashboard and Prometheus /metrics\n"
+            "  serve CHECKPOINT    an OpenAI-compatible HTTP endpoint generating from a checkpoint\n"
             "  prep [CONFIG] ...   web pages (WARC/HTML/text/JSONL) -> clean, deduplicated shards\n"
             "  s3 ...              put, get, list and delete S3 objects (s3:// checkpoints)\n"
             "  cluster ...         create, describe, heal and delete a Slurm cluster from a spec\n"
@@ -48,6 +51,12 @@ int main(int argc, char **argv)
         printf("grit %s\n", GRIT_VERSION);
         return 0;
     }
+    /* libgomp read its wait policy when it loaded: set grit's and start again, once
+     * (core/ompenv.h); if that cannot be done, go on under libgomp's default */
+    if (ompenv_apply() == 1) {
+        execv("/proc/self/exe", argv);
+        ompenv_revert();
+    }
     if (!strcmp(cmd, "train"))
         return cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "ckpt"))
@@ -66,6 +75,8 @@ int main(int argc, char **argv)
         return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval"))
         return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve"))
+        return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "dashboard"))
         return cmd_dashboard(argc - 1, argv + 1);
     if (!strcmp(cmd, "prep"))

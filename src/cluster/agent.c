@@ -208,7 +208,8 @@ grit_err cluster_agent_start(const cluster_opts *o, const char *name, const char
         snprintf(att, sizeof att, "%d", o->attempts > 0 ? o->attempts : 1);
         char *argv[] = {(char *)o->grit, "cluster", "--state", (char *)o->state_dir, "--health",
                         (char *)o->health_args, "--down-grace", grace, "--attempts", att,
-                        "agent", (char *)name, NULL};
+                        o->mpi_check ? "agent" : "--no-mpi-check", o->mpi_check ? (char *)name : "agent",
+                        o->mpi_check ? NULL : (char *)name, NULL};
         execv(o->grit, argv);
         _exit(127);
     }

@@ -91,6 +91,7 @@ static int assign_slots(const cluster_spec *s, int *grp, int *spare)
 
 grit_err cluster__write_layout(cl *k)
 {
+    cluster__slot_hosts(k);
     char buf[CLUSTER_MAX_NODES * 160] = "";
     size_t len = 0;
     for (int i = 1; i <= k->ctx.nslots; i++) {
@@ -111,7 +112,7 @@ static grit_err setup(cl *k, const char *spec_text, const char *spec_name)
     grit_err rc = cluster_spec_parse(&k->spec, spec_name, spec_text, k->row.base);
     if (rc != GRIT_OK)
         return rc;
-    k->prov = &cluster_provider_local;
+    k->prov = k->spec.ssh ? &cluster_provider_ssh : &cluster_provider_local;
     k->ctx.spec = &k->spec;
     sfmt(k->ctx.dir, sizeof k->ctx.dir, "%s", k->row.dir);
     sfmt(k->ctx.script, sizeof k->ctx.script, "%s", k->o->script);
@@ -119,7 +120,22 @@ static grit_err setup(cl *k, const char *spec_text, const char *spec_name)
     sfmt(k->ctx.spank, sizeof k->ctx.spank, "%s", k->o->spank);
     sfmt(k->ctx.grit, sizeof k->ctx.grit, "%s", k->o->grit);
     k->ctx.nslots = assign_slots(&k->spec, k->slot_group, k->slot_spare);
-    return k->st && k->row.name[0] ? cluster__slots_from_store(k) : GRIT_OK;
+    rc = k->st && k->row.name[0] ? cluster__slots_from_store(k) : GRIT_OK;
+    if (rc == GRIT_OK)
+        cluster__slot_hosts(k);
+    return rc;
+}
+
+void cluster__slot_hosts(cl *k)
+{
+    int used[CLUSTER_MAX_GROUPS] = {0};
+    for (int i = 0; i <= CLUSTER_MAX_NODES; i++) {
+        int g = i >= 1 && i <= k->ctx.nslots ? k->slot_group[i] : -1;
+        k->ctx.slot_group[i] = g;
+        k->ctx.host[i][0] = '\0';
+        if (g >= 0 && used[g] < k->spec.groups[g].nhosts)
+            sfmt(k->ctx.host[i], sizeof k->ctx.host[i], "%s", k->spec.groups[g].hosts[used[g]++]);
+    }
 }
 
 grit_err cluster__slots_from_store(cl *k)
@@ -185,12 +201,10 @@ void cluster__slurm_states(const cl *k, char states[][32], char reasons[][128])
         if (reasons)
             reasons[i][0] = '\0';
     }
-    char conf[PATH_MAX + 64], *out = NULL;
-    sfmt(conf, sizeof conf, "SLURM_CONF=%s/slurm/etc/slurm.conf", k->row.dir);
-    char *env[] = {conf, NULL};
+    char *out = NULL;
     char *argv[] = {"sinfo", "-h", "-N", "-o", "%N|%T|%E", NULL};
     int st;
-    if (cluster_run(argv, env, NULL, &out, 10, &st) != GRIT_OK || st != 0) {
+    if (k->prov->slurm(&k->ctx, argv, &out, 10, &st) != GRIT_OK || st != 0) {
         free(out);
         return;
     }
@@ -209,16 +223,14 @@ void cluster__slurm_states(const cl *k, char states[][32], char reasons[][128])
 
 int cluster__scontrol(const cl *k, const char *node, const char *state, const char *reason)
 {
-    char conf[PATH_MAX + 64], nn[64], ss[64], rr[192];
-    sfmt(conf, sizeof conf, "SLURM_CONF=%s/slurm/etc/slurm.conf", k->row.dir);
+    char nn[64], ss[64], rr[192];
     sfmt(nn, sizeof nn, "NodeName=%s", node);
     sfmt(ss, sizeof ss, "State=%s", state);
     sfmt(rr, sizeof rr, "Reason=%s", reason ? reason : "");
-    char *env[] = {conf, NULL};
     char *argv[] = {"scontrol", "update", nn, ss, reason ? rr : NULL, NULL};
     int st = -1;
     char *out = NULL;
-    cluster_run(argv, env, NULL, &out, 10, &st);
+    k->prov->slurm(&k->ctx, argv, &out, 10, &st);
     free(out);
     return st;
 }
@@ -263,38 +275,19 @@ static grit_err lifecycle(cl *k, cluster_node *n, const char *why, int *status)
     sfmt(e[m++], sizeof e[0], "GRIT_NODE_ADDR=%s", addr);
     sfmt(e[m++], sizeof e[0], "GRIT_NODE_SPARE=%d", n->spare);
     sfmt(e[m++], sizeof e[0], "GRIT_CONTROLLER_ADDR=%s", ctl);
-    sfmt(e[m++], sizeof e[0], "GRIT_LIFECYCLE_DIR=%s", g->source);
+    char src[PATH_MAX];
+    if ((rc = k->prov->stage(&k->ctx, n->slot, g->source, g->name, src, sizeof src)) != GRIT_OK)
+        return rc;
+    sfmt(e[m++], sizeof e[0], "GRIT_LIFECYCLE_DIR=%s", src);
     sfmt(e[m++], sizeof e[0], "GRIT_LIFECYCLE_REASON=%s", why);
     char *env[16];
     for (int i = 0; i < m; i++)
         env[i] = e[i];
     env[m] = NULL;
     char script[PATH_MAX + 300];
-    sfmt(script, sizeof script, "%s/%s", g->source, g->on_create);
+    sfmt(script, sizeof script, "%s/%s", src, g->on_create);
     char *argv[] = {"sh", "-c", "cd \"$GRIT_LIFECYCLE_DIR\" && exec bash \"$0\"", script, NULL};
     return k->prov->exec(&k->ctx, n->slot, argv, env, n->lifecycle_log, 600, status);
-}
-
-/* The admission check in the node (o->health_args; "" skips it). */
-static grit_err admission(cl *k, cluster_node *n, int *ok, char *why, size_t cap)
-{
-    *ok = 1;
-    if (!k->o->health_args[0])
-        return GRIT_OK;
-    char log[PATH_MAX + 48], cmd[PATH_MAX + 300];
-    sfmt(log, sizeof log, "%s/logs/%s.health.log", k->row.dir, n->id);
-    sfmt(cmd, sizeof cmd, "exec \"%s\" health %s", k->o->grit, k->o->health_args);
-    char *argv[] = {"sh", "-c", cmd, NULL};
-    int st;
-    grit_err rc = k->prov->exec(&k->ctx, n->slot, argv, NULL, log, 300, &st);
-    if (rc != GRIT_OK)
-        return rc;
-    if (st != 0) {
-        *ok = 0;
-        sfmt(why, cap, "admission health check failed (grit health %s exit %d; see %s)",
-                 k->o->health_args, st, log);
-    }
-    return GRIT_OK;
 }
 
 /* Takes a Pending node to Running or Failure (invariant 2). A node failure is not an
@@ -330,7 +323,7 @@ grit_err cluster__bring_up(cl *k, cluster_node *n, const char *why, double tm[3]
     double t1 = cluster__now();
     if (g->role == CLUSTER_WORKER) {
         int ok;
-        if ((rc = admission(k, n, &ok, msg, sizeof msg)) != GRIT_OK)
+        if ((rc = cluster__admission(k, n, &ok, msg, sizeof msg)) != GRIT_OK)
             return rc;
         if (!ok) {
             cluster__say(k, "n%d (%s): %s", n->slot, n->id, msg);

@@ -9,7 +9,8 @@
  *
  * A node's life (InstanceStatus):
  *
- *   Pending --lifecycle OnCreate ok--> (admission: grit health in the node)
+ *   Pending --lifecycle OnCreate ok--> (admission: grit health in the node, then the
+ *           MPI all-reduce with a healthy peer, admit.c)
  *           --ok--> slurmd started, seen by slurmctld --> Running
  *   Pending --script fails | health fails | slurmd not up--> Failure (message, log)
  *   Running --update-software--> SystemUpdating --> Running | Failure
@@ -36,6 +37,7 @@ typedef struct cluster_opts {
     char grit[PATH_MAX];       /* the grit binary, run in nodes for admission checks */
     char spank[PATH_MAX];      /* spank_grit.so for the nodes' plugstack.conf ("" = none) */
     char health_args[256];     /* admission: `grit health ARGS` ("" = no admission check) */
+    int mpi_check;             /* admission: MPI all-reduce with a healthy peer (after health) */
     int attempts;              /* replace-node: fresh nodes tried before giving up (>= 1) */
     double down_grace;         /* agent: seconds a node may be down before it is replaced */
     FILE *progress;            /* one line per step, or NULL */

@@ -37,8 +37,13 @@ grit_err cluster__put(cl *k, cluster_node *n, const char *status, const char *ms
 /* Pending -> Running | Failure: lifecycle, admission, slurmd; tm (may be NULL) gets the
  * seconds of lifecycle, admission and rejoin. Errors only for store/provider failures. */
 grit_err cluster__bring_up(cl *k, cluster_node *n, const char *why, double tm[3]);
+/* The admission checks of a worker (admit.c): grit health in the node, then the MPI check
+ * with a healthy peer; *ok 0 with why filled when the node must not be admitted. */
+grit_err cluster__admission(cl *k, cluster_node *n, int *ok, char *why, size_t cap);
 /* Writes the layout file from k's slots (absent slots included). */
 grit_err cluster__write_layout(cl *k);
+/* The provider's per-slot view (role, ssh host) from k's slots. */
+void cluster__slot_hosts(cl *k);
 /* Slots from the store's live nodes (when it has any). */
 grit_err cluster__slots_from_store(cl *k);
 

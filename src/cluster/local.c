@@ -15,6 +15,9 @@
 
 #include "cluster/provider.h"
 #include "cluster/run.h"
+#include "core/fsutil.h"
+
+#include <sys/stat.h>
 
 /* snprintf whose truncation is intended (bounded names and paths) */
 static void sfmt(char *dst, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -114,7 +117,7 @@ static grit_err local_up(const cluster_ctx *c)
     if (cluster_run(ping, e.p, NULL, NULL, 20, &st) == GRIT_OK && st == 0)
         return GRIT_OK; /* already up */
     /* half made (a killed create) or gone: clear what is left, then start */
-    grit_err rc = script(c, "stop", 120, NULL, NULL, NULL);
+    grit_err rc = script(c, "stop", 300, NULL, NULL, NULL);
     if (rc == GRIT_OK)
         rc = script(c, "start", 120, NULL, NULL, NULL);
     return rc;
@@ -122,7 +125,7 @@ static grit_err local_up(const cluster_ctx *c)
 
 static grit_err local_down(const cluster_ctx *c)
 {
-    return script(c, "stop", 120, NULL, NULL, NULL);
+    return script(c, "stop", 300, NULL, NULL, NULL);
 }
 
 static grit_err local_renew(const cluster_ctx *c, int slot)
@@ -209,6 +212,39 @@ static void local_addr(const cluster_ctx *c, int slot, char *buf, size_t cap)
     sfmt(buf, cap, "%s.%d", c->spec->subnet, 10 + slot);
 }
 
+static grit_err local_slurm(const cluster_ctx *c, char *const argv[], char **out,
+                            double timeout_s, int *status)
+{
+    char conf[PATH_MAX + 64];
+    sfmt(conf, sizeof conf, "SLURM_CONF=%s/slurm/etc/slurm.conf", c->dir);
+    char *env[] = {conf, NULL};
+    return cluster_run(argv, env, NULL, out, timeout_s, status);
+}
+
+static grit_err local_stage(const cluster_ctx *c, int slot, const char *dir, const char *name,
+                            char *remote, size_t cap)
+{
+    (void)c, (void)slot, (void)name;
+    sfmt(remote, cap, "%s", dir); /* the nodes share this machine's files */
+    return GRIT_OK;
+}
+
+static grit_err local_mpi_agent(const cluster_ctx *c, char *path, size_t cap)
+{
+    sfmt(path, cap, "%s/mpi-agent.sh", c->dir);
+    char text[3 * PATH_MAX];
+    int len = snprintf(text, sizeof text,
+                       "#!/bin/sh\n# mpirun's rsh agent: AGENT nI CMD... runs CMD in node nI\n"
+                       "h=$1; shift\nGRIT_SLURM_DIR='%s/slurm' exec '%s' node-exec \"$h\" sh -c \"$*\"\n",
+                       c->dir, c->script);
+    if (len < 0 || (size_t)len >= sizeof text)
+        return grit_errf(GRIT_EINVAL, "%s: path too long", path);
+    grit_err rc = fs_write_durable(path, text, (size_t)len);
+    if (rc == GRIT_OK && chmod(path, 0755) != 0)
+        rc = grit_errf(GRIT_EIO, "%s: cannot make it executable", path);
+    return rc;
+}
+
 const cluster_provider cluster_provider_local = {
     .name = "local",
     .up = local_up,
@@ -221,4 +257,7 @@ const cluster_provider cluster_provider_local = {
     .remove = local_remove,
     .reconfigure = local_reconfigure,
     .addr = local_addr,
+    .slurm = local_slurm,
+    .stage = local_stage,
+    .mpi_agent = local_mpi_agent,
 };

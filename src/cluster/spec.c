@@ -140,6 +140,104 @@ static grit_err load_lifecycle(const jcfg *j, json_t *g, const char *p, const ch
     return GRIT_OK;
 }
 
+/* Hosts: an array of InstanceCount + WarmSpares host addresses (checked against "Ssh" by
+ * the caller). */
+static grit_err load_hosts(const jcfg *j, json_t *g, const char *p, cluster_group *grp)
+{
+    json_t *h = json_object_get(g, "Hosts");
+    grp->nhosts = -1;
+    if (!h)
+        return GRIT_OK;
+    char f[96];
+    sfmt(f, sizeof f, "%s.Hosts", p);
+    size_t want = (size_t)(grp->count + grp->spares);
+    if (!json_is_array(h) || json_array_size(h) != want)
+        return jcfg_fail(j, f, "expected an array of %zu host addresses (InstanceCount + "
+                               "WarmSpares), got %s%zu", want, json_is_array(h) ? "" : "a non-array ",
+                         json_is_array(h) ? json_array_size(h) : 0);
+    size_t i;
+    json_t *x;
+    json_array_foreach(h, i, x) {
+        const char *v = json_string_value(x);
+        int ok = v && *v && strlen(v) < sizeof grp->hosts[0] && v[0] != '-';
+        for (const char *q = v; ok && *q; q++)
+            ok = isalnum((unsigned char)*q) || strchr(".-_:", *q);
+        if (!ok) {
+            sfmt(f, sizeof f, "%s.Hosts[%zu]", p, i);
+            return jcfg_fail(j, f, "expected a host name or address (letters, digits, '.', '-', "
+                                   "'_', ':')");
+        }
+        sfmt(grp->hosts[i], sizeof grp->hosts[0], "%s", v);
+    }
+    grp->nhosts = (int)want;
+    return GRIT_OK;
+}
+
+/* A file named by field key of o (relative to base_dir) that must exist: *out absolute. */
+static grit_err need_file(const jcfg *j, json_t *o, const char *prefix, const char *key,
+                          const char *base_dir, char *out, size_t cap)
+{
+    const char *v;
+    char f[96], path[PATH_MAX * 2];
+    grit_err rc = need_str(j, o, prefix, key, "a file path", &v);
+    if (rc != GRIT_OK)
+        return rc;
+    sfmt(f, sizeof f, "%s.%s", prefix, key);
+    if (v[0] == '/')
+        sfmt(path, sizeof path, "%s", v);
+    else
+        sfmt(path, sizeof path, "%s/%s", base_dir, v);
+    char *abs = realpath(path, NULL);
+    struct stat st;
+    if (!abs || stat(abs, &st) != 0 || !S_ISREG(st.st_mode) || strlen(abs) >= cap) {
+        free(abs);
+        return jcfg_fail(j, f, "expected an existing file, got \"%s\"", v);
+    }
+    sfmt(out, cap, "%s", abs);
+    free(abs);
+    return GRIT_OK;
+}
+
+/* "Ssh": the ssh provider's settings. */
+static grit_err load_ssh(const jcfg *j, cluster_spec *s, const char *base_dir)
+{
+    grit_err rc;
+    json_t *o = NULL;
+    if ((rc = jcfg_obj(j, j->root, "", "Ssh", &o)) != GRIT_OK || !o)
+        return rc;
+    static const char *const keys[] = {"User", "IdentityFile", "KnownHosts", "Port", "RemoteDir",
+                                       NULL};
+    if ((rc = jcfg_only(j, o, "Ssh", keys)) != GRIT_OK)
+        return rc;
+    const char *user = "root", *rd = "/var/lib/grit-node";
+    long port = 22;
+    if ((rc = jcfg_str(j, o, "Ssh", "User", NULL, &user)) != GRIT_OK ||
+        (rc = jcfg_str(j, o, "Ssh", "RemoteDir", NULL, &rd)) != GRIT_OK ||
+        (rc = jcfg_int(j, o, "Ssh", "Port", 1, 65535, &port)) != GRIT_OK)
+        return rc;
+    user = user ? user : "root";
+    rd = rd ? rd : "/var/lib/grit-node";
+    if (!valid_name(user))
+        return jcfg_fail(j, "Ssh.User", "expected a user name (letters, digits, '-'), got \"%s\"",
+                         user);
+    int ok = rd[0] == '/' && strlen(rd) > 1 && strlen(rd) < sizeof s->remote_dir;
+    for (const char *q = rd; ok && *q; q++)
+        ok = isalnum((unsigned char)*q) || strchr("/._-", *q);
+    if (!ok || strstr(rd, ".."))
+        return jcfg_fail(j, "Ssh.RemoteDir", "expected an absolute path of letters, digits, "
+                                             "'/', '.', '_', '-' (no ..), got \"%s\"", rd);
+    if ((rc = need_file(j, o, "Ssh", "IdentityFile", base_dir, s->ssh_key, sizeof s->ssh_key)) !=
+            GRIT_OK ||
+        (rc = need_file(j, o, "Ssh", "KnownHosts", base_dir, s->ssh_known, sizeof s->ssh_known)) !=
+            GRIT_OK)
+        return rc;
+    s->ssh = 1;
+    s->ssh_port = (int)port;
+    sfmt(s->ssh_user, sizeof s->ssh_user, "%s", user);
+    sfmt(s->remote_dir, sizeof s->remote_dir, "%s", rd);
+    return GRIT_OK;
+}
+
 static grit_err load_group(const jcfg *j, json_t *g, size_t i, const char *base_dir,
                            cluster_group *grp)
 {
@@ -150,7 +248,7 @@ static grit_err load_group(const jcfg *j, json_t *g, size_t i, const char *base_
         return jcfg_fail(j, p, "expected an object (an instance group)");
     static const char *const keys[] = {"InstanceGroupName", "InstanceType", "InstanceCount",
                                        "LifeCycleConfig", "ThreadsPerCore", "Role", "WarmSpares",
-                                       "ExecutionRole", NULL};
+                                       "ExecutionRole", "Hosts", NULL};
     if ((rc = jcfg_only(j, g, p, keys)) != GRIT_OK)
         return rc;
     const char *name, *type, *role = "worker";
@@ -191,6 +289,8 @@ static grit_err load_group(const jcfg *j, json_t *g, size_t i, const char *base_
     grp->count = (int)count;
     grp->threads_per_core = (int)tpc;
     grp->spares = (int)spares;
+    if ((rc = load_hosts(j, g, p, grp)) != GRIT_OK)
+        return rc;
     return load_lifecycle(j, g, p, base_dir, grp);
 }
 
@@ -245,7 +345,7 @@ grit_err cluster_spec_parse(cluster_spec *s, const char *name, const char *text,
     }
     sfmt(s->file, sizeof s->file, "%s", name);
     static const char *const keys[] = {"ClusterName", "InstanceGroups", "Network", "VpcConfig",
-                                       "Tags", "Orchestrator", "NodeRecovery", NULL};
+                                       "Tags", "Orchestrator", "NodeRecovery", "Ssh", NULL};
     TRY(jcfg_only(&j, j.root, "", keys));
     const char *cn;
     TRY(need_str(&j, j.root, "", "ClusterName", "a cluster name", &cn));
@@ -256,6 +356,7 @@ grit_err cluster_spec_parse(cluster_spec *s, const char *name, const char *text,
     }
     sfmt(s->name, sizeof s->name, "%s", cn);
     TRY(load_network(&j, s));
+    TRY(load_ssh(&j, s, base_dir));
     json_t *groups = json_object_get(j.root, "InstanceGroups");
     if (!groups) {
         rc = jcfg_fail(&j, "InstanceGroups", "missing; expected an array of instance groups");
@@ -281,6 +382,24 @@ grit_err cluster_spec_parse(cluster_spec *s, const char *name, const char *text,
                                       "expected a unique name", grp->name, k);
                 goto out;
             }
+        if ((grp->nhosts >= 0) != (s->ssh != 0)) {
+            sfmt(f, sizeof f, "InstanceGroups[%zu].Hosts", i);
+            rc = jcfg_fail(&j, f, s->ssh ? "missing; with \"Ssh\" every group lists its hosts "
+                                           "(InstanceCount + WarmSpares addresses)"
+                                         : "only for the ssh provider; expected no \"Hosts\" "
+                                           "without a top-level \"Ssh\" object");
+            goto out;
+        }
+        for (size_t k = 0; k <= i; k++)
+            for (int a = 0; a < s->groups[k].nhosts; a++)
+                for (int b = 0; b < grp->nhosts; b++)
+                    if ((k < i || a < b) && !strcmp(s->groups[k].hosts[a], grp->hosts[b])) {
+                        sfmt(f, sizeof f, "InstanceGroups[%zu].Hosts[%d]", i, b);
+                        rc = jcfg_fail(&j, f, "host \"%s\" is listed twice (also "
+                                              "InstanceGroups[%zu].Hosts[%d]); expected one node "
+                                              "per host", grp->hosts[b], k, a);
+                        goto out;
+                    }
         controllers += grp->role == CLUSTER_CONTROLLER;
         total += grp->count + grp->spares;
         s->ngroups = (int)i + 1;

@@ -14,6 +14,14 @@
  *        "InstanceCount": 4, "WarmSpares": 1, ...}]                          (WarmSpares: grit)
  *   }
  *
+ * The `ssh` provider (grit): a top-level "Ssh" object,
+ *     "Ssh": {"User": "root", "IdentityFile": "id_ed25519", "KnownHosts": "known_hosts",
+ *             "Port": 22, "RemoteDir": "/var/lib/grit-node"}
+ * and in every group "Hosts": the addresses of its machines, one per node (InstanceCount +
+ * WarmSpares of them, in slot order). Without "Ssh" the provider is `local` and "Hosts"
+ * is refused. IdentityFile and KnownHosts resolve like SourceS3Uri and must exist (host
+ * keys are always checked).
+ *
  * Every error names the file, line:column, the field and what was expected
  * (jcfg). SourceS3Uri is a local directory (relative to the spec's folder, or
  * file://); OnCreate must be a regular file in it. Exactly one controller group
@@ -41,6 +49,8 @@ typedef struct cluster_group {
     int threads_per_core;       /* ThreadsPerCore 1|2 */
     char source[PATH_MAX];      /* LifeCycleConfig.SourceS3Uri resolved to an absolute dir */
     char on_create[256];        /* LifeCycleConfig.OnCreate, a file name in source */
+    int nhosts;                 /* Hosts (ssh provider) */
+    char hosts[CLUSTER_MAX_NODES][64];
 } cluster_group;
 
 typedef struct cluster_spec {
@@ -49,6 +59,12 @@ typedef struct cluster_spec {
     char bridge[16];             /* Network.Bridge (default gritc0) */
     char subnet[16];             /* Network.Subnet, first three octets (default 10.79.0) */
     int port;                    /* Network.Port, slurmctld's; node i at port+i (default 18200) */
+    int ssh;                     /* "Ssh" given: the ssh provider */
+    char ssh_user[64];           /* Ssh.User (default root) */
+    char ssh_key[PATH_MAX];      /* Ssh.IdentityFile, absolute */
+    char ssh_known[PATH_MAX];    /* Ssh.KnownHosts, absolute */
+    int ssh_port;                /* Ssh.Port (default 22) */
+    char remote_dir[256];        /* Ssh.RemoteDir: the node's files on each host */
     int ngroups;
     cluster_group groups[CLUSTER_MAX_GROUPS];
 } cluster_spec;

@@ -204,6 +204,31 @@ grit_err comm_dup(const comm *d, comm *out)
     return GRIT_OK;
 }
 
+grit_err comm_split(const comm *d, int color, int key, comm *out)
+{
+    *out = *d;
+    out->world = out->reqs = NULL;
+    out->nreqs = 0;
+    if (!d->mpi)
+        return GRIT_OK;
+    out->world = malloc(sizeof(MPI_Comm));
+    out->reqs = calloc(COMM_MAX_REQS, sizeof(MPI_Request));
+    int rc = MPI_ERR_NO_MEM;
+    if (out->world && out->reqs)
+        rc = LOCKED(MPI_Comm_split(COMM(d), color, key, (MPI_Comm *)out->world));
+    if (rc != MPI_SUCCESS) {
+        free(out->world);
+        free(out->reqs);
+        out->world = out->reqs = NULL;
+        out->mpi = 0;
+        return mpi_fail(out, rc, "communicator split");
+    }
+    MPI_Comm_set_errhandler(COMM(out), MPI_ERRORS_RETURN);
+    MPI_Comm_rank(COMM(out), &out->rank);
+    MPI_Comm_size(COMM(out), &out->size);
+    return GRIT_OK;
+}
+
 void comm_dup_free(comm *d)
 {
     if (d->mpi && d->world)
@@ -244,6 +269,13 @@ grit_err comm_allreduce_sum(comm *d, float *buf, size_t n)
     if (!d->mpi)
         return GRIT_OK;
     CALL("all-reduce", MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, COMM(d), &r_));
+}
+
+grit_err comm_allreduce_max(comm *d, float *buf, size_t n)
+{
+    if (!d->mpi)
+        return GRIT_OK;
+    CALL("all-reduce max", MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_MAX, COMM(d), &r_));
 }
 
 grit_err comm_allreduce_sum_f64(comm *d, double *buf, size_t n)
@@ -581,6 +613,13 @@ grit_err comm_dup(const comm *d, comm *out)
     return GRIT_OK;
 }
 void comm_dup_free(comm *d) { (void)d; }
+grit_err comm_split(const comm *d, int color, int key, comm *out)
+{
+    (void)color, (void)key;
+    *out = *d;
+    return GRIT_OK;
+}
+grit_err comm_allreduce_max(comm *d, float *b, size_t n) { (void)d, (void)b, (void)n; return GRIT_OK; }
 void comm_abort(comm *d, int code)
 {
     (void)d;

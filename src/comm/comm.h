@@ -52,6 +52,10 @@ void comm_finalize(comm *d);
  * fields; call before comm_finalize). */
 grit_err comm_dup(const comm *d, comm *out);
 void comm_dup_free(comm *d);
+/* A handle on the ranks of d that passed the same color, ordered by key
+ * (MPI_Comm_split; grid.h builds the TP/DP/PP groups with it). Collective over
+ * d and blocking, like comm_dup; release with comm_dup_free. Without MPI: a copy. */
+grit_err comm_split(const comm *d, int color, int key, comm *out);
 /* Leaves at once with a message; for a rank that cannot go on (peers are told by
  * the runtime). */
 void comm_abort(comm *d, int code);
@@ -61,6 +65,8 @@ grit_err comm_bcast(comm *d, void *buf, size_t bytes, int root);
 /* In place; every rank gets the same sum. */
 grit_err comm_allreduce_sum(comm *d, float *buf, size_t n);
 grit_err comm_allreduce_sum_f64(comm *d, double *buf, size_t n);
+/* In place; every rank gets the element-wise maximum (vocab-parallel softmax). */
+grit_err comm_allreduce_max(comm *d, float *buf, size_t n);
 /* In place bitwise OR of n bytes over all ranks. */
 grit_err comm_allreduce_or_u8(comm *d, unsigned char *buf, size_t n);
 /* Gathers n doubles from every rank into out[size][n] on every rank. */

@@ -26,6 +26,9 @@ const fault_point fault_points[FAULT_COUNT] = {
                                    "delay slow_link adds per message"},
     [FAULT_PREP_CRASH_AFTER] = {"GRIT_PREP_CRASH_AFTER", "cli/cmd_prep.c",
                                 "grit prep exits right after its N-th durable commit"},
+    [FAULT_BF16_ACCUM] = {"GRIT_FAULT_BF16_ACCUM", "tensor/gemm_bf16.c",
+                          "1: bf16 GEMMs round their running sums to bf16 after every term "
+                          "(the planted bug the bf16 accuracy guard must catch)"},
 };
 
 static int my_rank = -1;

@@ -119,8 +119,9 @@ void idx_writer_abort(idx_writer *w)
 grit_err idx_writer_open(idx_writer **out, const char *prefix, int dtype)
 {
     *out = NULL;
-    if (dtype != IDX_DTYPE_U16 && dtype != IDX_DTYPE_I32)
-        return grit_errf(GRIT_EINVAL, "%s.idx: dtype: expected 8 (uint16) or 4 (int32), got %d", prefix, dtype);
+    if (dtype != IDX_DTYPE_U16 && dtype != IDX_DTYPE_I32 && dtype != IDX_DTYPE_U8)
+        return grit_errf(GRIT_EINVAL, "%s.idx: dtype: expected 8 (uint16), 4 (int32) or 1 (uint8, "
+                                      "SFT loss masks), got %d", prefix, dtype);
     idx_writer *w = calloc(1, sizeof *w);
     if (!w)
         return grit_errf(GRIT_ENOMEM, "%s: out of memory", prefix);
@@ -156,7 +157,7 @@ grit_err idx_writer_add(idx_writer *w, const uint32_t *tokens, size_t n)
     if (n > INT32_MAX)
         return grit_errf(GRIT_EINVAL, "%s.idx: sizes[%zu]: %zu tokens, at most %d per sequence", w->prefix, w->nseq,
                          n, INT32_MAX);
-    uint32_t lim = w->dtype == IDX_DTYPE_U16 ? 0xFFFFu : 0x7FFFFFFFu;
+    uint32_t lim = w->dtype == IDX_DTYPE_U16 ? 0xFFFFu : w->dtype == IDX_DTYPE_U8 ? 0xFFu : 0x7FFFFFFFu;
     for (size_t i = 0; i < n; i++) {
         if (tokens[i] > lim)
             return grit_errf(GRIT_EINVAL, "%s.bin: token %u in sequence %zu does not fit dtype %d", w->prefix,

@@ -62,7 +62,7 @@ size_t idx_dtype_size(int dtype);
 
 typedef struct idx_writer idx_writer;
 
-/* dtype: IDX_DTYPE_U16 or IDX_DTYPE_I32. */
+/* dtype: IDX_DTYPE_U16 or IDX_DTYPE_I32 (tokens), IDX_DTYPE_U8 (SFT loss masks). */
 grit_err idx_writer_open(idx_writer **out, const char *prefix, int dtype);
 
 /* Appends one sequence (Megatron's add_item). Tokens must fit the dtype. */

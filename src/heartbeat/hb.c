@@ -24,6 +24,7 @@ grit_err hb_parse(const char *line, const char *secret, hb_msg *m)
     m->step = -1;
     m->loss = m->gnorm = NAN;
     m->energy_j = NAN; /* esrc= without energy_j= measures nothing */
+    m->util = m->net_rx = m->net_tx = NAN;
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", line);
     buf[strcspn(buf, "\r\n")] = '\0';
@@ -68,6 +69,12 @@ grit_err hb_parse(const char *line, const char *secret, hb_msg *m)
             m->esrc = (int)strtol(v, &end, 10) & (HB_ESRC_RAPL | HB_ESRC_NVML);
         else if (!strcmp(k, "gpus"))
             m->gpus = (int)strtol(v, &end, 10);
+        else if (!strcmp(k, "util"))
+            m->util = strtod(v, &end);
+        else if (!strcmp(k, "net_rx"))
+            m->net_rx = strtod(v, &end);
+        else if (!strcmp(k, "net_tx"))
+            m->net_tx = strtod(v, &end);
         else if (!strcmp(k, "kind"))
             snprintf(m->kind, sizeof m->kind, "%s", v);
         else if (!strcmp(k, "detail"))
@@ -83,5 +90,10 @@ grit_err hb_parse(const char *line, const char *secret, hb_msg *m)
         m->power_w = 0;
     if (m->gpus < 0 || m->gpus > 1000000)
         m->gpus = 0;
+    /* a signal that is not a finite non-negative number is no measurement */
+    if (!(isfinite(m->util) && m->util >= 0))
+        m->util = NAN;
+    if (!(isfinite(m->net_rx) && m->net_rx >= 0 && isfinite(m->net_tx) && m->net_tx >= 0))
+        m->net_rx = m->net_tx = NAN;
     return GRIT_OK;
 }

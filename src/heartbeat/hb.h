@@ -7,6 +7,7 @@
  *   HB1 <secret> rank=<int> node=<name> step=<int> loss=<float> gnorm=<float>
  *       step_time=<seconds> comm_time=<seconds> pid=<int> host=<boot_id>
  *       [energy_j=<joules> power_w=<watts> esrc=<HB_ESRC_* mask> gpus=<int>]
+ *       [util=<cores busy>] [net_rx=<bytes/s> net_tx=<bytes/s>]
  *   EV1 <secret> rank=<int> node=<name> kind=<word> step=<int> [detail=<word>]
  *
  * HB1 reports progress (a worker with nothing new sends its last step again
@@ -24,6 +25,17 @@
  * sampler is the caller's (grit's trainer passes the RAPL/NVML meter of obs/meter.h),
  * so this module depends on core only.
  *
+ * Silent-failure signals (docs/heartbeat.md "utilisation and network"): every client's
+ * beat thread measures util=, the CPU time its process used per second of wall time over
+ * the last beat period (1.0: one core busy; from CLOCK_PROCESS_CPUTIME_ID, the kernel's
+ * utime+stime of all its threads, no /proc parsing); a client started with net (one per
+ * node: local rank 0) also samples its node's interface byte counters
+ * (/sys/class/net/<if>/statistics, every interface but lo, or GRIT_NET_IFACE) every
+ * HB_NET_SLICE_S and sends net_rx=/net_tx=, the PEAK rate over those slices since the
+ * previous beat. Peak, not mean: in a synchronous job every node moves the same bytes
+ * per step and waits for the slowest, so mean rates are equal on every node; the rate a
+ * node reaches while it does send is what its link can do. Absent fields: NAN.
+ *
  * Files: hb.c the parser (both ends), hb_client.c the worker's thread, hb_server.c
  * the supervisor's socket.
  */
@@ -36,6 +48,7 @@
 
 #define HB_ESRC_RAPL 1 /* esrc bit: CPU package counters measured */
 #define HB_ESRC_NVML 2 /* esrc bit: GPU energy measured */
+#define HB_NET_SLICE_S 0.1 /* seconds between two samples of the interface counters */
 
 typedef struct hb_msg {
     bool event;       /* EV1 (else HB1) */
@@ -49,6 +62,8 @@ typedef struct hb_msg {
     double energy_j, power_w;  /* valid when esrc != 0 (energy_j NaN when absent) */
     int esrc, gpus;            /* HB_ESRC_* measured on host; 0: no energy fields */
     char kind[32], detail[64]; /* EV1 */
+    double util;               /* cores busy over the last beat period; NAN when absent */
+    double net_rx, net_tx;     /* node's peak interface bytes/s; NAN when absent */
 } hb_msg;
 
 /* Parses one line; GRIT_EINVAL for a malformed line, GRIT_EFORMAT (no message
@@ -78,6 +93,7 @@ typedef struct hb_client_opts {
     const char *host;      /* this machine's id for host= (NULL or "": "-") */
     hb_sample_fn sample;   /* NULL: no energy fields */
     void *sample_ctx;      /* the caller's; must outlive the client */
+    bool net;              /* sample the node's interfaces (one client per node) */
 } hb_client_opts;
 
 /* From GRIT_SUP_ADDR / GRIT_SUP_SECRET; NULL (no error) when not supervised.

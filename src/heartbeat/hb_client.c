@@ -4,11 +4,17 @@
  * samples the machine's energy before each beat, outside the lock the training
  * thread takes (a sample may take milliseconds: NVML). The training thread only
  * records its step under the lock and sends that beat at once.
+ *
+ * Signals (hb.h): util= from the process's CPU clock at each periodic beat; with net,
+ * the thread also wakes every HB_NET_SLICE_S between beats to read the interface
+ * counters and keeps the peak rate until the next beat. Both are computed on this
+ * thread only and published under mu, like the energy.
  */
 #define _GNU_SOURCE
 #include "heartbeat/hb.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -38,6 +44,14 @@ struct hb_client {
     int final;         /* hb_client_final asked for a sample and beat now */
     long beats;        /* periodic beats sent by the thread */
     pthread_cond_t done_cv; /* signalled after each of them */
+    /* signals: the last beat's values (under mu; NAN: not measured yet) */
+    double util, net_rx, net_tx;
+    /* the beat thread's own bookkeeping (no lock: only it touches these) */
+    double cpu0, wall0;          /* process CPU and wall clock at the previous beat */
+    bool net;                    /* sample the interfaces */
+    char iface[64];              /* "" every interface but lo */
+    double nrx0, ntx0, nt0;      /* counters and time at the previous slice (nt0 < 0: none) */
+    double peak_rx, peak_tx;     /* peak rates since the previous beat */
 };
 
 static int parse_addr(const char *s, struct sockaddr_in *a)
@@ -61,16 +75,99 @@ static void send_line(hb_client *c, const char *line)
 
 static void send_beat(hb_client *c)
 {
-    char line[640], energy[160] = "";
+    char line[768], energy[160] = "", sig[128] = "";
     if (c->energy.sources)
         snprintf(energy, sizeof energy, " energy_j=%.3f power_w=%.3f esrc=%d gpus=%d",
                  c->energy.joules, c->energy.watts, c->energy.sources, c->energy.gpus);
+    int n = 0;
+    if (isfinite(c->util))
+        n += snprintf(sig, sizeof sig, " util=%.4f", c->util);
+    if (isfinite(c->net_rx))
+        snprintf(sig + n, sizeof sig - (size_t)n, " net_rx=%.0f net_tx=%.0f", c->net_rx, c->net_tx);
     snprintf(line, sizeof line,
              "HB1 %s rank=%d node=%s step=%ld loss=%.9g gnorm=%.9g step_time=%.6f "
-             "comm_time=%.6f pid=%ld host=%s%s\n",
+             "comm_time=%.6f pid=%ld host=%s%s%s\n",
              c->secret, c->rank, c->node, c->step, c->loss, c->gnorm, c->step_time,
-             c->comm_time, (long)getpid(), c->host[0] ? c->host : "-", energy);
+             c->comm_time, (long)getpid(), c->host[0] ? c->host : "-", energy, sig);
     send_line(c, line);
+}
+
+static double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One counter file; -1 when unreadable. */
+static double read_counter(const char *iface, const char *which)
+{
+    char path[384], buf[64];
+    snprintf(path, sizeof path, "/sys/class/net/%.255s/statistics/%.16s", iface, which);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    double v = fgets(buf, sizeof buf, f) ? strtod(buf, NULL) : -1;
+    fclose(f);
+    return v;
+}
+
+/* The node's total received and sent bytes (the named interface, or every one but
+ * lo): 0, or -1 when none could be read (no sysfs: the signal is not sent). */
+static int net_totals(const hb_client *c, double *rx, double *tx)
+{
+    *rx = *tx = 0;
+    if (c->iface[0]) {
+        *rx = read_counter(c->iface, "rx_bytes");
+        *tx = read_counter(c->iface, "tx_bytes");
+        return *rx >= 0 && *tx >= 0 ? 0 : -1;
+    }
+    DIR *d = opendir("/sys/class/net");
+    if (!d)
+        return -1;
+    int got = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.' || !strcmp(e->d_name, "lo"))
+            continue;
+        double r = read_counter(e->d_name, "rx_bytes"), t = read_counter(e->d_name, "tx_bytes");
+        if (r >= 0 && t >= 0) {
+            *rx += r;
+            *tx += t;
+            got = 1;
+        }
+    }
+    closedir(d);
+    return got ? 0 : -1;
+}
+
+/* One slice: the rates since the previous sample, kept when they are a new peak. */
+static void net_slice(hb_client *c)
+{
+    double rx, tx, t = clock_s(CLOCK_MONOTONIC);
+    if (net_totals(c, &rx, &tx) != 0)
+        return;
+    if (c->nt0 >= 0 && t - c->nt0 > 1e-3 && rx >= c->nrx0 && tx >= c->ntx0) {
+        c->peak_rx = fmax(c->peak_rx, (rx - c->nrx0) / (t - c->nt0));
+        c->peak_tx = fmax(c->peak_tx, (tx - c->ntx0) / (t - c->nt0));
+    }
+    c->nrx0 = rx;
+    c->ntx0 = tx;
+    c->nt0 = t;
+}
+
+/* At a periodic beat (c->mu held): util since the previous beat, the net peaks. */
+static void signals_publish(hb_client *c)
+{
+    double cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID), wall = clock_s(CLOCK_MONOTONIC);
+    if (c->wall0 > 0 && wall - c->wall0 > 0.05)
+        c->util = (cpu - c->cpu0) / (wall - c->wall0);
+    c->cpu0 = cpu;
+    c->wall0 = wall;
+    if (c->net && c->peak_rx >= 0) {
+        c->net_rx = c->peak_rx;
+        c->net_tx = c->peak_tx;
+    }
+    c->peak_rx = c->peak_tx = c->net && c->nt0 >= 0 ? 0 : -1;
 }
 
 /* Samples the host's energy (c->mu not held: NVML may take milliseconds, and the
@@ -91,17 +188,30 @@ static void *client_loop(void *arg)
     hb_client *c = arg;
     meter_sample(c); /* the baseline */
     pthread_mutex_lock(&c->mu);
+    c->cpu0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    c->wall0 = clock_s(CLOCK_MONOTONIC);
+    if (c->net)
+        net_slice(c);
+    double next_beat = c->wall0 + c->period;
     while (!c->quit) {
+        /* wake at the next beat, or at the next net slice before it */
+        double now = clock_s(CLOCK_MONOTONIC);
+        double wake = c->net ? fmin(next_beat, now + HB_NET_SLICE_S) : next_beat;
+        double t = clock_s(CLOCK_REALTIME) + fmax(0.0, wake - now);
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        double t = ts.tv_sec + 1e-9 * ts.tv_nsec + c->period;
         ts.tv_sec = (time_t)t;
         ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
         if (!c->final)
             pthread_cond_timedwait(&c->cv, &c->mu, &ts);
         if (c->quit)
             break;
+        if (c->net)
+            net_slice(c); /* sysfs reads: microseconds, fine under mu */
+        if (!c->final && clock_s(CLOCK_MONOTONIC) < next_beat)
+            continue;
+        next_beat = clock_s(CLOCK_MONOTONIC) + c->period;
         c->final = 0;
+        signals_publish(c);
         if (c->sample) {
             pthread_mutex_unlock(&c->mu);
             meter_sample(c);
@@ -139,6 +249,12 @@ hb_client *hb_client_start(const hb_client_opts *o)
     snprintf(c->host, sizeof c->host, "%s", o->host ? o->host : "");
     c->sample = o->sample;
     c->sample_ctx = o->sample_ctx;
+    c->util = c->net_rx = c->net_tx = NAN;
+    c->net = o->net;
+    c->nt0 = -1;
+    c->peak_rx = c->peak_tx = -1;
+    const char *ifn = getenv("GRIT_NET_IFACE");
+    snprintf(c->iface, sizeof c->iface, "%s", ifn && *ifn && !strchr(ifn, '/') ? ifn : "");
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     pthread_cond_init(&c->done_cv, NULL);

@@ -26,10 +26,9 @@ grit_err gx_family_parse(const char *name, gx_family *out)
                                   "falcon)", name);
 }
 
-op_qkv_layout gx_qkv_layout(const gx_config *c)
+op_qkv_layout gx__qkv_layout(gx_qkv qkv, int H, int kv, int hd)
 {
-    int H = c->heads, hd = c->hidden / c->heads, kv = gx_kv_heads(c);
-    switch (c->qkv) {
+    switch (qkv) {
     case GX_QKV_SPLIT:
         return (op_qkv_layout){.ld = (H + 2 * kv) * hd, .group = H / kv, .q_gstride = H / kv * hd,
                                .k_base = H * hd, .v_base = (H + kv) * hd, .kv_stride = hd};
@@ -42,6 +41,11 @@ op_qkv_layout gx_qkv_layout(const gx_config *c)
     default:
         return op_qkv_neox(H, hd);
     }
+}
+
+op_qkv_layout gx_qkv_layout(const gx_config *c)
+{
+    return gx__qkv_layout(c->qkv, c->heads, gx_kv_heads(c), c->hidden / c->heads);
 }
 
 /* --- layout --------------------------------------------------------------------- */
@@ -109,6 +113,10 @@ static void add(builder *b, const char *base, const char *suffix, int d0, int d1
     t->slot = (signed char)slot;
     t->layer = b->layer;
     t->norm_weight = false;
+    t->gshape[0] = t->shape[0];
+    t->gshape[1] = t->shape[1];
+    t->split = -1;
+    t->nseg = 0;
     b->off += pad ? (t->numel + 15) & ~(size_t)15 : t->numel;
 }
 
@@ -134,45 +142,111 @@ static void add_proj(builder *b, const char *const *parts, const int *rows, int 
                 i == nparts - 1);
 }
 
+/* Tensor parallelism: tensors [first, num_tensors) were added as nparts parts
+ * (weights, then biases) each holding this rank's run of gsize[part] along dim,
+ * from g0[part]; 1-D tensors of a column split (row-parallel biases) stay whole. */
+static void slice_parts(builder *b, int first, int nparts, int dim, const int *gsize,
+                        const int *g0)
+{
+    gx_model *m = b->m;
+    if (m->tp <= 1)
+        return;
+    for (int i = first; i < m->num_tensors; i++) {
+        gx_tensor *t = &m->tensors[i];
+        int part = (i - first) % nparts;
+        if (dim >= t->ndim)
+            continue;
+        t->gshape[dim] = gsize[part];
+        t->split = (signed char)dim;
+        t->nseg = 1;
+        t->seg[0][0] = g0[part];
+        t->seg[0][1] = 0;
+        t->seg[0][2] = t->shape[dim];
+    }
+}
+
+/* A fused q/k/v of [q heads | k | v] (Falcon multi_query): three runs per rank. */
+static void slice_split_qkv(builder *b, int first, int H, int kv, int hd)
+{
+    gx_model *m = b->m;
+    if (m->tp <= 1)
+        return;
+    int r = m->tp_rank, nh = m->nh, nk = m->nkv;
+    for (int i = first; i < m->num_tensors; i++) {
+        gx_tensor *t = &m->tensors[i];
+        int runs[3][3] = {{r * nh * hd, 0, nh * hd},
+                          {H * hd + r * nk * hd, nh * hd, nk * hd},
+                          {(H + kv) * hd + r * nk * hd, (nh + nk) * hd, nk * hd}};
+        t->gshape[0] = (H + 2 * kv) * hd;
+        t->split = 0;
+        t->nseg = 3;
+        memcpy(t->seg, runs, sizeof runs);
+    }
+}
+
+/* Shapes are this rank's (m->nh heads, m->nkv kv heads, m->ni intermediate columns,
+ * m->nv vocabulary rows: the whole model with one TP rank). */
 void gx__build_layout(gx_model *m)
 {
     const gx_config *c = &m->cfg;
     names n = family_names(c);
     int C = c->hidden, I = c->intermediate, V = c->vocab, hd = C / c->heads;
-    int kv = gx_kv_heads(c);
+    int kv = gx_kv_heads(c), r = m->tp_rank;
+    int nh = m->nh, nk = m->nkv, ni = m->ni, nv = m->nv;
     builder b = {.m = m, .layer = -1};
     m->num_tensors = 0;
-    add(&b, n.embed, "", V, C, true, GX_SLOT_EMBED, true);
+    add(&b, n.embed, "", nv, C, true, GX_SLOT_EMBED, true);
+    slice_parts(&b, 0, 1, 0, &V, &m->v0);
     for (int l = 0; l < c->layers; l++) {
         b.layer = l;
         snprintf(b.prefix, sizeof b.prefix, n.layer, l);
         add_norm(&b, c, n.ln1, GX_SLOT_LN1_W);
         if (n.ln2)
             add_norm(&b, c, n.ln2, GX_SLOT_LN2_W);
+        int first = m->num_tensors;
         if (n.qkv[1]) {
-            int rows[3] = {c->heads * hd, kv * hd, kv * hd};
+            int rows[3] = {nh * hd, nk * hd, nk * hd};
+            int gs[3] = {c->heads * hd, kv * hd, kv * hd};
+            int g0[3] = {r * nh * hd, r * nk * hd, r * nk * hd};
             add_proj(&b, n.qkv, rows, 3, C, !(c->no_bias & GX_NOBIAS_QKV), GX_SLOT_QKV_W);
+            slice_parts(&b, first, 3, 0, gs, g0);
         } else {
-            int rows[1] = {(c->heads + 2 * kv) * hd};
+            int rows[1] = {(nh + 2 * nk) * hd};
+            int gs[1] = {(c->heads + 2 * kv) * hd}, g0[1] = {r * rows[0]};
             add_proj(&b, n.qkv, rows, 1, C, !(c->no_bias & GX_NOBIAS_QKV), GX_SLOT_QKV_W);
+            if (c->qkv == GX_QKV_SPLIT)
+                slice_split_qkv(&b, first, c->heads, kv, hd);
+            else /* [heads][3][hd] and [kv][group + 2][hd]: one run of whole heads / groups */
+                slice_parts(&b, first, 1, 0, gs, g0);
         }
-        int crow[1] = {C};
+        int crow[1] = {C}, gC[1] = {C}, a0[1] = {r * nh * hd}, gI[2] = {I, I},
+            i0[2] = {r * ni, r * ni};
         const char *dn[1] = {n.dense}, *pn[1] = {n.proj};
-        add_proj(&b, dn, crow, 1, C, !(c->no_bias & GX_NOBIAS_DENSE), GX_SLOT_DENSE_W);
+        first = m->num_tensors;
+        add_proj(&b, dn, crow, 1, nh * hd, !(c->no_bias & GX_NOBIAS_DENSE), GX_SLOT_DENSE_W);
+        slice_parts(&b, first, 1, 1, gC, a0);
         bool mb = !(c->no_bias & GX_NOBIAS_MLP);
+        first = m->num_tensors;
         if (c->mlp == GX_MLP_SWIGLU) {
-            int rows[2] = {I, I};
+            int rows[2] = {ni, ni};
             add_proj(&b, n.fc, rows, 2, C, mb, GX_SLOT_FC_W);
+            slice_parts(&b, first, 2, 0, gI, i0);
         } else {
-            int rows[1] = {I};
+            int rows[1] = {ni};
             add_proj(&b, n.fc, rows, 1, C, mb, GX_SLOT_FC_W);
+            slice_parts(&b, first, 1, 0, gI, i0);
         }
-        add_proj(&b, pn, crow, 1, I, mb, GX_SLOT_PROJ_W);
+        first = m->num_tensors;
+        add_proj(&b, pn, crow, 1, ni, mb, GX_SLOT_PROJ_W);
+        slice_parts(&b, first, 1, 1, gI, i0);
     }
     b.layer = -1;
     add_norm(&b, c, n.final_norm, GX_SLOT_LNF_W);
-    if (!c->tied)
-        add(&b, n.head, "", V, C, true, GX_SLOT_HEAD, true);
+    if (!c->tied) {
+        int first = m->num_tensors;
+        add(&b, n.head, "", nv, C, true, GX_SLOT_HEAD, true);
+        slice_parts(&b, first, 1, 0, &V, &m->v0);
+    }
     m->num_params = b.off;
 }
 

@@ -47,7 +47,10 @@ size_t gx_param_count(const gx_config *c);
 size_t gx_memory_estimate(const gx_config *c, int B, int T);
 
 /* --- internal to model/ --------------------------------------------------------- */
-/* Fills m->tensors (names, shapes, slots) and m->num_params from m->cfg. */
+/* q/k/v layout of H query and kv key/value heads of hd (gx_qkv_layout for any share). */
+op_qkv_layout gx__qkv_layout(gx_qkv qkv, int H, int kv, int hd);
+/* Fills m->tensors (names, shapes, slots, TP slices) and m->num_params from m->cfg
+ * and this rank's share (m->nh, nkv, ni, nv, v0, tp, tp_rank). */
 void gx__build_layout(gx_model *m);
 /* Number of tensors gx__build_layout produces. */
 int gx__num_tensors(const gx_config *c);

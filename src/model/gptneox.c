@@ -7,6 +7,7 @@
 #include "model/gptneox.h"
 
 #include "model/family.h"
+#include "model/tp.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/bigalloc.h"
 #include "core/rng.h"
 
 typedef struct preset {
@@ -156,14 +158,9 @@ double gx_flops_per_token(const gx_config *c, int T)
 
 /* --- allocation --------------------------------------------------------------- */
 
-static float *alloc_floats(size_t n)
-{
-    void *p = NULL;
-    if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(float)) != 0)
-        return NULL;
-    memset(p, 0, n * sizeof(float));
-    return p;
-}
+/* zeroed and pre-faulted, huge pages from 2 MiB on (core/bigalloc.h): no page faults in
+ * the step loop */
+static float *alloc_floats(size_t n) { return big_alloc(n * sizeof(float)); }
 
 /* Inverse frequency of rotary pair i (of r2), with Hugging Face's rope_scaling
  * applied (modeling_rope_utils: linear, dynamic NTK for a sequence of T, llama3). */
@@ -209,30 +206,50 @@ static size_t avail_bytes(void)
 
 grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads)
 {
+    return gx_init_tp(m, cfg, B, T, nthreads, 1, 0);
+}
+
+grit_err gx_init_tp(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
+                    int tp_rank)
+{
     memset(m, 0, sizeof *m);
     grit_err rc = gx_config_check(cfg);
     if (rc != GRIT_OK)
         return rc;
+    if ((rc = gx_tp_check(cfg, tp)) != GRIT_OK)
+        return rc;
+    if (tp_rank < 0 || tp_rank >= tp)
+        return grit_errf(GRIT_EINVAL, "tensor-parallel rank %d outside [0, %d)", tp_rank, tp);
     if (B <= 0 || T <= 0 || (T > cfg->max_positions && cfg->rope != GX_ROPE_DYNAMIC))
         return grit_errf(GRIT_EINVAL, "seq_len %d must be in [1, max_positions %d]", T,
                          cfg->max_positions);
-    size_t need = gx_memory_estimate(cfg, B, T), have = avail_bytes();
+    size_t need = gx_tp_memory_estimate(cfg, B, T, tp), have = avail_bytes();
     if (have && need > have)
         return grit_errf(GRIT_ENOMEM, "%s model of %.2fB parameters needs about %.1f GiB for "
                          "weights, gradients, AdamW state and activations (micro-batch %d x %d); "
                          "%.1f GiB is available",
-                         gx_family_name(cfg->family), gx_param_count(cfg) / 1e9,
+                         gx_family_name(cfg->family), gx_tp_param_count(cfg, tp) / 1e9,
                          need / 1073741824.0, B, T, have / 1073741824.0);
     m->cfg = *cfg;
     m->B = B;
     m->T = T;
     m->nthreads = nthreads > 0 ? nthreads : 1;
-    int L = cfg->layers, C = cfg->hidden, H4 = cfg->intermediate, V = cfg->vocab;
-    int hd = C / cfg->heads, kv = gx_kv_heads(cfg);
+    /* this rank's share of heads, MLP columns and vocabulary (all of it at tp 1) */
+    m->tp = tp;
+    m->tp_rank = tp_rank;
+    m->hd = cfg->hidden / cfg->heads;
+    m->nh = cfg->heads / tp;
+    m->nkv = gx_kv_heads(cfg) / tp;
+    m->ni = cfg->intermediate / tp;
+    m->nv = cfg->vocab / tp;
+    m->v0 = tp_rank * m->nv;
+    m->lay = gx__qkv_layout(cfg->qkv, m->nh, m->nkv, m->hd);
+    int L = cfg->layers, C = cfg->hidden, H4 = m->ni, V = m->nv;
+    int hd = m->hd, kv = m->nkv;
     size_t N = (size_t)B * T;
     m->rot = (int)(hd * cfg->rotary_pct);
     m->chunk = N < 512 ? (int)N : 512;
-    m->qkv_dim = (cfg->heads + 2 * kv) * hd;
+    m->qkv_dim = (m->nh + 2 * kv) * hd;
     int F = cfg->mlp == GX_MLP_SWIGLU ? 2 * H4 : H4;
     int nt = gx__num_tensors(cfg);
 
@@ -257,7 +274,8 @@ grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads)
     /* activation block: count, allocate, carve */
     size_t NC = N * C, NI = N * H4, NQ = N * (size_t)m->qkv_dim, NF = N * (size_t)F;
     size_t ln2 = cfg->shared_norm ? 0 : NC + 2 * N;
-    size_t per_layer = NC + 2 * N + NQ + NC + N * cfg->heads + ln2 + NF + NI;
+    size_t NA = N * (size_t)m->nh * (size_t)hd; /* attention output of this rank's heads */
+    size_t per_layer = NC + 2 * N + NQ + NA + N * (size_t)m->nh + ln2 + NF + NI;
     if (!cfg->parallel_residual)
         per_layer += NC;
     size_t att_scr = (size_t)op_attention_scratch_floats(T, m->nthreads);
@@ -267,7 +285,7 @@ grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads)
     nz = nz > (size_t)C ? nz : (size_t)C;
     size_t total = (size_t)(L + 1) * NC + (size_t)L * per_layer + NC + 2 * N /* lnf */ +
                    4 * NC + NQ + NF /* dres dtmp dln datt dqkv dfc */ +
-                   (size_t)m->chunk * V + N /* losses */ + 2 * N /* token ids */ + att_scr +
+                   (size_t)m->chunk * V + 3 * (size_t)m->chunk + N /* losses */ + 2 * N /* token ids */ + att_scr +
                    2 * rope + nz + 64;
     m->act_block = alloc_floats(total);
     if (!m->act_block)
@@ -283,8 +301,8 @@ grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads)
         a->ln1_mean = TAKE(N);
         a->ln1_rstd = TAKE(N);
         a->qkv = TAKE(NQ);
-        a->att = TAKE(NC);
-        a->lse = TAKE(N * (size_t)cfg->heads);
+        a->att = TAKE(NA);
+        a->lse = TAKE(N * (size_t)m->nh);
         a->mid = cfg->parallel_residual ? NULL : TAKE(NC);
         if (cfg->shared_norm) {
             a->ln2 = a->ln1;
@@ -308,6 +326,7 @@ grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads)
     m->dqkv = TAKE(NQ);
     m->dfc = TAKE(NF);
     m->logits = TAKE((size_t)m->chunk * V);
+    m->tp_tmp = TAKE(3 * (size_t)m->chunk);
     m->losses = TAKE(N);
     m->inp = (int32_t *)TAKE(N);
     m->tgt = (int32_t *)TAKE(N);
@@ -337,6 +356,7 @@ void gx_free(gx_model *m)
 {
     if (!m)
         return;
+    gx_set_precision(m, GX_FP32, NULL); /* frees the bf16 copies */
     free(m->tensors);
     free(m->w.layer);
     free(m->g.layer);
@@ -350,37 +370,56 @@ void gx_free(gx_model *m)
     memset(m, 0, sizeof *m);
 }
 
-void gx_init_weights(gx_model *m, uint64_t seed)
+/* Tensor i's values as the whole Hugging Face tensor (numel floats): its own stream. */
+static void init_tensor(const gx_model *m, int i, size_t numel, uint64_t seed, float *p)
 {
     const gx_config *c = &m->cfg;
+    const gx_tensor *t = &m->tensors[i];
+    const char *nm = t->name;
+    if (t->ndim == 1) {
+        float v = t->norm_weight ? 1.0f : 0.0f;
+        for (size_t k = 0; k < numel; k++)
+            p[k] = v;
+        return;
+    }
     double small = sqrt(2.0 / (5.0 * c->hidden));
     double wang = 2.0 / (c->layers * sqrt((double)c->hidden));
+    bool out_layer = strstr(nm, "attention.dense.weight") || strstr(nm, "dense_4h_to_h.weight");
+    double std = c->family != GX_NEOX ? (c->init_std > 0 ? c->init_std : 0.02)
+                 : out_layer                ? wang
+                                            : small;
+    rng_t r;
+    rng_seed(&r, seed, (uint64_t)i + 1);
+    for (size_t k = 0; k < numel; k += 2) {
+        double z1, z2;
+        rng_normal2(&r, &z1, &z2);
+        p[k] = (float)(std * z1);
+        if (k + 1 < numel)
+            p[k + 1] = (float)(std * z2);
+    }
+}
+
+void gx_init_weights(gx_model *m, uint64_t seed)
+{
     /* each tensor draws from its own stream (seed, index), so tensors can be filled in
-     * parallel and in any order with the same result */
+     * parallel and in any order with the same result; a tensor-parallel rank draws the
+     * whole tensor and keeps its slice, so every layout starts from the same weights */
 #pragma omp parallel for schedule(dynamic)
     for (int i = 0; i < m->num_tensors; i++) {
         const gx_tensor *t = &m->tensors[i];
-        float *p = m->params + t->offset;
-        const char *nm = t->name;
-        if (t->ndim == 1) {
-            float v = t->norm_weight ? 1.0f : 0.0f;
-            for (size_t k = 0; k < t->numel; k++)
-                p[k] = v;
+        if (t->split < 0) {
+            init_tensor(m, i, t->numel, seed, m->params + t->offset);
             continue;
         }
-        bool out_layer = strstr(nm, "attention.dense.weight") || strstr(nm, "dense_4h_to_h.weight");
-        double std = c->family != GX_NEOX ? (c->init_std > 0 ? c->init_std : 0.02)
-                     : out_layer                ? wang
-                                                : small;
-        rng_t r;
-        rng_seed(&r, seed, (uint64_t)i + 1);
-        for (size_t k = 0; k < t->numel; k += 2) {
-            double z1, z2;
-            rng_normal2(&r, &z1, &z2);
-            p[k] = (float)(std * z1);
-            if (k + 1 < t->numel)
-                p[k + 1] = (float)(std * z2);
+        size_t whole = (size_t)t->gshape[0] * (size_t)(t->ndim == 2 ? t->gshape[1] : 1);
+        float *full = malloc(whole * sizeof(float));
+        if (!full) { /* cannot report from here: a NaN weight stops the first step */
+            m->params[t->offset] = NAN;
+            continue;
         }
+        init_tensor(m, i, whole, seed, full);
+        gx_tp_slice_copy(t, full, m->params + t->offset, 0);
+        free(full);
     }
 }
 

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "tensor/gemm_bf16.h"
 #include "tensor/ops.h"
 
 /* The decoder is assembled from options (model/family.h has the tables that
@@ -74,6 +75,13 @@ typedef struct gx_config {
     double init_std;    /* N(0, init_std) for matrices when family != GX_NEOX (HF initializer_range) */
 } gx_config;
 
+/* Numerics of the step (gx_set_precision). GX_BF16: the GEMMs of the linear layers
+ * and the LM head take bf16 weights (a copy of the float32 master weights, made at
+ * the start of each gx_step) and bf16 activations, and accumulate and write float32;
+ * everything else (norms, attention, softmax and loss statistics, reductions,
+ * gradients, the optimiser) stays float32. */
+typedef enum gx_precision { GX_FP32 = 0, GX_BF16 = 1 } gx_precision;
+
 /* kv heads in effect (kv_heads, or heads when 0). */
 static inline int gx_kv_heads(const gx_config *c) { return c->kv_heads > 0 ? c->kv_heads : c->heads; }
 
@@ -102,6 +110,13 @@ typedef struct gx_tensor {
     int ndim;
     int shape[2];
     bool decay; /* weight decay applies (weights and embeddings, not biases/norms) */
+    /* Tensor parallelism (model/tp.h): which part of the whole Hugging Face tensor
+     * (gshape) this rank holds. split -1: all of it (replicated on every TP rank);
+     * 0: rows, 1: columns, as nseg runs {global start, local start, count} along
+     * that dimension. With one TP rank every tensor is whole. */
+    int gshape[2];
+    signed char split, nseg;
+    int seg[3][3];
 } gx_tensor;
 
 /* Pointers into one block (params or grads) for one layer. */
@@ -158,6 +173,27 @@ typedef struct gx_model {
      * training start reducing gradients while backward goes on. */
     void (*grad_ready)(void *ctx, size_t off, size_t n);
     void *grad_ctx;
+
+    /* Tensor parallelism (model/tp.h): tp ranks of which this is tp_rank (1 and 0
+     * without it). This rank's share: nh of the heads, nkv kv heads, ni of the
+     * intermediate columns, nv vocabulary rows from v0; hd = hidden / heads. */
+    int tp, tp_rank, hd, nh, nkv, ni, nv, v0;
+    op_qkv_layout lay;          /* q/k/v layout of this rank's heads */
+    float *tp_tmp;              /* [3 chunk] vocabulary-parallel softmax statistics */
+    /* In-place reduction over the TP group (set by the trainer when tp > 1);
+     * returns non-zero on failure, which is kept in tp_failed (sticky) and makes
+     * gx_step return NAN. */
+    int (*tp_reduce)(void *ctx, float *buf, size_t n, int max);
+    void *tp_ctx;
+    int tp_failed;
+    const int32_t *seg;         /* packed-example starts during a gx_step_ex call, else NULL */
+    /* bf16 mixed precision (gx_set_precision; all NULL/0 in fp32) */
+    gx_precision prec;
+    bf16 *params_h;             /* [num_params] bf16 copy of the GEMM weights (gx_step) */
+    bf16 *opa, *opb;            /* bf16 copies of activation operands */
+    size_t opa_n, opb_n;
+    gemm_bf16_ctx *gemm;
+    grit_err gemm_err;          /* sticky: first bf16 GEMM failure in gx_step (loss is NaN) */
 } gx_model;
 
 /* Allocates everything for micro-batches of B sequences of T tokens, using
@@ -166,7 +202,21 @@ typedef struct gx_model {
  * naming its parameter count and estimate, before allocating anything. Weights are zero until
  * gx_init_weights() or a load. gx_free(NULL) is a no-op. */
 grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads);
+/* The same for tensor-parallel rank tp_rank of tp (model/tp.h): only this rank's
+ * slices are allocated; the model's divisibility by tp is checked (GRIT_EINVAL). */
+grit_err gx_init_tp(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
+                    int tp_rank);
 void gx_free(gx_model *m);
+
+/* Switches the step's numerics (GX_FP32 is gx_init's). GX_BF16 allocates the bf16
+ * weight copy and operand buffers and picks the GEMM backend (tensor/gemm_bf16.h);
+ * *note (may be NULL) receives a static line for the run's log saying which backend
+ * and why, starting with "warning:" when this CPU cannot run bf16 natively. Master
+ * weights, gradients and AdamW state stay float32, so checkpoints are unchanged. */
+grit_err gx_set_precision(gx_model *m, gx_precision p, const char **note);
+/* "fp32" / "bf16"; GRIT_EINVAL naming the expected values for anything else. */
+const char *gx_precision_name(gx_precision p);
+grit_err gx_precision_parse(const char *name, gx_precision *out);
 
 /* GPT-NeoX: Pythia initialisation: small_init N(0, sqrt(2/(5C))) for embeddings
  * and linear weights, wang_init N(0, 2/(L sqrt(C))) for attention.dense and
@@ -180,9 +230,31 @@ const gx_tensor *gx_find(const gx_model *m, const char *name);
 /* Forward and backward on one micro-batch. tokens is [B, T+1]: inputs are
  * columns 0..T-1, targets 1..T. Gradients are *accumulated* into m->grads
  * with dloss scaled by grad_scale (e.g. 1/grad_accum); grad_scale 0 runs the
- * forward only. If logits_out is non-NULL it receives [B*T, V] logits.
+ * forward only. If logits_out is non-NULL it receives [B*T, V] logits (one TP rank
+ * only: with tp > 1 the logits are never gathered and logits_out is ignored).
  * Returns the mean cross-entropy over the B*T positions. */
 float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logits_out);
+
+/* What a supervised fine-tuning micro-batch adds to the tokens (all borrowed):
+ *   mask  [B, T+1] or NULL: mask[b][t] != 0 when token t of row b is a target
+ *         whose loss counts (a response token); column 0 is never a target.
+ *   seg   [B, T] or NULL: seg[b][t] = position in row b where input token t's
+ *         example starts. Packed examples then never attend to each other and
+ *         each one's rotary positions start at 0, as if it ran alone.
+ *   denom the number the summed loss is divided by (e.g. the counted targets of
+ *         the whole global batch, all micro-batches and ranks); 0 = the counted
+ *         targets of this micro-batch. */
+typedef struct gx_batch {
+    const uint8_t *mask;
+    const int32_t *seg;
+    double denom;
+} gx_batch;
+
+/* gx_step with a loss mask and packed examples: returns the sum of the
+ * counted targets' cross-entropy divided by denom, and accumulates
+ * grad_scale times its gradient. sft NULL is exactly gx_step. */
+float gx_step_ex(gx_model *m, const int32_t *tokens, const gx_batch *sft, float grad_scale,
+                 float *logits_out);
 
 void gx_zero_grad(gx_model *m);
 

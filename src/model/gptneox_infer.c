@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/family.h"
 #include "tensor/matmul.h"
 #include "tensor/ops.h"
 
@@ -25,23 +26,20 @@ grit_err gxi_init(gxi_state *s, const gx_model *m, int max_t, int rows, int nthr
 {
     memset(s, 0, sizeof *s);
     const gx_config *c = &m->cfg;
-    if (c->family != GX_NEOX || c->rope != GX_ROPE_NONE)
-        return grit_errf(GRIT_EINVAL, "inference (generate, eval, serve) runs GPT-NeoX models "
-                                      "only so far; this checkpoint is a %s model",
-                         c->family == GX_LLAMA ? "llama" : c->family == GX_FALCON ? "falcon"
-                                                                                : "rope-scaled");
     if (max_t < 1 || max_t > c->max_positions || rows < 1 || nthreads < 1)
         return grit_errf(GRIT_EINVAL, "inference: expected 1 <= context <= max_positions %d, "
                                       "got %d", c->max_positions, max_t);
-    size_t C = (size_t)c->hidden, FF = (size_t)c->intermediate, V = (size_t)c->vocab;
+    size_t C = (size_t)c->hidden, V = (size_t)c->vocab;
+    size_t FF = (size_t)c->intermediate * (c->mlp == GX_MLP_SWIGLU ? 2 : 1);
+    size_t KV = (size_t)gx_kv_heads(c) * (C / (size_t)c->heads), Q = (size_t)m->qkv_dim;
     size_t L = (size_t)c->layers, R = (size_t)rows;
     s->m = m;
     s->max_t = max_t;
     s->rows = rows;
     s->nthreads = nthreads;
 #define ALLOC(p, n) ((p) = malloc(sizeof *(p) * (n)))
-    int ok = ALLOC(s->k, L * (size_t)max_t * C) && ALLOC(s->v, L * (size_t)max_t * C) &&
-             ALLOC(s->x, R * C) && ALLOC(s->ln, R * C) && ALLOC(s->qkv, R * 3 * C) &&
+    int ok = ALLOC(s->k, L * (size_t)max_t * KV) && ALLOC(s->v, L * (size_t)max_t * KV) &&
+             ALLOC(s->x, R * C) && ALLOC(s->ln, R * C) && ALLOC(s->qkv, R * Q) &&
              ALLOC(s->att, R * C) && ALLOC(s->o, R * C) && ALLOC(s->mid, R * C) &&
              ALLOC(s->fc, R * FF) && ALLOC(s->gelu, R * FF) && ALLOC(s->lnf, R * C) &&
              ALLOC(s->mean, R) && ALLOC(s->rstd, R) &&
@@ -67,18 +65,21 @@ static void fill_rows(float *out, const float *bias, int n, int cols)
 static void attend(gxi_state *s, int l, int p0, int n)
 {
     const gx_config *c = &s->m->cfg;
-    int C = c->hidden, H = c->heads, hd = C / H;
-    const float *K = s->k + (size_t)l * (size_t)s->max_t * (size_t)C;
-    const float *Vc = s->v + (size_t)l * (size_t)s->max_t * (size_t)C;
+    int C = c->hidden, H = c->heads, hd = C / H, KV = gx_kv_heads(c) * hd;
+    op_qkv_layout lay = gx_qkv_layout(c);
+    const float *K = s->k + (size_t)l * (size_t)s->max_t * (size_t)KV;
+    const float *Vc = s->v + (size_t)l * (size_t)s->max_t * (size_t)KV;
     float scale = 1.0f / sqrtf((float)hd);
 #pragma omp parallel for schedule(static) num_threads(s->cur_threads)
     for (int w = 0; w < n * H; w++) {
-        int i = w / H, h = w % H, p = p0 + i;
+        int i = w / H, h = w % H, p = p0 + i, g = h / lay.group;
         float *sc = s->scores + (size_t)omp_get_thread_num() * (size_t)s->max_t;
-        const float *q = s->qkv + (size_t)i * 3 * (size_t)C + (size_t)h * 3 * (size_t)hd;
+        const float *q = s->qkv + (size_t)i * (size_t)lay.ld +
+                         (size_t)(h / lay.group) * (size_t)lay.q_gstride +
+                         (size_t)(h % lay.group) * (size_t)hd;
         float mx = -INFINITY;
         for (int j = 0; j <= p; j++) {
-            const float *kj = K + (size_t)j * (size_t)C + (size_t)h * (size_t)hd;
+            const float *kj = K + (size_t)j * (size_t)KV + (size_t)g * (size_t)hd;
             float d = 0.0f;
             for (int e = 0; e < hd; e++)
                 d += q[e] * kj[e];
@@ -94,7 +95,7 @@ static void attend(gxi_state *s, int l, int p0, int n)
         for (int e = 0; e < hd; e++)
             out[e] = 0.0f;
         for (int j = 0; j <= p; j++) {
-            const float *vj = Vc + (size_t)j * (size_t)C + (size_t)h * (size_t)hd;
+            const float *vj = Vc + (size_t)j * (size_t)KV + (size_t)g * (size_t)hd;
             float pj = sc[j] / sum;
             for (int e = 0; e < hd; e++)
                 out[e] += pj * vj[e];
@@ -102,46 +103,79 @@ static void attend(gxi_state *s, int l, int p0, int n)
     }
 }
 
+/* out = norm(x) with the model's norm kind (LayerNorm or RMSNorm). */
+static void norm(const gxi_state *s, float *out, const float *x, const float *w, const float *b,
+                 int n)
+{
+    const gx_config *c = &s->m->cfg;
+    if (c->norm == GX_RMSNORM)
+        op_rmsnorm_fwd(out, s->rstd, x, w, n, c->hidden, (float)c->ln_eps);
+    else
+        op_layernorm_fwd(out, s->mean, s->rstd, x, w, b, n, c->hidden, (float)c->ln_eps);
+}
+
+/* out = x W^T (+ b) over n rows, as the trainer's linear_fwd. */
+static void linear(float *out, const float *x, const float *w, const float *b, int n, int rows,
+                   int in)
+{
+    if (b) {
+        fill_rows(out, b, n, rows);
+        mm_nt(n, rows, in, 1.0f, x, in, w, in, 1.0f, out, rows);
+    } else
+        mm_nt(n, rows, in, 1.0f, x, in, w, in, 0.0f, out, rows);
+}
+
+/* One layer over n new tokens at positions p0..: the trainer's layer_fwd
+ * (gptneox_step.c) with the keys and values of earlier positions from the cache. */
 static void layer(gxi_state *s, int l, int p0, int n)
 {
     const gx_model *m = s->m;
     const gx_config *c = &m->cfg;
     const gx_layer *w = &m->w.layer[l];
-    int C = c->hidden, H = c->heads, hd = C / H, FF = c->intermediate, r2 = m->rot / 2;
-    float eps = (float)c->ln_eps;
-    op_layernorm_fwd(s->ln, s->mean, s->rstd, s->x, w->ln1_w, w->ln1_b, n, C, eps);
-    fill_rows(s->qkv, w->qkv_b, n, 3 * C);
-    mm_nt(n, 3 * C, C, 1.0f, s->ln, C, w->qkv_w, C, 1.0f, s->qkv, 3 * C);
-    op_rotary(s->qkv, m->rope_cos + (size_t)p0 * (size_t)r2, m->rope_sin + (size_t)p0 * (size_t)r2,
-              n, n, H, hd, m->rot, 0);
-    size_t base = (size_t)l * (size_t)s->max_t * (size_t)C;
+    int C = c->hidden, H = c->heads, hd = C / H, FI = c->intermediate, r2 = m->rot / 2;
+    int Q = m->qkv_dim, kvh = gx_kv_heads(c), KV = kvh * hd;
+    int F = c->mlp == GX_MLP_SWIGLU ? 2 * FI : FI;
+    const float *dense_b = w->dense_b ? w->dense_b : m->zeros;
+    const float *proj_b = w->proj_b ? w->proj_b : m->zeros;
+    op_qkv_layout lay = gx_qkv_layout(c);
+    norm(s, s->ln, s->x, w->ln1_w, w->ln1_b, n);
+    linear(s->qkv, s->ln, w->qkv_w, w->qkv_b, n, Q, C);
+    op_rotary_lay(s->qkv, m->rope_cos + (size_t)p0 * (size_t)r2,
+                  m->rope_sin + (size_t)p0 * (size_t)r2, &lay, n, n, H, hd, m->rot, 0);
+    size_t base = (size_t)l * (size_t)s->max_t * (size_t)KV;
     for (int i = 0; i < n; i++)
-        for (int h = 0; h < H; h++) {
-            const float *src = s->qkv + (size_t)i * 3 * (size_t)C + (size_t)h * 3 * (size_t)hd;
-            size_t at = base + (size_t)(p0 + i) * (size_t)C + (size_t)h * (size_t)hd;
-            memcpy(s->k + at, src + hd, sizeof(float) * (size_t)hd);
-            memcpy(s->v + at, src + 2 * hd, sizeof(float) * (size_t)hd);
+        for (int g = 0; g < kvh; g++) {
+            const float *row = s->qkv + (size_t)i * (size_t)Q;
+            size_t at = base + (size_t)(p0 + i) * (size_t)KV + (size_t)g * (size_t)hd;
+            memcpy(s->k + at, row + lay.k_base + (size_t)g * (size_t)lay.kv_stride,
+                   sizeof(float) * (size_t)hd);
+            memcpy(s->v + at, row + lay.v_base + (size_t)g * (size_t)lay.kv_stride,
+                   sizeof(float) * (size_t)hd);
         }
     attend(s, l, p0, n);
     mm_nt(n, C, C, 1.0f, s->att, C, w->dense_w, C, 0.0f, s->o, C);
     /* the same operation order as the trainer's layer_fwd */
     float *y, *u;
     if (c->parallel_residual) {
-        op_add3_bias(s->mid, s->x, s->o, w->dense_b, n, C);
-        op_add_bias(s->mid, s->mid, w->proj_b, n, C);
+        op_add3_bias(s->mid, s->x, s->o, dense_b, n, C);
+        if (w->proj_b)
+            op_add_bias(s->mid, s->mid, proj_b, n, C);
         y = s->mid;
         u = s->x;
     } else {
-        op_add3_bias(s->mid, s->x, s->o, w->dense_b, n, C);
-        op_add_bias(s->o, s->mid, w->proj_b, n, C);
+        op_add3_bias(s->mid, s->x, s->o, dense_b, n, C);
+        op_add_bias(s->o, s->mid, proj_b, n, C);
         y = s->o;
         u = s->mid;
     }
-    op_layernorm_fwd(s->ln, s->mean, s->rstd, u, w->ln2_w, w->ln2_b, n, C, eps);
-    fill_rows(s->fc, w->fc_b, n, FF);
-    mm_nt(n, FF, C, 1.0f, s->ln, C, w->fc_w, C, 1.0f, s->fc, FF);
-    op_gelu_fwd(s->gelu, s->fc, (long)n * FF, c->act);
-    mm_nt(n, C, FF, 1.0f, s->gelu, FF, w->proj_w, FF, 1.0f, y, C);
+    if (!(c->parallel_residual && c->shared_norm)) /* one norm: s->ln is norm1(x) already */
+        norm(s, s->ln, u, w->ln2_w, w->ln2_b, n);
+    linear(s->fc, s->ln, w->fc_w, w->fc_b, n, F, C);
+    if (c->mlp == GX_MLP_SWIGLU)
+        op_swiglu_fwd(s->gelu, s->fc, n, FI);
+    else
+        op_gelu_fwd(s->gelu, s->fc, (long)n * FI, c->act);
+    mm_nt(n, C, FI, 1.0f, s->gelu, FI, w->proj_w, FI, 1.0f, y, C);
     memcpy(s->x, y, sizeof(float) * (size_t)n * (size_t)C);
 }
 
@@ -176,8 +210,7 @@ grit_err gxi_forward(gxi_state *s, const int32_t *tok, int n, float *logits_last
         s->pos += k;
         int last = done + k == n;
         if (logits_all || (last && logits_last)) {
-            op_layernorm_fwd(s->lnf, s->mean, s->rstd, s->x, m->w.lnf_w, m->w.lnf_b, k, C,
-                             (float)c->ln_eps);
+            norm(s, s->lnf, s->x, m->w.lnf_w, m->w.lnf_b, k);
             if (logits_all)
                 mm_nt(k, V, C, 1.0f, s->lnf, C, m->w.embed_out, C, 0.0f,
                       logits_all + (size_t)done * (size_t)V, V);

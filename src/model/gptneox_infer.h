@@ -1,16 +1,20 @@
 /*
- * gptneox_infer.h - GPT-NeoX inference with a KV cache, and token sampling.
+ * gptneox_infer.h - decoder inference with a KV cache (GPT-NeoX, Llama and
+ * Falcon: the trainer's block options, norms, GQA/MQA layouts, SwiGLU, rope
+ * scaling), and token sampling.
  *
  * The trainer's forward (gptneox_step.c) recomputes every position; text
  * generation instead keeps each layer's keys (after rotary) and values for
  * the positions seen so far, so appending one token costs one position:
  * its layer norms, projections and MLP, and attention of one query over the
  * cached keys. The weights are a gx_model's (borrowed, read-only); the same
- * kernels (layernorm, rotary tables, gelu, OpenBLAS sgemm) are used, so the
- * logits equal the full recomputation's to float rounding.
+ * kernels (layernorm/RMSNorm, rotary tables, gelu/SwiGLU, OpenBLAS sgemm) are
+ * used, so the logits equal the full recomputation's to float rounding. The
+ * cache holds one key and value per kv head (grouped-query and multi-query
+ * attention cache kv_heads * head_dim floats a position, not hidden).
  *
  * Memory: gxi_init allocates everything once: the cache
- * (2 * layers * max_t * hidden floats) and scratch for `rows` tokens per
+ * (2 * layers * max_t * kv_heads * head_dim floats) and scratch for `rows` tokens per
  * call (a prompt longer than that is fed in pieces). gxi_forward and
  * gxi_sample never allocate. Threads: a call with little work (a small
  * model's decode step) runs on the calling thread alone.
@@ -37,7 +41,7 @@ typedef struct gxi_state {
     int max_t;         /* cache capacity in positions (<= max_positions) */
     int rows;          /* scratch capacity in tokens per forward piece */
     int pos;           /* positions in the cache */
-    float *k, *v;      /* [L][max_t][C]: keys after rotary, values */
+    float *k, *v;      /* [L][max_t][kv_heads * hd]: keys after rotary, values */
     float *x, *ln, *qkv, *att, *o, *mid, *fc, *gelu, *lnf; /* [rows][...] */
     float *mean, *rstd;                                    /* [rows] */
     float *scores;     /* [max_t] per thread */

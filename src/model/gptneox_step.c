@@ -12,7 +12,9 @@
  *            (silu(u Wgate^T) * (u Wup^T)) Wdown^T  (gate and up one [2I, C] matrix)
  * Attention is multi-head, grouped-query or multi-query by the q/k/v layout
  * (family.h gx_qkv_layout). Head: logits = N_f(resid[L]) Wout^T (Wout = the
- * input embedding when tied), cross-entropy averaged over B*T.
+ * input embedding when tied), cross-entropy averaged over B*T; for SFT
+ * (gx_step_ex) only over the targets the loss mask keeps, with packed
+ * examples isolated by the attention's segment starts (tensor/ops.h seg).
  *
  * The LM head is processed in chunks of rows: logits of a chunk are
  * computed, turned into dlogits in place, and consumed by both gradient
@@ -24,13 +26,20 @@
  * every thread count (OpenBLAS splits output tiles, not the K reduction)
  * and the fixed-order reductions in ops.c make the whole step bitwise
  * reproducible for a given thread count.
+ *
+ * Precision: every linear layer's and the LM head's product goes through gx__mm
+ * (gx_prec.c), float32 sgemm or bf16 operands with float32 accumulation by the
+ * model's precision; attention, norms, activations and the loss are float32 in both.
  */
+#include <math.h>
 #include <string.h>
 
 #include "model/family.h"
 #include "model/gptneox.h"
-#include "tensor/matmul.h"
+#include "model/gx_prec.h"
+#include "model/tp.h"
 #include "tensor/ops.h"
+#include "tensor/ops_tp.h"
 
 static void fill_rows(float *out, const float *bias, int N, int C)
 {
@@ -40,14 +49,14 @@ static void fill_rows(float *out, const float *bias, int N, int C)
 }
 
 /* out = x W^T (+ b): [N, rows]. */
-static void linear_fwd(float *out, const float *x, const float *w, const float *b, int N,
-                       int rows, int in)
+static void linear_fwd(gx_model *m, float *out, const float *x, const float *w, const float *b,
+                       int N, int rows, int in)
 {
     if (b) {
         fill_rows(out, b, N, rows);
-        mm_nt(N, rows, in, 1.0f, x, in, w, in, 1.0f, out, rows);
+        gx__mm(m, 'N', 'T', N, rows, in, x, in, w, in, 1.0f, out, rows);
     } else
-        mm_nt(N, rows, in, 1.0f, x, in, w, in, 0.0f, out, rows);
+        gx__mm(m, 'N', 'T', N, rows, in, x, in, w, in, 0.0f, out, rows);
 }
 
 /* out = norm(x) with the block's norm kind; mean is unused by RMSNorm. */
@@ -69,45 +78,57 @@ static void norm_bwd(const gx_config *c, float *dx, float *dw, float *db, const 
         op_layernorm_bwd(dx, dw, db, dout, x, mean, rstd, w, N, c->hidden);
 }
 
-static int fc_width(const gx_config *c)
+/* Rows of this rank's up (and gate) projection. */
+static int fc_width(const gx_model *m)
 {
-    return c->mlp == GX_MLP_SWIGLU ? 2 * c->intermediate : c->intermediate;
+    return m->cfg.mlp == GX_MLP_SWIGLU ? 2 * m->ni : m->ni;
 }
 
 /* y += mlp(norm2(u)) (norm2 is norm1's output when the block has one norm). */
 static void mlp_fwd(gx_model *m, int l, const float *u, float *y)
 {
     const gx_config *c = &m->cfg;
-    int N = m->B * m->T, C = c->hidden, H4 = c->intermediate, F = fc_width(c);
+    int N = m->B * m->T, C = c->hidden, H4 = m->ni, F = fc_width(m);
     gx_layer *w = &m->w.layer[l];
     gx_layer_acts *a = &m->acts[l];
     if (!c->shared_norm)
         norm_fwd(c, a->ln2, a->ln2_mean, a->ln2_rstd, u, w->ln2_w, w->ln2_b, N);
-    linear_fwd(a->fc, a->ln2, w->fc_w, w->fc_b, N, F, C);
+    linear_fwd(m, a->fc, a->ln2, w->fc_w, w->fc_b, N, F, C);
     if (c->mlp == GX_MLP_SWIGLU)
         op_swiglu_fwd(a->gelu, a->fc, N, H4);
     else
         op_gelu_fwd(a->gelu, a->fc, (long)N * H4, c->act);
-    mm_nt(N, C, H4, 1.0f, a->gelu, H4, w->proj_w, H4, 1.0f, y, C);
+    if (m->tp > 1) { /* row parallel: this rank's partial sum, all-reduced, then added */
+        gx__mm(m, 'N', 'T', N, C, H4, a->gelu, H4, w->proj_w, H4, 0.0f, m->dtmp, C);
+        gx__tp_reduce(m, m->dtmp, (size_t)N * C, 0);
+        long n = (long)N * C;
+#pragma omp parallel for schedule(static)
+        for (long i = 0; i < n; i++)
+            y[i] += m->dtmp[i];
+        return;
+    }
+    gx__mm(m, 'N', 'T', N, C, H4, a->gelu, H4, w->proj_w, H4, 1.0f, y, C);
 }
 
 static void layer_fwd(gx_model *m, int l)
 {
     const gx_config *c = &m->cfg;
-    int N = m->B * m->T, C = c->hidden, hd = C / c->heads, Q = m->qkv_dim;
+    int N = m->B * m->T, C = c->hidden, hd = m->hd, Q = m->qkv_dim, A = m->nh * hd;
     gx_layer *w = &m->w.layer[l];
     gx_layer_acts *a = &m->acts[l];
     const float *x = m->resid[l];
     float *y = m->resid[l + 1], *o = m->dtmp;
     const float *dense_b = w->dense_b ? w->dense_b : m->zeros;
     const float *proj_b = w->proj_b ? w->proj_b : m->zeros;
-    op_qkv_layout lay = gx_qkv_layout(c);
+    op_qkv_layout lay = m->lay;
+    lay.seg = m->seg;
 
     norm_fwd(c, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, N);
-    linear_fwd(a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, Q, C);
-    op_rotary_lay(a->qkv, m->rope_cos, m->rope_sin, &lay, N, m->T, c->heads, hd, m->rot, 0);
-    op_attn_fwd(a->att, a->lse, a->qkv, &lay, m->B, m->T, c->heads, hd, m->att_scratch);
-    mm_nt(N, C, C, 1.0f, a->att, C, w->dense_w, C, 0.0f, o, C);
+    linear_fwd(m, a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, Q, C);
+    op_rotary_lay(a->qkv, m->rope_cos, m->rope_sin, &lay, N, m->T, m->nh, hd, m->rot, 0);
+    op_attn_fwd(a->att, a->lse, a->qkv, &lay, m->B, m->T, m->nh, hd, m->att_scratch);
+    gx__mm(m, 'N', 'T', N, C, A, a->att, A, w->dense_w, A, 0.0f, o, C);
+    gx__tp_reduce(m, o, (size_t)N * C, 0); /* row parallel (tp > 1) */
     if (c->parallel_residual) {
         op_add3_bias(y, x, o, dense_b, N, C);
         if (w->proj_b)
@@ -124,45 +145,48 @@ static void layer_fwd(gx_model *m, int l)
 static void mlp_bwd(gx_model *m, int l, const float *dy)
 {
     const gx_config *c = &m->cfg;
-    int N = m->B * m->T, C = c->hidden, H4 = c->intermediate, F = fc_width(c);
+    int N = m->B * m->T, C = c->hidden, H4 = m->ni, F = fc_width(m);
     gx_layer *w = &m->w.layer[l], *g = &m->g.layer[l];
     gx_layer_acts *a = &m->acts[l];
     if (g->proj_b)
         op_bias_grad(g->proj_b, dy, N, C, C);
-    mm_tn(C, H4, N, 1.0f, dy, C, a->gelu, H4, 1.0f, g->proj_w, H4);
+    gx__mm(m, 'T', 'N', C, H4, N, dy, C, a->gelu, H4, 1.0f, g->proj_w, H4);
     if (c->mlp == GX_MLP_SWIGLU) {
         /* a->gelu was last needed for proj_w's gradient above: it holds d(silu*up) now */
-        mm_nn(N, H4, C, 1.0f, dy, C, w->proj_w, H4, 0.0f, a->gelu, H4);
+        gx__mm(m, 'N', 'N', N, H4, C, dy, C, w->proj_w, H4, 0.0f, a->gelu, H4);
         op_swiglu_bwd(m->dfc, a->gelu, a->fc, N, H4);
     } else {
-        mm_nn(N, H4, C, 1.0f, dy, C, w->proj_w, H4, 0.0f, m->dfc, H4);
+        gx__mm(m, 'N', 'N', N, H4, C, dy, C, w->proj_w, H4, 0.0f, m->dfc, H4);
         op_gelu_bwd(m->dfc, m->dfc, a->fc, (long)N * H4, c->act);
     }
     if (g->fc_b)
         op_bias_grad(g->fc_b, m->dfc, N, F, F);
-    mm_tn(F, C, N, 1.0f, m->dfc, F, a->ln2, C, 1.0f, g->fc_w, C);
-    mm_nn(N, C, F, 1.0f, m->dfc, F, w->fc_w, C, 0.0f, m->dln, C);
+    gx__mm(m, 'T', 'N', F, C, N, m->dfc, F, a->ln2, C, 1.0f, g->fc_w, C);
+    gx__mm(m, 'N', 'N', N, C, F, m->dfc, F, w->fc_w, C, 0.0f, m->dln, C);
+    gx__tp_reduce(m, m->dln, (size_t)N * C, 0); /* column parallel input (tp > 1) */
 }
 
 /* Attention backward from dy (gradient of the dense output); leaves dNorm1-output in m->datt. */
 static void attn_bwd(gx_model *m, int l, const float *dy)
 {
     const gx_config *c = &m->cfg;
-    int N = m->B * m->T, C = c->hidden, hd = C / c->heads, Q = m->qkv_dim;
+    int N = m->B * m->T, C = c->hidden, hd = m->hd, Q = m->qkv_dim, A = m->nh * hd;
     gx_layer *w = &m->w.layer[l], *g = &m->g.layer[l];
     gx_layer_acts *a = &m->acts[l];
-    op_qkv_layout lay = gx_qkv_layout(c);
+    op_qkv_layout lay = m->lay;
+    lay.seg = m->seg;
     if (g->dense_b)
         op_bias_grad(g->dense_b, dy, N, C, C);
-    mm_tn(C, C, N, 1.0f, dy, C, a->att, C, 1.0f, g->dense_w, C);
-    mm_nn(N, C, C, 1.0f, dy, C, w->dense_w, C, 0.0f, m->datt, C);
-    op_attn_bwd(m->dqkv, m->datt, a->att, a->lse, a->qkv, &lay, m->B, m->T, c->heads, hd,
+    gx__mm(m, 'T', 'N', C, A, N, dy, C, a->att, A, 1.0f, g->dense_w, A);
+    gx__mm(m, 'N', 'N', N, A, C, dy, C, w->dense_w, A, 0.0f, m->datt, A);
+    op_attn_bwd(m->dqkv, m->datt, a->att, a->lse, a->qkv, &lay, m->B, m->T, m->nh, hd,
                 m->att_scratch);
-    op_rotary_lay(m->dqkv, m->rope_cos, m->rope_sin, &lay, N, m->T, c->heads, hd, m->rot, 1);
+    op_rotary_lay(m->dqkv, m->rope_cos, m->rope_sin, &lay, N, m->T, m->nh, hd, m->rot, 1);
     if (g->qkv_b)
         op_bias_grad(g->qkv_b, m->dqkv, N, Q, Q);
-    mm_tn(Q, C, N, 1.0f, m->dqkv, Q, a->ln1, C, 1.0f, g->qkv_w, C);
-    mm_nn(N, C, Q, 1.0f, m->dqkv, Q, w->qkv_w, C, 0.0f, m->datt, C);
+    gx__mm(m, 'T', 'N', Q, C, N, m->dqkv, Q, a->ln1, C, 1.0f, g->qkv_w, C);
+    gx__mm(m, 'N', 'N', N, C, Q, m->dqkv, Q, w->qkv_w, C, 0.0f, m->datt, C);
+    gx__tp_reduce(m, m->datt, (size_t)N * C, 0); /* column parallel input (tp > 1) */
 }
 
 /* dy: gradient w.r.t. resid[l+1] on entry, w.r.t. resid[l] on return. */
@@ -195,36 +219,68 @@ static void layer_bwd(gx_model *m, int l, float *dy)
 
 float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logits_out)
 {
+    return gx_step_ex(m, tokens, NULL, grad_scale, logits_out);
+}
+
+float gx_step_ex(gx_model *m, const int32_t *tokens, const gx_batch *sft, float grad_scale,
+                 float *logits_out)
+{
     const gx_config *c = &m->cfg;
-    int B = m->B, T = m->T, N = B * T, C = c->hidden, V = c->vocab, L = c->layers;
+    int B = m->B, T = m->T, N = B * T, C = c->hidden, V = m->nv, L = c->layers;
+    long counted = 0;
     for (int b = 0; b < B; b++) {
-        memcpy(m->inp + (long)b * T, tokens + (long)b * (T + 1), sizeof(int32_t) * (size_t)T);
-        memcpy(m->tgt + (long)b * T, tokens + (long)b * (T + 1) + 1, sizeof(int32_t) * (size_t)T);
+        const int32_t *row = tokens + (long)b * (T + 1);
+        memcpy(m->inp + (long)b * T, row, sizeof(int32_t) * (size_t)T);
+        memcpy(m->tgt + (long)b * T, row + 1, sizeof(int32_t) * (size_t)T);
+        if (sft && sft->mask)
+            for (int t = 0; t < T; t++)
+                if (!sft->mask[(long)b * (T + 1) + t + 1])
+                    m->tgt[(long)b * T + t] = -1; /* op_xent_rows: no loss, no gradient */
     }
-    op_embed_fwd(m->resid[0], m->w.embed_in, m->inp, N, C);
+    for (int n = 0; n < N; n++)
+        counted += m->tgt[n] >= 0;
+    double denom = sft && sft->denom > 0 ? sft->denom : sft ? (double)counted : (double)N;
+    if (denom <= 0)
+        denom = 1; /* nothing counts: loss 0, gradient 0 */
+    m->seg = sft ? sft->seg : NULL;
+    if (m->prec == GX_BF16)
+        gx__sync_bf16(m); /* the master weights may have moved since the last step */
+    if (m->tp > 1) { /* vocabulary parallel: each rank looks up the tokens it owns */
+        op_embed_fwd_range(m->resid[0], m->w.embed_in, m->inp, N, C, m->v0, m->nv);
+        gx__tp_reduce(m, m->resid[0], (size_t)N * C, 0);
+    } else
+        op_embed_fwd(m->resid[0], m->w.embed_in, m->inp, N, C);
     for (int l = 0; l < L; l++)
         layer_fwd(m, l);
     norm_fwd(c, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid[L], m->w.lnf_w, m->w.lnf_b, N);
 
-    float gs = grad_scale / (float)N; /* d(mean loss)/d(row loss) */
+    /* d(mean loss)/d(row loss) (pre-training keeps its float expression bit for bit) */
+    float gs = sft ? (float)(grad_scale / denom) : grad_scale / (float)N;
     for (int r0 = 0; r0 < N; r0 += m->chunk) {
         int M = N - r0 < m->chunk ? N - r0 : m->chunk;
         const float *h = m->lnf + (long)r0 * C;
-        mm_nt(M, V, C, 1.0f, h, C, m->w.embed_out, C, 0.0f, m->logits, V);
-        if (logits_out)
+        gx__mm(m, 'N', 'T', M, V, C, h, C, m->w.embed_out, C, 0.0f, m->logits, V);
+        if (logits_out && m->tp == 1)
             memcpy(logits_out + (long)r0 * V, m->logits, sizeof(float) * (size_t)M * V);
-        op_xent_rows(m->logits, m->losses + r0, m->tgt + r0, M, V, gs);
+        if (m->tp > 1)
+            gx__tp_xent(m, m->logits, m->losses + r0, m->tgt + r0, M, gs);
+        else
+            op_xent_rows(m->logits, m->losses + r0, m->tgt + r0, M, V, gs);
         if (grad_scale == 0.0f)
             continue;
-        mm_tn(V, C, M, 1.0f, m->logits, V, h, C, 1.0f, m->g.embed_out, C);
-        mm_nn(M, C, V, 1.0f, m->logits, V, m->w.embed_out, C, 0.0f, m->dres + (long)r0 * C, C);
+        gx__mm(m, 'T', 'N', V, C, M, m->logits, V, h, C, 1.0f, m->g.embed_out, C);
+        gx__mm(m, 'N', 'N', M, C, V, m->logits, V, m->w.embed_out, C, 0.0f,
+               m->dres + (long)r0 * C, C);
+        gx__tp_reduce(m, m->dres + (long)r0 * C, (size_t)M * C, 0);
     }
     double sum = 0.0;
     for (int n = 0; n < N; n++)
         sum += m->losses[n];
-    float loss = (float)(sum / N);
-    if (grad_scale == 0.0f)
+    float loss = m->tp_failed ? NAN : (float)(sum / denom);
+    if (grad_scale == 0.0f || m->tp_failed) {
+        m->seg = NULL;
         return loss;
+    }
 
     float *dy = m->dtmp;
     memset(dy, 0, sizeof(float) * (size_t)N * C);
@@ -242,8 +298,12 @@ float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logit
             m->grad_ready(m->grad_ctx, t[1 + tpl * l].offset,
                           t[1 + tpl * (l + 1)].offset - t[1 + tpl * l].offset);
     }
-    op_embed_bwd(m->g.embed_in, dy, m->inp, N, C);
+    if (m->tp > 1)
+        op_embed_bwd_range(m->g.embed_in, dy, m->inp, N, C, m->v0, m->nv);
+    else
+        op_embed_bwd(m->g.embed_in, dy, m->inp, N, C);
     if (m->grad_ready)
         m->grad_ready(m->grad_ctx, 0, t[1].offset);
-    return loss;
+    m->seg = NULL;
+    return m->tp_failed ? NAN : loss;
 }

@@ -102,6 +102,8 @@ char *obs_prometheus(const json_t *view)
     gauge(&b, s, "loss", "grit_loss", "gauge", "Training loss at the latest step.");
     gauge(&b, s, "grad_norm", "grit_grad_norm", "gauge", "Global gradient L2 norm before clipping.");
     gauge(&b, s, "lr", "grit_learning_rate", "gauge", "Learning rate of the latest step.");
+    gauge(&b, s, "val_loss", "grit_validation_loss", "gauge",
+          "Held-out loss at the latest validation (eval.interval_steps).");
     gauge(&b, s, "tokens_per_s", "grit_tokens_per_second", "gauge", "Training throughput, all ranks.");
     gauge(&b, s, "step_time_s", "grit_step_seconds", "gauge", "Wall time of the latest step.");
     gauge(&b, s, "tokens", "grit_tokens_total", "counter", "Tokens trained (kept steps).");

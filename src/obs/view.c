@@ -86,9 +86,10 @@ static const char *str(const json_t *o, const char *k)
  * another one (path or inode: a resumed trainer rewrites it durably, which is a new
  * inode), shorter than the offset, or its bytes just before the offset changed. */
 
-enum { C_STEP, C_LOSS, C_GNORM, C_LR, C_TOKENS, C_TPS, C_STEPT, C_STALL, NCOL };
-static const char *const col_keys[NCOL] = {"step", "loss", "grad_norm", "lr",
-                                           "tokens", "tokens_per_s", "step_time_s", "ckpt_stall_s"};
+enum { C_STEP, C_LOSS, C_GNORM, C_LR, C_TOKENS, C_TPS, C_STEPT, C_STALL, C_VLOSS, NCOL };
+static const char *const col_keys[NCOL] = {"step",         "loss",        "grad_norm",
+                                           "lr",           "tokens",      "tokens_per_s",
+                                           "step_time_s",  "ckpt_stall_s", "val_loss"};
 
 typedef struct mcache {
     char path[1200];
@@ -386,8 +387,9 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
     size_t total = mc.n;
     const char *fpt_from = e.fpt > 0 ? "train_start" : "config.json";
     double fpt = c->peak_tflops <= 0 ? 0 : e.fpt > 0 ? e.fpt : flops_from_config(run_dir);
-    static const int cols_out[] = {C_STEP, C_LOSS, C_GNORM, C_LR, C_TPS, C_STEPT};
-    enum { NK = 6 };
+    static const int cols_out[] = {C_STEP, C_LOSS, C_GNORM, C_LR, C_TPS, C_STEPT, C_VLOSS};
+    enum { NK = 7 };
+    double last_val = NAN; /* validation rows are sparse: the latest one, and none thinned out */
     json_t *cols[NK + 1];
     for (int j = 0; j <= NK; j++)
         cols[j] = json_array();
@@ -399,7 +401,9 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
         if (tok > prev_tokens)
             tokens_per_step = tok - prev_tokens;
         prev_tokens = tok;
-        if (i % stride && i + 1 != total)
+        if (isfinite(r[C_VLOSS]))
+            last_val = r[C_VLOSS];
+        if (i % stride && i + 1 != total && !isfinite(r[C_VLOSS]))
             continue;
         for (int j = 0; j < NK; j++) {
             double v = r[cols_out[j]];
@@ -414,7 +418,7 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
     double productive = mc.productive, stall_total = mc.stall;
     pthread_mutex_unlock(&mc_mu);
     static const char *const keys[NK] = {"step", "loss", "grad_norm", "lr", "tokens_per_s",
-                                         "step_time_s"};
+                                         "step_time_s", "val_loss"};
     json_t *series_o = json_object();
     for (int j = 0; j < NK; j++)
         json_object_set_new(series_o, keys[j], cols[j]);
@@ -504,6 +508,8 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
         for (int q = 0; q < 6; q++)
             if (isfinite(last[sk[q]]))
                 json_object_set_new(sum, sn[q], json_real(last[sk[q]]));
+        if (isfinite(last_val))
+            json_object_set_new(sum, "val_loss", json_real(last_val));
     }
     json_t *cfg = json_pack("{s:f,s:f,s:f,s:f}", "price_node_hour", c->price_node_hour,
                             "grid_gco2_kwh", c->grid_gco2_kwh, "node_watts", c->node_watts,

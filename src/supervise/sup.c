@@ -15,7 +15,9 @@
  * steps that every rank reported); loss spike (the step's loss more than
  * spike_z robust standard deviations, 1.4826 x MAD, above the median of the
  * last 32 steps); a failing periodic health check (grit health --quick in the
- * background every health_every seconds).
+ * background every health_every seconds); silent slowdowns (silent.h: a node whose
+ * utilisation or peak network throughput from the heartbeats stays below its peers'
+ * and its own baseline while the job's steps slow down; ticked every SILENT_TICK_S).
  *
  * Faults for tests and demos (--inject) are sup_inject.c's: it puts them into the
  * environment of the processes they break (the job, a node's health check), and
@@ -58,6 +60,7 @@
 #include "supervise/sup_internal.h"
 
 #define LIVE_ROUND_S 2.0  /* every rank's process is looked at within this (large jobs) */
+#define SILENT_TICK_S 1.0 /* the silent detector's tick: the workers' beat period */
 #define STRAG_EVERY_S 0.25 /* the straggler check's period past LIVE_MIN ranks */
 #define LIVE_MIN 64       /* ranks looked at per poll at least (all of a small job) */
 #define HANG_MEDIAN_S 1.0 /* the derived hang timeout is recomputed this often */
@@ -200,6 +203,14 @@ static grit_err launch(sup *s)
     straggler_cfg sc = {.factor = s->o->straggler_factor, .window = s->o->straggler_window,
                         .min_gap = s->o->straggler_min_gap};
     grit_err src = straggler_init(&s->strag, &sc, s->nranks, node_of);
+    silent_cfg lc = {.util_factor = s->o->util_factor, .net_factor = s->o->net_factor,
+                     .window = s->o->signal_window, .warmup = s->o->signal_warmup,
+                     .min_rate = s->o->net_min_rate, .step_slow = s->o->signal_step_slow};
+    silent_free(&s->sil); /* off (both factors 0): a freed st judges nothing */
+    if (src == GRIT_OK && (lc.util_factor > 0 || lc.net_factor > 0)) /* a new baseline for
+                                                                       * every launch */
+        src = silent_init(&s->sil, &lc, s->nranks, node_of);
+    s->sil_ts = now_seconds();
     free(node_of);
     if (src != GRIT_OK) {
         free(names), free(argbuf), free(argv);
@@ -513,6 +524,9 @@ static int poll_running(sup *s)
         obs_energy_beat(&(obs_host_beat){.host = m.host, .node = m.node, .rank = m.rank,
                                          .pid = m.pid, .joules = m.energy_j, .watts = m.power_w,
                                          .sources = m.esrc, .gpus = m.gpus});
+        /* a liveness beat of a step seen already carries no new step time */
+        silent_record(&s->sil, m.rank, m.util, m.step > ri->step && m.step > 0 ? m.step_time : NAN,
+                      isfinite(m.net_rx) ? fmax(m.net_rx, m.net_tx) : NAN);
         if (m.step > ri->step) {
             if (m.step > 0 && m.step_time > 0) { /* step 0 is a liveness beat, no step */
                 ri->compute = fmax(0.0, m.step_time - m.comm_time);
@@ -637,6 +651,20 @@ static int poll_running(sup *s)
         straggler_describe(&s->strag, &sv, s->rk[sv.rank].node, d, sizeof d);
         fail(s, F_STRAGGLER, sv.rank, d);
         return 1;
+    }
+    if (now_seconds() - s->sil_ts >= SILENT_TICK_S) { /* one sample per node per beat */
+        s->sil_ts = now_seconds();
+        silent_tick(&s->sil);
+        silent_verdict lv;
+        if (silent_check(&s->sil, &lv)) {
+            char d[200];
+            int rank = 0;
+            while (rank < s->nranks && s->sil.node_of[rank] != lv.node)
+                rank++;
+            silent_describe(&lv, s->rk[rank].node, d, sizeof d);
+            fail(s, lv.signal == SILENT_UTIL ? F_UTIL : F_NETWORK, rank, d);
+            return 1;
+        }
     }
     return 0;
 }
@@ -898,6 +926,7 @@ out:
     sup_inject_close(s->inj);
     cluster_free(&s->cl);
     straggler_free(&s->strag);
+    silent_free(&s->sil);
     free(s->rk), free(s->inc), free(s->nan_steps), free(s->skip_steps), free(s->implicated);
     free(s->vd);
     free(s);

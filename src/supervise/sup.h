@@ -25,6 +25,11 @@ typedef struct sup_opts {
     double straggler_factor;  /* a node slower than F x the others' median (0 off) */
     int straggler_window;     /* on each of the last N aligned steps (1..32) */
     double straggler_min_gap; /* and slower by more than S seconds (straggler.h) */
+    /* silent slowdowns (silent.h): utilisation / network below F x the others' median */
+    double util_factor, net_factor; /* < 1; 0 off */
+    int signal_window, signal_warmup; /* seconds (ticks): all low; baseline after a launch */
+    double net_min_rate;     /* bytes/s: the others' peak below this judges no link */
+    double signal_step_slow; /* and the job's steps this much slower than the baseline */
     double spike_z;      /* loss spike: robust z-score over the last 32 steps (0 off) */
     double health_every; /* run grit health --quick every S seconds while running (0 off) */
     double spare_wait;   /* no_spare "wait": seconds to wait for a spare (cordon lifted) */

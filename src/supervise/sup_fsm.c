@@ -51,7 +51,8 @@ const char *sup_state_name(sup_state st)
 }
 
 static const char *const fail_names[F_NKINDS] = {"-",   "preflight", "exit",      "hang",
-                                                 "nan", "spike",     "straggler", "health"};
+                                                 "nan", "spike",     "straggler", "health",
+                                                 "utilisation", "network"};
 
 const char *sup_fail_name(sup_fail k)
 {

@@ -8,7 +8,8 @@
  *   PREFLIGHT --[sup_preflight: a node failed and no spare is left]-----------------> GAVE_UP
  *   LAUNCHING --[launch: the backend's command in its own process group]------------> RUNNING
  *   RUNNING   --[poll_running: the job exited 0]-----------------------------------> DONE
- *   RUNNING   --[poll_running: exit/signal, hang, NaN, spike, straggler, health]----> DETECTED
+ *   RUNNING   --[poll_running: exit/signal, hang, NaN, spike, straggler, health,
+ *                 utilisation, network]-------------------------------------------> DETECTED
  *   DETECTED  --[stop_job: SIGTERM, grace, SIGKILL; stacks first on a hang]---------> DIAGNOSING
  *   DETECTED  --[sup_give_up_permanent: the job said a retry would repeat it]-----> GAVE_UP
  *   DIAGNOSING --[sup_diagnose: a verdict on each implicated node]------------------> REPAIRING
@@ -59,6 +60,8 @@ typedef enum sup_fail {
     F_SPIKE,     /* "spike": a loss spike (robust z-score) */
     F_STRAGGLER, /* "straggler": a node persistently slower (straggler.h) */
     F_HEALTH,    /* "health": a periodic health check failed */
+    F_UTIL,      /* "utilisation": a node's utilisation below its peers' (silent.h) */
+    F_NETWORK,   /* "network": a node's network throughput below its peers' (silent.h) */
     F_NKINDS
 } sup_fail;
 

@@ -25,6 +25,7 @@
 #include "supervise/backend.h"
 #include "supervise/cluster.h"
 #include "heartbeat/hb.h"
+#include "supervise/silent.h"
 #include "supervise/straggler.h"
 #include "supervise/sup.h"
 #include "supervise/sup_fsm.h"
@@ -88,6 +89,8 @@ typedef struct sup {
     double hang_to;
     double strag_ts; /* the last straggler check (large jobs: not every poll) */
     straggler strag; /* compute times by step, for the straggler detector */
+    silent sil;      /* utilisation and network signals, for the silent detector */
+    double sil_ts;   /* the last tick of sil */
     incident *inc; /* [ninc] every incident of this supervisor, in order (capacity inc_cap) */
     int ninc, inc_cap;
     long *nan_steps; /* steps that failed numerically once (capacity nan_cap) */

@@ -78,7 +78,9 @@ grit_err sup_diagnose(sup *s)
     for (int i = 0; i < nt; i++)
         snprintf(targets[i], sizeof *targets, "%s",
                  s->nimplicated ? s->implicated[i] : cluster_at(&s->cl, i)->name);
-    int slow = s->f_kind == F_STRAGGLER;
+    /* judged by measurements (step times, utilisation, throughput) that a health check
+     * run afterwards in a fresh process would not see */
+    int slow = s->f_kind == F_STRAGGLER || s->f_kind == F_UTIL || s->f_kind == F_NETWORK;
     if (s->be->check_begin && !slow) { /* all suspects at once */
         for (int i = 0; i < nt; i++)
             faults[i] = sup_inject_node_fault(s->inj, targets[i]);
@@ -91,7 +93,7 @@ grit_err sup_diagnose(sup *s)
         /* a straggler was judged by its step times: no health check would see it */
         v->bad = slow ? 1 : check_node(s, targets[i], &machine_ok, v->why, sizeof v->why);
         if (slow)
-            snprintf(v->why, sizeof v->why, "straggler: %.180s", s->f_detail);
+            snprintf(v->why, sizeof v->why, "%s: %.170s", sup_fail_name(s->f_kind), s->f_detail);
         sup_event(s, "diagnosis", json_pack("{s:s,s:s,s:s}", "node", v->node, "verdict",
                                             v->bad ? "unhealthy" : "healthy", "detail", v->why));
     }

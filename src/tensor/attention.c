@@ -13,6 +13,11 @@
  * FlashAttention recipe, with full rows per tile instead of online softmax,
  * which is exact and simpler at these lengths).
  *
+ * Packed sequences (SFT): with lay->seg set, query row t of a sequence sees
+ * only keys seg[t]..t (seg[t] = first position of its example), so examples
+ * packed into one row never attend to each other; keys before seg[t] get
+ * probability exactly 0 in both passes.
+ *
  * Grouped-query and multi-query attention: op_qkv_layout says where each
  * query head and its shared key/value head sit in a row, so GPT-NeoX's
  * [heads][3][hd], Llama's q|k|v and Falcon's grouped rows need no copies.
@@ -39,25 +44,29 @@ long op_attention_scratch_floats(int T, int nthreads)
     return 2L * qb * T * nthreads;
 }
 
-/* Row r of S (query i = i0 + r) has i+1 valid keys. Converts scores to P in place. */
-static void softmax_rows(float *S, float *lse, int i0, int qb, int kv, float scale)
+/* Row r of S (query i = i0 + r) has valid keys lo..i (lo = seg[r], or 0 without
+ * packed segments). Converts scores to P in place. */
+static void softmax_rows(float *S, float *lse, int i0, int qb, int kv, float scale,
+                         const int32_t *seg)
 {
     for (int r = 0; r < qb; r++) {
         float *row = S + (long)r * kv;
-        int len = i0 + r + 1;
+        int len = i0 + r + 1, lo = seg ? seg[r] : 0;
+        for (int j = 0; j < lo; j++)
+            row[j] = 0.0f;
         float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
-        for (int j = 0; j < len; j++)
+        for (int j = lo; j < len; j++)
             mx = row[j] > mx ? row[j] : mx;
         float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-        for (int j = 0; j < len; j++) {
+        for (int j = lo; j < len; j++) {
             float e = mf_exp((row[j] - mx) * scale);
             row[j] = e;
             s += e;
         }
         float inv = 1.0f / s;
-        for (int j = 0; j < len; j++)
+        for (int j = lo; j < len; j++)
             row[j] *= inv;
         for (int j = len; j < kv; j++)
             row[j] = 0.0f;
@@ -95,7 +104,8 @@ void op_attn_fwd(float *out, float *lse, const float *qkv, const op_qkv_layout *
         for (int i0 = 0; i0 < T; i0 += qbmax) {
             int qb = T - i0 < qbmax ? T - i0 : qbmax, kv = i0 + qb;
             mm_nt(qb, kv, hd, 1.0f, Q + (long)i0 * ld, ld, K, ld, 0.0f, S, kv);
-            softmax_rows(S, L + i0, i0, qb, kv, scale);
+            softmax_rows(S, L + i0, i0, qb, kv, scale,
+                         lay->seg ? lay->seg + (long)b * T + i0 : NULL);
             mm_nn(qb, hd, kv, 1.0f, S, kv, V, ld, 0.0f, O + (long)i0 * C, C);
         }
     }
@@ -123,12 +133,14 @@ static void head_bwd(float *dqkv, const float *dout, const float *out, const flo
         for (int r = 0; r < qb; r++) {
             float *p = P + (long)r * kv, *dp = dP + (long)r * kv;
             const float *o = O + (long)(i0 + r) * C, *dor = dO + (long)(i0 + r) * C;
-            int len = i0 + r + 1;
+            int len = i0 + r + 1, lo = lay->seg ? lay->seg[(long)b * T + i0 + r] : 0;
             float l = L[i0 + r], D = 0.0f;
             for (int d = 0; d < hd; d++)
                 D += o[d] * dor[d];
+            for (int j = 0; j < lo; j++)
+                p[j] = dp[j] = 0.0f;
 #pragma omp simd
-            for (int j = 0; j < len; j++) {
+            for (int j = lo; j < len; j++) {
                 float pj = mf_exp(p[j] * scale - l);
                 p[j] = pj;
                 dp[j] = pj * (dp[j] - D) * scale;

@@ -216,6 +216,12 @@ void op_xent_rows(float *logits, float *losses, const int32_t *targets, int M, i
 #pragma omp parallel for schedule(static)
     for (int m = 0; m < M; m++) {
         float *row = logits + (long)m * V;
+        if (targets[m] < 0) {
+            losses[m] = 0.0f;
+            if (grad_scale != 0.0f)
+                memset(row, 0, sizeof(float) * (size_t)V);
+            continue;
+        }
         float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
         for (int j = 0; j < V; j++)

@@ -61,6 +61,10 @@ void op_attention_bwd(float *dqkv, const float *dout, const float *out, const fl
  * at k_base + g * kv_stride and v_base + g * kv_stride. group = heads / kv heads. */
 typedef struct op_qkv_layout {
     int ld, group, q_gstride, k_base, v_base, kv_stride;
+    /* Packed examples (SFT), borrowed, NULL for plain causal rows: seg[b*T + t] is the
+     * position in row b where token t's example starts. Attention then sees keys
+     * seg..t only, and rotary uses position t - seg (each example starts at 0). */
+    const int32_t *seg;
 } op_qkv_layout;
 op_qkv_layout op_qkv_neox(int heads, int hd);
 /* op_attention_fwd/bwd for any layout (GQA, MQA); dqkv's q, k and v parts are written in full. */
@@ -87,7 +91,9 @@ void op_swiglu_bwd(float *dgu, const float *dout, const float *gu, int N, int in
 
 /* Cross-entropy over logits rows [M][V] in place: returns per-row loss in
  * losses[m] and replaces logits with (softmax - onehot) * grad_scale (when
- * grad_scale != 0; with 0 the logits are left as they were). */
+ * grad_scale != 0; with 0 the logits are left as they were). A row whose
+ * target is negative (masked: SFT prompt tokens, padding) has loss 0 and,
+ * with grad_scale != 0, a zero gradient row. */
 void op_xent_rows(float *logits, float *losses, const int32_t *targets, int M, int V,
                   float grad_scale);
 

@@ -111,7 +111,8 @@ void op_rotary_lay(float *qkv, const float *cos_t, const float *sin_t, const op_
         return;
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        const float *cs = cos_t + (long)(n % T) * r2, *sn = sin_t + (long)(n % T) * r2;
+        int pos = n % T - (lay->seg ? lay->seg[n] : 0);
+        const float *cs = cos_t + (long)pos * r2, *sn = sin_t + (long)pos * r2;
         float *row = qkv + (long)n * lay->ld;
         for (int h = 0; h < heads; h++)
             rotate(row + (long)(h / G) * lay->q_gstride + (long)(h % G) * hd, cs, sn, r2, sgn);

@@ -1,5 +1,6 @@
 /* config.c - training config parsing and validation (see config.h). */
 #include "train/config.h"
+#include "train/parallel.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -41,6 +42,7 @@ void train_cfg_defaults(train_cfg *c)
     snprintf(c->data_source, sizeof c->data_source, "synthetic");
     c->synthetic_vocab = 512;
     snprintf(c->data_split, sizeof c->data_split, "969,30,1");
+    c->data_pack = true;
     snprintf(c->run_dir, sizeof c->run_dir, "runs/default");
     c->log_every = 1;
     c->ckpt_interval_steps = 100;
@@ -48,12 +50,16 @@ void train_cfg_defaults(train_cfg *c)
     c->ckpt_async = true;
     c->resume = true;
     c->world = 1;
+    c->tp = c->pp = 1;
+    c->eval_samples = 16;
     s3_opts_defaults(&c->ckpt_s3);
 }
 
 static const char *const top_keys[] = {"model",   "optim",      "seed",   "threads",
                                         "data",    "run_dir",    "log_every", "checkpoint",
-                                        "resume",  "init_from",  NULL};
+                                        "resume",  "init_from",  "parallel", "precision",
+                                        "eval",    NULL};
+static const char *const eval_keys[] = {"interval_steps", "samples", "at_checkpoint", NULL};
 static const char *const ckpt_keys[] = {"interval_steps", "interval_minutes", "keep_last",
                                         "keep_every", "async", "on_error", "dir", "s3", "cache_dir",
                                         NULL};
@@ -69,9 +75,10 @@ static const char *const optim_keys[] = {
     "micro_batch", "grad_accum", "seq_len", "lr", "min_lr", "warmup_steps", "total_steps",
     "beta1", "beta2", "eps", "weight_decay", "grad_clip", "global_batch", "zero1", NULL};
 static const char *const data_keys[] = {"source", "synthetic_vocab", "paths", "weights",
-                                         "split", NULL};
+                                         "split", "pack", NULL};
 static const char *const acts[] = {"gelu", "gelu_tanh", NULL};
-static const char *const sources[] = {"synthetic", "megatron", NULL};
+static const char *const sources[] = {"synthetic", "megatron", "sft", NULL};
+static const char *const precisions[] = {"fp32", "bf16", NULL};
 
 #define TRY(expr)                                                                        \
     do {                                                                                 \
@@ -252,20 +259,31 @@ static grit_err load_optim(const jcfg *j, train_cfg *c)
     return GRIT_OK;
 }
 
-/* data.paths / data.weights / data.split of the "megatron" source. */
+/* data.paths / data.weights / data.split of the "megatron" source; data.paths,
+ * data.split and data.pack of the "sft" source (one prefix, docs/sft.md). */
 static grit_err load_megatron(const jcfg *j, json_t *d, train_cfg *c)
 {
     json_t *paths = json_object_get(d, "paths"), *ws = json_object_get(d, "weights");
-    bool mg = !strcmp(c->data_source, "megatron");
+    bool sft = !strcmp(c->data_source, "sft"), mg = sft || !strcmp(c->data_source, "megatron");
     if (!mg && (paths || ws || json_object_get(d, "split")))
         return jcfg_fail(j, paths ? "data.paths" : ws ? "data.weights" : "data.split",
-                         "expected only with \"source\": \"megatron\"");
+                         "expected only with \"source\": \"megatron\" or \"sft\"");
+    if (!sft && json_object_get(d, "pack"))
+        return jcfg_fail(j, "data.pack", "expected only with \"source\": \"sft\"");
     if (!mg)
         return GRIT_OK;
     if (!paths)
         return jcfg_fail(j, "data.source", "missing field 'data.paths' (required by "
-                                           "\"megatron\": a list of .bin/.idx prefixes)");
+                                           "\"%s\": a list of .bin/.idx prefixes)",
+                         c->data_source);
     size_t n = json_is_array(paths) ? json_array_size(paths) : 0;
+    if (sft && n != 1)
+        return jcfg_fail(j, "data.paths", "expected exactly one prefix with \"source\": "
+                                          "\"sft\" (a dataset from grit tokenize --sft)");
+    if (sft && ws)
+        return jcfg_fail(j, "data.weights", "expected only with \"source\": \"megatron\"");
+    if (sft)
+        TRY(jcfg_bool(j, d, "data", "pack", &c->data_pack));
     if (n < 1 || n > TRAIN_DATA_MAX_PATHS)
         return jcfg_fail(j, "data.paths", "expected a list of 1 to %d dataset prefixes "
                                           "(strings)", TRAIN_DATA_MAX_PATHS);
@@ -307,7 +325,7 @@ static grit_err load_megatron(const jcfg *j, json_t *d, train_cfg *c)
                                               "\"969,30,1\", got \"%s\"", split);
         snprintf(c->data_split, sizeof c->data_split, "%s", split);
     }
-    if (c->seed > 0xffffffffULL)
+    if (!sft && c->seed > 0xffffffffULL)
         return jcfg_fail(j, "seed", "expected a seed below 2^32 with the \"megatron\" data "
                                     "source (numpy's RandomState), got %llu",
                          (unsigned long long)c->seed);
@@ -323,6 +341,10 @@ static grit_err load_all(const jcfg *j, train_cfg *c)
     TRY(jcfg_int(j, j->root, "", "seed", 0, 0x7fffffffffffffffL, &seed));
     c->seed = (uint64_t)seed;
     TRY(load_int(j, j->root, "", "threads", 1, 1024, &c->threads));
+    const char *prec = NULL;
+    TRY(jcfg_str(j, j->root, "", "precision", precisions, &prec));
+    if (prec)
+        TRY(gx_precision_parse(prec, &c->precision));
     TRY(load_int(j, j->root, "", "log_every", 1, 1 << 30, &c->log_every));
     const char *rd = NULL;
     TRY(jcfg_str(j, j->root, "", "run_dir", NULL, &rd));
@@ -346,6 +368,15 @@ static grit_err load_all(const jcfg *j, train_cfg *c)
         if (oe)
             c->ckpt_stop_on_error = !strcmp(oe, "stop");
         TRY(load_ckpt_dir(j, k, c));
+    }
+    TRY(train__parallel_load(j, c));
+    json_t *ev;
+    TRY(jcfg_obj(j, j->root, "", "eval", &ev));
+    if (ev) {
+        TRY(jcfg_only(j, ev, "eval", eval_keys));
+        TRY(load_int(j, ev, "eval", "interval_steps", 0, 1 << 30, &c->eval_interval_steps));
+        TRY(load_int(j, ev, "eval", "samples", 1, 1 << 24, &c->eval_samples));
+        TRY(jcfg_bool(j, ev, "eval", "at_checkpoint", &c->eval_at_checkpoint));
     }
     TRY(jcfg_bool(j, j->root, "", "resume", &c->resume));
     const char *init = NULL;
@@ -444,7 +475,7 @@ char *train_cfg_dump(const train_cfg *c)
             json_object_set_new(ck, "s3", s3);
         }
     }
-    if (!strcmp(c->data_source, "megatron")) {
+    if (!strcmp(c->data_source, "megatron") || !strcmp(c->data_source, "sft")) {
         json_t *data = json_object_get(root, "data"), *p = json_array(), *w = json_array();
         for (int i = 0; i < c->data_npaths; i++) {
             json_array_append_new(p, json_string(c->data_paths[i]));
@@ -454,12 +485,23 @@ char *train_cfg_dump(const train_cfg *c)
         json_object_set_new(data, "paths", p);
         json_object_set_new(data, "weights", w);
         json_object_set_new(data, "split", json_string(c->data_split));
+        if (!strcmp(c->data_source, "sft")) {
+            json_object_del(data, "weights");
+            json_object_set_new(data, "pack", json_boolean(c->data_pack));
+        }
     }
     json_object_set_new(root, "resume", json_boolean(c->resume));
+    json_object_set_new(root, "precision", json_string(gx_precision_name(c->precision)));
     json_object_set_new(optim, "global_batch", json_integer(o->global_batch));
     json_object_set_new(optim, "zero1", json_boolean(o->zero1));
     if (c->init_from[0])
         json_object_set_new(root, "init_from", json_string(c->init_from));
+    train__parallel_dump(root, c);
+    if (c->eval_interval_steps > 0 || c->eval_at_checkpoint)
+        json_object_set_new(root, "eval",
+                            json_pack("{s:i,s:i,s:b}", "interval_steps", c->eval_interval_steps,
+                                      "samples", c->eval_samples, "at_checkpoint",
+                                      c->eval_at_checkpoint));
     char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(root);
     return s;
@@ -476,9 +518,14 @@ void train_cfg_fingerprint(const train_cfg *c, char out[17])
     json_t *j = full ? json_loads(full, 0, NULL) : NULL;
     free(full);
     static const char *const outside[] = {"threads",    "run_dir",   "log_every",
-                                          "checkpoint", "resume",    "init_from", NULL};
+                                          "checkpoint", "resume",    "init_from",
+                                          "parallel",   "eval",      NULL};
     for (const char *const *k = outside; j && *k; k++)
         json_object_del(j, *k);
+    /* bf16 changes the numbers; fp32 hashes as before precision existed, so older
+     * checkpoints still resume */
+    if (c->precision == GX_FP32)
+        json_object_del(j, "precision");
     /* how the work is spread over ranks does not change what is computed */
     json_t *op = json_object_get(j, "optim");
     json_object_del(op, "zero1");
@@ -494,13 +541,18 @@ void train_cfg_fingerprint(const train_cfg *c, char out[17])
 grit_err train_cfg_resolve_world(train_cfg *c, int world)
 {
     optim_cfg *o = &c->optim;
+    grit_err rc = train_parallel_check(c, world);
+    if (rc != GRIT_OK)
+        return rc;
+    world = train_parallel_dp(c, world); /* the batch is split over data-parallel ranks only */
     c->world = world;
     if (o->global_batch <= 0)
         return GRIT_OK;
     long per = (long)o->micro_batch * world;
     if (o->global_batch % per != 0)
         return grit_errf(GRIT_ECONFIG,
-                         "optim.global_batch %d is not a multiple of micro_batch %d x %d ranks",
+                         "optim.global_batch %d is not a multiple of micro_batch %d x %d "
+                         "data-parallel ranks",
                          o->global_batch, o->micro_batch, world);
     o->grad_accum = (int)(o->global_batch / per);
     return GRIT_OK;

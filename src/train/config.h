@@ -6,8 +6,10 @@
  *    "optim": {...}, "seed": 1234, "threads": 2,
  *    "data": {"source": "synthetic", "synthetic_vocab": 512}
  *          | {"source": "megatron", "paths": ["PREFIX", ...],
- *             "weights": [w, ...], "split": "969,30,1"},
- *    "run_dir": "runs/demo", "log_every": 1}
+ *             "weights": [w, ...], "split": "969,30,1"}
+ *          | {"source": "sft", "paths": ["PREFIX"], "split": "98,2,0", "pack": true},
+ *    "run_dir": "runs/demo", "log_every": 1, "precision": "fp32" | "bf16",
+ *    "parallel": {"tensor": 1, "pipeline": 1, "data": 0, "zero": 0}}  (train/parallel.h)
  * Every unknown field, wrong type and out-of-range value is an error naming
  * the file, line:column, field and what was expected (core/jcfg.h). The
  * resolved config (every default filled in) is what the run directory keeps.
@@ -32,6 +34,7 @@ typedef struct train_cfg {
     optim_cfg optim;
     uint64_t seed;
     int threads;
+    gx_precision precision; /* "precision": fp32 (default) or bf16 (model/gptneox.h) */
     char data_source[16];  /* "synthetic" or "megatron" */
     int synthetic_vocab;   /* tokens used by the synthetic stream */
     /* "megatron": .bin/.idx prefixes, blended by weight (data/gptdataset.h) */
@@ -40,6 +43,7 @@ typedef struct train_cfg {
     double data_weights[TRAIN_DATA_MAX_PATHS]; /* as given (1 each when absent) */
     bool data_has_weights;
     char data_split[64];   /* Megatron's train,valid,test shares */
+    bool data_pack;        /* "sft": pack short examples into rows (else one per row, padded) */
     char run_dir[1024];
     int log_every;
     /* checkpoints (src/ckpt): in run_dir/ckpt */
@@ -55,7 +59,12 @@ typedef struct train_cfg {
     s3_opts ckpt_s3;             /* "s3": {endpoint, region, part_size_mib, concurrency,
                                     retries, unsigned_payload} for an s3:// dir */
     int world;                   /* data-parallel ranks (runtime, not in the file; 1 default) */
+    int tp, pp, dp;              /* "parallel": tensor, pipeline, data (0: derived); parallel.h */
     char init_from[1024];        /* weights-only start from a checkpoint or HF folder ("" none) */
+    /* validation (train/validate.h): outside the fingerprint, it changes no weight */
+    int eval_interval_steps;     /* "eval.interval_steps": 0 off */
+    int eval_samples;            /* "eval.samples": held-out sequences of seq_len + 1 tokens */
+    bool eval_at_checkpoint;     /* "eval.at_checkpoint": also at every checkpoint step */
 } train_cfg;
 
 /* Defaults for everything (model pythia-14m). */

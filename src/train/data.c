@@ -6,6 +6,7 @@
 
 #include "data/gptdataset.h"
 #include "data/indexed.h"
+#include "data/sft.h"
 #include "data/synthetic.h"
 #include "train/s3cache.h"
 
@@ -93,12 +94,44 @@ grit_err train_data_open(train_data *d, const train_cfg *cfg)
                                           "seed below 2^32", (unsigned long long)cfg->seed);
         return open_megatron(d, cfg);
     }
+    if (!strcmp(cfg->data_source, "sft")) {
+        const optim_cfg *o = &cfg->optim;
+        int64_t need = (int64_t)o->total_steps * o->micro_batch * o->grad_accum *
+                       (cfg->world > 0 ? cfg->world : 1);
+        char local[4096];
+        grit_err rc = train_s3cache_prefix(cfg->data_paths[0], local, sizeof local);
+        if (rc != GRIT_OK)
+            return rc;
+        return sft_open(&d->sft, local, cfg->data_split, o->seq_len + 1, cfg->seed, need,
+                        cfg->data_pack, cfg->model.vocab);
+    }
     return grit_errf(GRIT_EINVAL, "data source '%s' is not supported", cfg->data_source);
+}
+
+grit_err train_data_fill_sft(train_data *d, long first, int n, int len, int32_t *out,
+                             uint8_t *mask, int32_t *seg)
+{
+    if (!d->sft)
+        return grit_errf(GRIT_EINVAL, "data: the \"%s\" source has no loss mask",
+                         d->cfg->data_source);
+    if (len != d->cfg->optim.seq_len + 1)
+        return grit_errf(GRIT_EINVAL, "data: rows are %d tokens, %d asked for",
+                         d->cfg->optim.seq_len + 1, len);
+    for (int j = 0; j < n; j++) {
+        grit_err rc = sft_fill(d->sft, (int64_t)first + j, out + (size_t)j * (size_t)len,
+                               mask + (size_t)j * (size_t)len, seg + (size_t)j * (size_t)(len - 1));
+        if (rc != GRIT_OK)
+            return rc;
+    }
+    return GRIT_OK;
 }
 
 grit_err train_data_fill(train_data *d, long first, int n, int len, int32_t *out)
 {
     const train_megatron *g = d->mg;
+    if (d->sft)
+        return grit_errf(GRIT_EINVAL, "data: the \"sft\" source fills masks too "
+                                      "(train_data_fill_sft)");
     if (!g) {
         syn_fill(d->cfg->seed, d->cfg->synthetic_vocab, first, n, len, out);
         return GRIT_OK;
@@ -131,6 +164,8 @@ grit_err train_data_fill(train_data *d, long first, int n, int len, int32_t *out
 double train_data_epochs(const train_data *d, long samples)
 {
     const train_megatron *g = d->mg;
+    if (d->sft)
+        return sft_epochs(d->sft, samples);
     if (!g || samples <= 0)
         return 0.0;
     double T = d->cfg->optim.seq_len, best = 0;
@@ -160,5 +195,6 @@ void train_data_close(train_data *d)
         free(g->at);
         free(g);
     }
+    sft_close(d->sft);
     memset(d, 0, sizeof *d);
 }

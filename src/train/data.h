@@ -16,6 +16,9 @@
  *                seed), and several prefixes are blended by weight the way
  *                Megatron's BlendableDataset does. Everything is built in
  *                train_data_open; fill only copies tokens (no allocation).
+ *   "sft"        one prefix from `grit tokenize --sft` (data/sft.h): rows of
+ *                examples, packed or padded, with a loss mask and segment
+ *                starts (train_data_fill_sft); the split is over examples.
  *
  * The loader's whole state is the sample position, which checkpoints keep
  * as trainer_state's next_sample: a resumed run asks for the samples from
@@ -30,10 +33,12 @@
 #include "train/config.h"
 
 struct train_megatron;
+struct sft_set;
 
 typedef struct train_data {
     const train_cfg *cfg;      /* borrowed */
     struct train_megatron *mg; /* "megatron" source state (owned), else NULL */
+    struct sft_set *sft;       /* "sft" source state (owned), else NULL */
 } train_data;
 
 /* Opens the configured source; errors name the file and what is wrong.
@@ -45,6 +50,11 @@ grit_err train_data_open(train_data *d, const train_cfg *cfg);
  * total_steps x micro_batch x grad_accum) or for a token id >= the model's
  * vocabulary. */
 grit_err train_data_fill(train_data *d, long first, int n, int len, int32_t *out);
+
+/* "sft": also fills mask[n][len] (1 = the target's loss counts) and
+ * seg[n][len - 1] (start of each input token's example in its row). */
+grit_err train_data_fill_sft(train_data *d, long first, int n, int len, int32_t *out,
+                             uint8_t *mask, int32_t *seg);
 
 /* Passes over the data consumed after `samples` samples (0 for endless
  * sources): tokens read / tokens in the training split; for a blend, the

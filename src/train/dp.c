@@ -2,6 +2,7 @@
 #include "train/dp.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,7 +111,7 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1)
         gx_drop_optim_state(m);
     }
     const char *sp = getenv("GRIT_DP_SPARSE_EMBED"); /* "0": dense, for comparisons */
-    if (W > 1 && m->num_tensors > 1 && !m->cfg.tied && !(sp && !strcmp(sp, "0"))) {
+    if (W > 1 && m->num_tensors > 1 && !m->cfg.tied && m->tp <= 1 && !(sp && !strcmp(sp, "0"))) {
         /* sparse reduction of the input embedding (not when the LM head shares it:
          * then every row has a gradient) */
         p->embed_n = m->tensors[1].offset;
@@ -193,12 +194,60 @@ void dp_arm(dp_sync *p)
     }
 }
 
+void dp_set_tp(dp_sync *p, comm *tp) { p->tp = tp && tp->size > 1 ? tp : NULL; }
+
+/* Sums of squares of grads[lo, hi) (g: those values), split into the tensors this TP
+ * rank holds a slice of (out[0]) and the replicated ones (out[1]); fixed order. */
+static void sq_parts(const gx_model *m, const float *g, size_t lo, size_t hi, double out[2])
+{
+    out[0] = out[1] = 0.0;
+    for (int ti = 0; ti < m->num_tensors; ti++) {
+        const gx_tensor *t = &m->tensors[ti];
+        size_t a = t->offset > lo ? t->offset : lo;
+        size_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+        double s = 0.0;
+        for (size_t i = a; i < b; i++)
+            s += (double)g[i - lo] * g[i - lo];
+        out[t->split < 0] += s;
+    }
+}
+
+/* The global norm under TP: [split, replicated] sums gathered over the DP group (ZeRO-1
+ * shards) and then over the TP group, each added in rank order. */
+static grit_err tp_norm(dp_sync *p, const float *g, size_t lo, size_t hi, double *norm)
+{
+    double mine[2], all[2 * 1024], dsum[2] = {0, 0};
+    sq_parts(p->m, g, lo, hi, mine);
+    if (p->d->size > 1024 || p->tp->size > 1024)
+        return grit_errf(GRIT_EINVAL, "group size above 1024");
+    grit_err rc = GRIT_OK;
+    if (p->zero1 && (rc = comm_allgather_f64(p->d, mine, all, 2)) == GRIT_OK) {
+        for (int r = 0; r < p->d->size; r++)
+            dsum[0] += all[2 * r], dsum[1] += all[2 * r + 1];
+    } else if (!p->zero1)
+        dsum[0] = mine[0], dsum[1] = mine[1];
+    if (rc != GRIT_OK || (rc = comm_allgather_f64(p->tp, dsum, all, 2)) != GRIT_OK)
+        return rc;
+    double s = 0.0;
+    for (int r = 0; r < p->tp->size; r++)
+        s += all[2 * r];
+    *norm = sqrt(s + all[1]); /* replicated tensors: TP rank 0's copy */
+    return GRIT_OK;
+}
+
 grit_err dp_finish_grads(dp_sync *p, double *norm)
 {
     gx_model *m = p->m;
     p->m->grad_ready = NULL;
     p->wait_s = 0;
+    if (m->tp_failed) { /* the failed collective left its message */
+        char why[256];
+        snprintf(why, sizeof why, "%s", grit_errmsg());
+        return grit_errf(GRIT_EIO, "a tensor-parallel reduction failed in this step: %s", why);
+    }
     if (p->d->size == 1) {
+        if (p->tp)
+            return tp_norm(p, m->grads, 0, m->num_params, norm);
         *norm = optim_grad_norm(m);
         return GRIT_OK;
     }
@@ -216,11 +265,15 @@ grit_err dp_finish_grads(dp_sync *p, double *norm)
         return grit_errf(GRIT_EIO, "rank %d: %d of %d gradient reductions could not be started",
                          p->d->rank, expect, m->cfg.layers + 2);
     if (!p->zero1) {
+        if (p->tp)
+            return tp_norm(p, m->grads, 0, m->num_params, norm);
         *norm = optim_grad_norm(m);
         return GRIT_OK;
     }
     size_t n = p->hi - p->lo;
     memcpy(m->grads + p->lo, p->g_shard, n * sizeof(float));
+    if (p->tp)
+        return tp_norm(p, p->g_shard, p->lo, p->hi, norm);
     double local = 0, parts[1024];
     for (size_t i = 0; i < n; i++)
         local += (double)p->g_shard[i] * p->g_shard[i];

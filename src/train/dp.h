@@ -27,7 +27,8 @@
 #include "train/optim.h"
 
 typedef struct dp_sync {
-    comm *d;               /* borrowed */
+    comm *d;               /* borrowed: the data-parallel group */
+    comm *tp;              /* borrowed: the tensor-parallel group (NULL: none); dp_set_tp */
     gx_model *m;           /* borrowed */
     bool zero1;
     size_t lo, hi;         /* this rank's shard of the flat block (ZeRO-1) */
@@ -50,6 +51,11 @@ typedef struct dp_sync {
 } dp_sync;
 
 grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1);
+/* Under tensor parallelism (m->tp > 1): the TP group, for the gradient norm. Each
+ * rank's sum of squares of its slices is added over the group in rank order; the
+ * replicated tensors (norms, row-parallel biases: identical on every TP rank) are
+ * counted once. The sparse embedding reduction is off (vocabulary rows are split). */
+void dp_set_tp(dp_sync *p, comm *tp);
 void dp_free(dp_sync *p);
 
 /* Every step, before forward (all ranks): the step's tokens on this rank (n

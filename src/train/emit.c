@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/fsutil.h"
 
@@ -70,7 +71,8 @@ void emit_heartbeat_start(emitter *e, int rank, const char *node, bool measure)
      * counts each machine once, by boot_id, should two of them do it */
     e->meter = measure ? obs_meter_open(NULL, NULL) : NULL; /* out of memory: no energy */
     hb_client_opts o = {.rank = rank, .node = node, .period = 1.0, .host = host,
-                        .sample = e->meter ? sample_energy : NULL, .sample_ctx = e->meter};
+                        .sample = e->meter ? sample_energy : NULL, .sample_ctx = e->meter,
+                        .net = measure};
     e->hb = hb_client_start(&o); /* NULL unless supervised */
     if (!e->hb) {
         obs_meter_close(e->meter);
@@ -92,9 +94,22 @@ void emit_metrics(emitter *e, const emit_row *r)
         fprintf(e->mf, ",\"ckpt_stall_s\":%.6f", r->ckpt_stall_s);
     if (r->epochs >= 0)
         fprintf(e->mf, ",\"epochs\":%.6f", r->epochs);
+    if (r->has_val)
+        fprintf(e->mf, ",\"val_loss\":%.9g,\"val_ppl\":%.9g", r->val_loss, r->val_ppl);
     fputs("}\n", e->mf);
     fflush(e->mf);
     tb_train_step(e->tb, r->step, r->loss, r->grad_norm, r->lr, r->tokens_per_s);
+    if (r->has_val && e->tb) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts); /* TensorBoard's wall_time: Unix seconds */
+        double now = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+        char a[32], b[32]; /* the values metrics.jsonl holds, to the bit */
+        snprintf(a, sizeof a, "%.9g", r->val_loss);
+        snprintf(b, sizeof b, "%.9g", r->val_ppl);
+        tb_scalar(e->tb, "val/loss", r->step, now, (float)strtod(a, NULL));
+        tb_scalar(e->tb, "val/perplexity", r->step, now, (float)strtod(b, NULL));
+        tb_flush(e->tb);
+    }
 }
 
 void emit_beat(emitter *e, long step, double loss, double grad_norm, double step_time,

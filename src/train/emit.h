@@ -33,11 +33,13 @@ typedef struct emitter {
 } emitter;
 
 /* One step's row of metrics.jsonl; a negative comm_wait_s / ckpt_stall_s / epochs
- * leaves that key out. */
+ * leaves that key out, as does has_val false for val_loss / val_ppl. */
 typedef struct emit_row {
     long step;
     double loss, grad_norm, lr, tokens, tokens_per_s, step_time_s;
     double comm_wait_s, ckpt_stall_s, epochs;
+    bool has_val;            /* a validation ran at this step (train/validate.h) */
+    double val_loss, val_ppl;
 } emit_row;
 
 /* Rank 0 (leader): opens metrics.jsonl (start > 0: keeping the lines of steps <=

@@ -14,18 +14,31 @@
 #include <unistd.h>
 
 #include "ckpt/safetensors.h"
+#include "comm/grid.h"
 #include "core/events.h"
 #include "core/fault.h"
 #include "core/fsutil.h"
+#include "core/ompenv.h"
 #include "core/progress.h"
 #include "core/stopsig.h"
+#include "model/tp.h"
 #include "train/data.h"
 #include "train/dp.h"
 #include "train/emit.h"
 #include "train/faults.h"
 #include "train/optim.h"
+#include "train/parallel.h"
 #include "train/policy.h"
 #include "train/saver.h"
+#include "train/validate.h"
+
+/* minor page faults of this process so far (the step loop should add none: core/bigalloc.h) */
+static long minor_faults(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+}
 
 double train_peak_rss_mib(void)
 {
@@ -34,19 +47,21 @@ double train_peak_rss_mib(void)
     return (double)ru.ru_maxrss / 1024.0;
 }
 
-grit_err train_save_weights(const gx_model *m, const char *path)
+/* Writes the tensors (a table and its block) as safetensors, durably. */
+static grit_err save_block(const gx_tensor *tensors, int nt, const float *params,
+                           const char *path)
 {
-    st_entry *e = calloc((size_t)m->num_tensors, sizeof *e);
+    st_entry *e = calloc((size_t)nt, sizeof *e);
     if (!e)
         return grit_errf(GRIT_ENOMEM, "out of memory");
-    for (int i = 0; i < m->num_tensors; i++) {
-        const gx_tensor *t = &m->tensors[i];
+    for (int i = 0; i < nt; i++) {
+        const gx_tensor *t = &tensors[i];
         e[i] = (st_entry){.name = t->name, .dtype = "F32", .ndim = t->ndim,
-                          .data = m->params + t->offset};
+                          .data = params + t->offset};
         e[i].shape[0] = t->shape[0];
         e[i].shape[1] = t->shape[1];
     }
-    grit_err rc = st_write(path, e, m->num_tensors);
+    grit_err rc = st_write(path, e, nt);
     free(e);
     return rc;
 }
@@ -62,6 +77,48 @@ const char *train_fail_cause(grit_err rc, const char *msg)
     return NULL;
 }
 
+grit_err train_save_weights(const gx_model *m, const char *path)
+{
+    return save_block(m->tensors, m->num_tensors, m->params, path);
+}
+
+/* model.safetensors under tensor parallelism: the TP group gathers its slices and
+ * rank 0 of the world (TP rank 0 of DP replica 0) writes the whole tensors. */
+static grit_err save_weights_tp(const gx_model *m, comm *tpc, int world_rank, const char *path)
+{
+    size_t np = m->num_params;
+    if (np * (size_t)m->tp > 0x7fffffffUL)
+        return grit_errf(GRIT_EINVAL, "%zu parameters per rank exceed one MPI message", np);
+    float *parts = malloc(sizeof(float) * np * (size_t)m->tp), *full = NULL;
+    gx_tensor *g = NULL;
+    int ng = 0;
+    size_t npg = 0;
+    grit_err rc = parts ? GRIT_OK : grit_errf(GRIT_ENOMEM, "out of memory gathering weights");
+    if (rc == GRIT_OK) {
+        memcpy(parts + np * (size_t)m->tp_rank, m->params, sizeof(float) * np);
+        rc = comm_allgather(tpc, parts, np);
+    }
+    if (rc == GRIT_OK && world_rank == 0 &&
+        (rc = gx_tp_layout(&m->cfg, 1, 0, &g, &ng, &npg)) == GRIT_OK) {
+        full = calloc(npg, sizeof(float));
+        rc = full ? gx_tp_assemble(&m->cfg, m->tp, parts, np, full)
+                  : grit_errf(GRIT_ENOMEM, "out of memory gathering weights");
+        if (rc == GRIT_OK)
+            rc = save_block(g, ng, full, path);
+    }
+    free(parts);
+    free(full);
+    free(g);
+    return rc;
+}
+
+/* The model's hook for reductions over the TP group (model/tp.h). */
+static int tp_reduce(void *ctx, float *buf, size_t n, int max)
+{
+    comm *c = ctx;
+    return (max ? comm_allreduce_max(c, buf, n) : comm_allreduce_sum(c, buf, n)) != GRIT_OK;
+}
+
 static void path_join(char *buf, size_t cap, const char *dir, const char *name)
 {
     snprintf(buf, cap, "%s/%s", dir, name);
@@ -69,7 +126,7 @@ static void path_join(char *buf, size_t cap, const char *dir, const char *name)
 
 static void summary(FILE *log, const saver *r, const gx_model *m, long steps,
                     double first_loss, double last_loss, double min_loss, double secs,
-                    double tokens)
+                    double tokens, long faults_later)
 {
     const train_cfg *cfg = r->cfg;
     char dur[32];
@@ -85,7 +142,12 @@ static void summary(FILE *log, const saver *r, const gx_model *m, long steps,
     fprintf(log, "  %-26s %.0f tok/s, %.1f GFLOP/s\n", "throughput", tokens / secs,
             tokens / secs * fpt / 1e9);
     fprintf(log, "  %-26s %.0f MiB\n", "peak memory (RSS)", train_peak_rss_mib());
-    fprintf(log, "  %-26s %d\n", "threads", cfg->threads);
+    char omp[160];
+    fprintf(log, "  %-26s %d, OpenMP waits: %s\n", "threads", cfg->threads,
+            ompenv_describe(omp, sizeof omp));
+    if (steps > 1)
+        fprintf(log, "  %-26s %ld in %ld steps after the first\n", "minor page faults", faults_later,
+                steps - 1);
     if (r->on)
         fprintf(log, "  %-26s %d saved, %d failed, stall %.3fs in all (%.2f%% of wall time)\n",
                 "checkpoints", r->saves, r->failures, r->stall_total,
@@ -185,12 +247,44 @@ static void emit_train_start(events *ev, const train_cfg *cfg, long start, const
     events_emit(ev, "train_start", f);
 }
 
-grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
+grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *res)
 {
     const optim_cfg *o = &cfg->optim;
+    comm_grid grid = {0};
+    int tp = cfg->tp > 0 ? cfg->tp : 1, pp = cfg->pp > 0 ? cfg->pp : 1;
+    grit_err rc = train_parallel_check(cfg, world->size);
+    if (rc != GRIT_OK)
+        return rc;
+    if (pp > 1)
+        return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d: pipeline parallelism is not "
+                                       "implemented yet (use 1)", pp);
+    if (tp > 1 && (cfg->eval_interval_steps > 0 || cfg->eval_at_checkpoint))
+        return grit_errf(GRIT_ECONFIG, "parallel.tensor %d: validation during training (eval) "
+                                       "reads whole weights and is not implemented under "
+                                       "tensor parallelism yet (use 1)", tp);
+    if (tp > 1 && !strcmp(cfg->data_source, "sft"))
+        return grit_errf(GRIT_ECONFIG, "parallel.tensor %d: data.source \"sft\" (masked loss, "
+                                       "packed examples) is not implemented under tensor "
+                                       "parallelism yet (use 1)", tp);
+    if (tp > 1 && (train_cfg_ckpt_enabled(cfg) || cfg->init_from[0]))
+        return grit_errf(GRIT_ECONFIG, "parallel.tensor %d: checkpoints and init_from under "
+                                       "tensor parallelism are not implemented yet", tp);
+    train_plan plan; /* the first lines of every run; refused before allocating */
+    if ((rc = train_plan_make(cfg, world->size, train_ranks_here(world->size), &plan)) !=
+        GRIT_OK)
+        return rc;
+    if (log && world->rank == 0)
+        train_plan_print(&plan, cfg, log);
+    if ((rc = train_plan_fits(&plan)) != GRIT_OK)
+        return rc;
+    if ((rc = comm_grid_init(&grid, world, tp, pp, train_parallel_dp(cfg, world->size))) !=
+        GRIT_OK)
+        return rc;
+    /* d: the data-parallel group (the world itself without tensor parallelism) */
+    comm *d = tp == 1 ? world : &grid.dpc;
     int B = o->micro_batch, T = o->seq_len, A = o->grad_accum, W = d->size;
-    int leader = d->rank == 0;
-    long G = (long)W * A * B; /* sequences per optimiser step, all ranks */
+    int leader = world->rank == 0;
+    long G = (long)W * A * B; /* sequences per optimiser step, all replicas */
     char path[1200], fp[17], node[64];
     gx_model m;
     dp_sync dp = {0};
@@ -199,31 +293,47 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
     saver sv = {0};
     emitter em = {0};
     policy pol = {0};
+    validator val = {0};
     faults fs;
-    int32_t *tokens = NULL;
+    int32_t *tokens = NULL, *seg = NULL;
+    uint8_t *mask = NULL;
     long step_now = 0; /* the step the run is at, for a fatal event */
-    grit_err rc;
     log = leader ? log : NULL;
-    fault_set_rank(d->rank); /* rank-scoped injected faults (core/fault.h) */
-    train_node_name(d->rank, node, sizeof node);
-    if ((rc = faults_init(&fs, d->rank, node)) != GRIT_OK ||
+    memset(&m, 0, sizeof m);
+    fault_set_rank(world->rank); /* rank-scoped injected faults (core/fault.h) */
+    train_node_name(world->rank, node, sizeof node);
+    if ((rc = faults_init(&fs, world->rank, node)) != GRIT_OK ||
         (rc = policy_init(&pol, getenv("GRIT_SKIP_STEPS"))) != GRIT_OK)
-        return rc;
+        goto out;
 
     omp_set_num_threads(cfg->threads);
     openblas_set_num_threads(cfg->threads);
-    memset(&m, 0, sizeof m);
     train_cfg_fingerprint(cfg, fp);
 
     if (leader && (rc = open_run_dir(cfg, &ev)) != GRIT_OK)
         goto out;
-    if ((rc = comm_barrier(d)) != GRIT_OK) /* the run directory exists for everyone */
+    if ((rc = comm_barrier(world)) != GRIT_OK) /* the run directory exists for everyone */
         goto out;
-    if ((rc = gx_init(&m, &cfg->model, B, T, cfg->threads)) != GRIT_OK ||
+    if ((rc = gx_init_tp(&m, &cfg->model, B, T, cfg->threads, tp, grid.tp_rank)) != GRIT_OK ||
         (rc = train_data_open(&data, cfg)) != GRIT_OK ||
         (rc = dp_init(&dp, d, &m, o->zero1)) != GRIT_OK ||
-        (rc = saver_open(&sv, cfg, d, &ev, log)) != GRIT_OK)
+        (rc = saver_open(&sv, cfg, d, &ev, log)) != GRIT_OK ||
+        (rc = validate_open(&val, cfg, &m, d->rank, W)) != GRIT_OK)
         goto out;
+    if (tp > 1) {
+        m.tp_reduce = tp_reduce;
+        m.tp_ctx = &grid.tpc;
+        dp_set_tp(&dp, &grid.tpc);
+    }
+    if (cfg->precision != GX_FP32) {
+        const char *note;
+        if ((rc = gx_set_precision(&m, cfg->precision, &note)) != GRIT_OK)
+            goto out;
+        if (leader && !strncmp(note, "warning:", 8)) /* a CPU without AVX512-BF16: say so */
+            fprintf(stderr, "grit train: %s\n", note);
+        else if (log)
+            fprintf(log, "grit train: %s\n", note);
+    }
     long start;
     double tokens_done;
     bool loaded;
@@ -234,7 +344,11 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
     if ((rc = saver_start(&sv, &m, &dp, now_seconds())) != GRIT_OK)
         goto out;
     tokens = malloc(sizeof(int32_t) * (size_t)A * B * (T + 1));
-    if (!tokens) {
+    if (data.sft) { /* SFT rows: loss mask and packed-example starts (data/sft.h) */
+        mask = malloc((size_t)A * B * (T + 1));
+        seg = malloc(sizeof(int32_t) * (size_t)A * B * T);
+    }
+    if (!tokens || (data.sft && (!mask || !seg))) {
         rc = grit_errf(GRIT_ENOMEM, "out of memory");
         goto out;
     }
@@ -247,29 +361,55 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
                 cfg->preset[0] ? cfg->preset : "custom model", (double)m.num_params / 1e6,
                 cfg->model.layers, W, W > 1 ? "s" : "", B, T, A, o->total_steps, cfg->threads,
                 (double)gx_act_bytes_per_token(&cfg->model) / 1024.0, dp.zero1 ? ", ZeRO-1" : "");
+    if (log && tp > 1)
+        fprintf(log, "grit train: tensor parallel %d x data parallel %d: %.2fM params per rank, "
+                     "activations %.1f KiB/token per rank\n", tp, W, (double)m.num_params / 1e6,
+                (double)gx_tp_act_bytes_per_token(&cfg->model, tp) / 1024.0);
 
-    emit_heartbeat_start(&em, d->rank, node, d->local_rank == 0); /* one meter per machine */
+    emit_heartbeat_start(&em, world->rank, node, world->local_rank == 0); /* one meter per machine */
     progress pr;
     progress_init(&pr, log ? log : stderr, o->total_steps, cfg->log_every);
     double t_start = now_seconds(), first = NAN, last = NAN, minl = INFINITY;
     double run_tokens = 0, wait_total = 0;
-    long step;
+    long step, faults0 = 0;
     bool stop = false, stop_saved = false;
     for (step = start; step < o->total_steps; step++) {
+        if (step == start + 1)
+            faults0 = minor_faults(); /* the first step may still fault (thread stacks, BLAS) */
         double t0 = now_seconds();
         step_now = step;
-        long sample0 = step * G + (long)d->rank * A * B; /* this rank's slice */
-        if ((rc = train_data_fill(&data, sample0, A * B, T + 1, tokens)) != GRIT_OK ||
+        long sample0 = step * G + (long)d->rank * A * B; /* this replica's slice */
+        if ((rc = data.sft ? train_data_fill_sft(&data, sample0, A * B, T + 1, tokens, mask, seg)
+                           : train_data_fill(&data, sample0, A * B, T + 1, tokens)) != GRIT_OK ||
             (rc = dp_set_tokens(&dp, tokens, (size_t)A * B * (T + 1))) != GRIT_OK)
             goto out;
+        /* SFT: the loss is the mean over every counted target of the global batch
+         * (all micro-batches, all ranks), so each rank needs the global count first */
+        double counted = 0.0;
+        if (data.sft) {
+            for (long i = 0; i < (long)A * B; i++)
+                for (int t = 1; t <= T; t++)
+                    counted += mask[i * (T + 1) + t] != 0;
+            if (W > 1 && (rc = comm_allreduce_sum_f64(d, &counted, 1)) != GRIT_OK)
+                goto out;
+        }
         gx_zero_grad(&m);
         double loss = 0.0;
         for (int a = 0; a < A; a++) {
             if (a == A - 1)
                 dp_arm(&dp);
-            loss += gx_step(&m, tokens + (size_t)a * B * (T + 1), 1.0f / (float)(A * W), NULL);
+            const int32_t *ta = tokens + (size_t)a * B * (T + 1);
+            if (data.sft) {
+                gx_batch sb = {.mask = mask + (size_t)a * B * (T + 1),
+                               .seg = seg + (size_t)a * B * T, .denom = counted};
+                loss += gx_step_ex(&m, ta, &sb, 1.0f, NULL);
+            } else
+                loss += gx_step(&m, ta, 1.0f / (float)(A * W), NULL);
         }
-        loss /= A;
+        if (!data.sft)
+            loss /= A;
+        if ((rc = m.gemm_err) != GRIT_OK) /* a bf16 GEMM failed: its message is set */
+            goto out;
         faults_slow_compute(&fs, now_seconds() - t0);
         /* the loss sum also counts the ranks whose checkpoint part is written, and those
          * asked to stop (a signal reaches ranks at different steps: all stop at the same) */
@@ -277,7 +417,7 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
         if ((rc = dp_finish_grads(&dp, &norm)) != GRIT_OK ||
             (rc = comm_allreduce_sum_f64(d, red, W > 1 ? 3 : 1)) != GRIT_OK)
             goto out;
-        loss = red[0] / W;
+        loss = data.sft ? red[0] : red[0] / W; /* SFT: each rank sent its share of the mean */
         stop = red[2] > 0 && step + 1 < o->total_steps; /* the last step just finishes */
         if ((rc = saver_parts_agreed(&sv, red[1])) != GRIT_OK)
             goto out;
@@ -305,11 +445,17 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
             goto out;
         if (stop && (rc = stop_save(&sv, &m, &dp, &st, due, &stop_saved)) != GRIT_OK)
             goto out;
-        emit_metrics(&em, &(emit_row){.step = step + 1, .loss = loss, .grad_norm = norm,
+        /* after the update: the held-out loss of the weights this step produced */
+        double vloss = NAN, vppl = NAN;
+        if (validate_due(&val, step + 1, due) &&
+            (rc = validate_run(&val, d, &vloss, &vppl)) != GRIT_OK)
+            goto out;
+        emit_metrics(&em, &(emit_row){.has_val = !isnan(vloss), .val_loss = vloss,
+                                      .val_ppl = vppl, .step = step + 1, .loss = loss, .grad_norm = norm,
                                       .lr = lr, .tokens = tokens_done, .tokens_per_s = ntok / dt,
                                       .step_time_s = dt, .comm_wait_s = W > 1 ? dp.wait_s : -1,
                                       .ckpt_stall_s = stall,
-                                      .epochs = data.mg ? train_data_epochs(&data, (step + 1) * G)
+                                      .epochs = data.mg || data.sft ? train_data_epochs(&data, (step + 1) * G)
                                                         : -1});
         emit_beat(&em, step + 1, loss * faults_spike(&fs, step + 1), norm, dt, dp.wait_s);
         faults_after_step(&fs, emit_hb(&em), step + 1, dt);
@@ -319,8 +465,10 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
         minl = loss < minl ? loss : minl;
         if (log) {
             char text[160];
-            snprintf(text, sizeof text, "loss %.4f | gnorm %.3f | lr %.2e | %.0f tok/s", loss,
-                     norm, lr, ntok / dt);
+            int at = snprintf(text, sizeof text, "loss %.4f | gnorm %.3f | lr %.2e | %.0f tok/s",
+                              loss, norm, lr, ntok / dt);
+            if (!isnan(vloss))
+                snprintf(text + at, sizeof text - (size_t)at, " | val %.4f", vloss);
             progress_update(&pr, step + 1, text);
         }
         if (stop) {
@@ -328,6 +476,7 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
             break;
         }
     }
+    long faults_later = step > start + 1 ? minor_faults() - faults0 : 0;
     if (log)
         progress_finish(&pr);
     if ((rc = saver_finish(&sv)) != GRIT_OK)
@@ -351,15 +500,16 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
             *res = (train_result){step, last, secs, run_tokens / secs, sig};
         goto out;
     }
-    if (leader) {
-        path_join(path, sizeof path, cfg->run_dir, "model.safetensors");
-        if ((rc = train_save_weights(&m, path)) != GRIT_OK)
+    path_join(path, sizeof path, cfg->run_dir, "model.safetensors");
+    if (tp > 1) {
+        if ((rc = save_weights_tp(&m, &grid.tpc, world->rank, path)) != GRIT_OK)
             goto out;
-    }
+    } else if (leader && (rc = train_save_weights(&m, path)) != GRIT_OK)
+        goto out;
     events_emit(&ev, "train_end", json_pack("{s:I,s:f}", "step", (json_int_t)step, "loss", last));
     long ran = step - start;
     if (log && ran > 0) {
-        summary(log, &sv, &m, ran, first, last, minl, secs, run_tokens);
+        summary(log, &sv, &m, ran, first, last, minl, secs, run_tokens, faults_later);
         if (W > 1)
             fprintf(log, "  %-26s %d ranks%s; AdamW state %.1f MiB per rank; gradient "
                          "%s %.3f s blocking, %.3f s waited per step (%.0f%% hidden)\n\n",
@@ -368,7 +518,7 @@ grit_err train_run(const train_cfg *cfg, comm *d, FILE *log, train_result *res)
                     wait_total / (double)ran,
                     fmax(0.0, 100.0 * (1.0 - wait_total / (double)ran / dp.ar_blocking_s)));
     }
-    if (log && data.mg)
+    if (log && (data.mg || data.sft))
         fprintf(log, "data: %.4f epochs consumed\n", train_data_epochs(&data, step * G));
     if (res)
         *res = (train_result){step, last, secs, run_tokens / secs, 0};
@@ -391,7 +541,11 @@ out:;
     train_data_close(&data);
     dp_free(&dp);
     policy_free(&pol);
+    validate_close(&val);
     free(tokens);
+    free(mask);
+    free(seg);
     gx_free(&m);
+    comm_grid_free(&grid);
     return rc;
 }

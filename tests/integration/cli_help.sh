@@ -25,6 +25,9 @@ check 2 "give exactly one of --data, --jsonl, --text, --ids, --task" eval --chec
 check 2 "--task needs --task-type mc or cloze" eval --checkpoint x --task t.jsonl --tokenizer t.json
 check 2 "--seq-len: expected an integer" eval --checkpoint x --data y --seq-len 0
 check 0 "usage: grit dashboard" dashboard --help
+check 0 "usage: grit serve CHECKPOINT" serve --help
+check 2 "missing CHECKPOINT" serve --port 0
+check 2 "--port: expected an integer" serve x --port 70000
 check 2 "RUN_DIR is required" dashboard
 check 2 "--port: expected a number" dashboard /tmp --port 99999
 check 2 "--dashboard-port: expected a number" launch --run x --dashboard-port -1 -- true

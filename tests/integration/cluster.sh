@@ -19,6 +19,10 @@
 #              again: converges (4 idle, one NodeId per slot, one slurmd each); a 4-node job
 #              runs while update shrinks to 2: the job completes, then n4/n5 are removed
 #              (not in Slurm, no namespace, rows Terminated).
+#   mpi        1 controller + 2 workers: admission's MPI check (mpirun of grit health on
+#              the new node and a healthy peer): n2 has no peer, n3 is paired with n2; a
+#              replacement n3 whose all-reduce is corrupt (GRIT_HEALTH_FAULT) passes grit
+#              health alone but is not admitted; with the fault cleared it is.
 #   heal       1 controller + 4 workers + 1 warm spare; a training job (sbatch -N 5,
 #              srun --auto-resume=1 grit train, 4 ranks + the spare, 80 steps) loses worker n3
 #              mid-run (every process SIGKILLed): the job resumes on the spare and ends
@@ -309,6 +313,40 @@ assert g["CurrentCount"] == 4 and g["CurrentWarmSpares"] == 1, g' <<< "$("${G[@]
     sinfo -N -o '%N %T %E' || true
   fi
   "${G[@]}" describe "$name"
+  delete_and_check
+  ;;
+mpi)
+  # admission's MPI check: n2 (the first worker) has no peer yet; n3 is paired with n2; a
+  # replacement n3 whose all-reduce is corrupt passes grit health alone but is not admitted
+  command -v mpirun > /dev/null || skip "mpi: mpirun not installed (openmpi-bin)"
+  spec 2 0
+  "${G[@]}" create "$tmp/spec.json" || fail "create failed"
+  for n in n2 n3; do [ "$(status_of $n)" = Running ] || fail "$n is $(status_of $n), expected Running"; done
+  grep -q "MPI check skipped: no healthy worker" "$state/$name/logs/$(id_of n2).mpi.log" ||
+    fail "n2's MPI log does not say it had no peer: $(cat "$state/$name/logs/$(id_of n2).mpi.log")"
+  log3=$state/$name/logs/$(id_of n3).mpi.log
+  grep -q "all-reduce of n2 (peer) and n3" "$log3" && grep -q "network.allreduce_correct" "$log3" ||
+    fail "n3 was not paired with n2 in an MPI all-reduce: $(cat "$log3")"
+  grep -q "allreduce_correct.*FAIL\|FAIL.*allreduce_correct" "$log3" && fail "n3's MPI check reports a failure: $(cat "$log3")"
+  [ "$fails" -eq 0 ] && ok "mpi: n3 admitted after an MPI all-reduce with n2"
+  old=$(id_of n3)
+  bash "$lc" fault-node n3 allreduce_corrupt
+  "${G[@]}" --attempts 1 replace-node "$name" n3 && true
+  new=$(id_of n3)
+  [ "$new" != "$old" ] || fail "replace-node n3 made no new node"
+  [ "$(status_of n3)" = Failure ] || fail "n3 with a corrupt all-reduce is $(status_of n3), expected Failure"
+  out=$("${G[@]}" --json describe-node "$name" n3)
+  grep -q "admission MPI check with n2 failed" <<< "$out" || fail "n3's message does not name the MPI check: $out"
+  grep -q "allreduce_correct" "$state/$name/logs/$new.mpi.log" || fail "no all-reduce result in n3's MPI log"
+  tail -n 3 "$state/$name/logs/$new.health.log" | grep -qw HEALTHY || fail "n3's own grit health did not pass (the MPI check must be what failed): $(tail -n 5 "$state/$name/logs/$new.health.log")"
+  [ "$(slurm_state n3)" != idle ] || fail "n3 (MPI check failed) is idle in Slurm"
+  [ "$fails" -eq 0 ] && ok "mpi: a node with a corrupt all-reduce passed grit health but was not admitted"
+  bash "$lc" fault-node n3 -
+  "${G[@]}" replace-node "$name" n3 || fail "replace-node n3 (fault cleared) failed"
+  [ "$(status_of n3)" = Running ] || fail "n3 is $(status_of n3) after the fault was cleared"
+  wait_for 30 'test "$(slurm_state n3)" = idle' || fail "n3 is '$(slurm_state n3)' after the fault was cleared"
+  [ "$fails" -eq 0 ] && ok "mpi: with the fault cleared the replacement is admitted"
+  [ "$fails" -eq 0 ] || { tail -n 40 "$state/$name/logs/"*.mpi.log; }
   delete_and_check
   ;;
 *) echo "unknown scenario $scenario"; exit 2 ;;

@@ -7,7 +7,8 @@ protobuf decoded from the wire format by hand. Checks: every CRC, the first even
 file is file_version "brain.Event:2", every scalar event has wall_time, step and one
 summary value with a tag and simple_value; and the last value of each (tag, step), in
 TensorBoard's reading order, equals float32 of the metrics.jsonl number for that step
-(train/loss, train/grad_norm, train/lr, train/tokens_per_s), every step of metrics.jsonl
+(train/loss, train/grad_norm, train/lr, train/tokens_per_s; val/loss and val/perplexity
+at the steps that have val_loss / val_ppl), every step of metrics.jsonl
 being present for every tag (loss, grad norm and lr, which are deterministic, must also
 agree in the copies a resumed run wrote twice).
 Exit 0 when all hold; else prints the first problems and exits 1.
@@ -108,6 +109,9 @@ def main(run):
             for tag, key in (("train/loss", "loss"), ("train/grad_norm", "grad_norm"),
                              ("train/lr", "lr"), ("train/tokens_per_s", "tokens_per_s")):
                 want[(tag, m["step"])] = f32(m[key])
+            for tag, key in (("val/loss", "val_loss"), ("val/perplexity", "val_ppl")):
+                if key in m:  # validation steps only (src/train/validate.h)
+                    want[(tag, m["step"])] = f32(m[key])
     files = sorted(glob.glob(os.path.join(run, "tb", "events.out.tfevents.*")))
     if not files:
         print("no event files in %s/tb" % run); return 1
@@ -148,7 +152,7 @@ def main(run):
     if problems:
         print("\n".join(problems[:10])); return 1
     print("ok   %d event files, %d scalars, all CRCs valid, every value equal to metrics.jsonl "
-          "(%d steps x 4 tags)" % (len(files), nscalars, len(want) // 4))
+          "(%d step values)" % (len(files), nscalars, len(want)))
     return 0
 
 if __name__ == "__main__":

@@ -55,6 +55,9 @@ int main(int argc, char **argv)
         num("gnorm", m.gnorm);
         num("step_time", m.step_time);
         num("comm_time", m.comm_time);
+        num("util", m.util);
+        num("net_rx", m.net_rx);
+        num("net_tx", m.net_tx);
         printf("}\n");
     }
     return 0;

@@ -164,6 +164,41 @@ class Protocol(unittest.TestCase):
         self.rx.lines(wait=0.15)
         self.assertEqual(self.rx.lines(wait=0.3), [], "beats after close()")
 
+    def test_signals_util_and_net_parse_with_grits_parser(self):
+        # util= near 0 while idle and clearly above it while this process spins; net_rx/tx
+        # (local rank 0, GRIT_NET_IFACE=lo) see the bytes this test pushes through lo
+        g = fresh({"GRIT_SUP_ADDR": self.rx.addr, "GRIT_SUP_SECRET": SECRET, "RANK": "0",
+                   "LOCAL_RANK": "0", "GRIT_NET_IFACE": "lo"})
+        g.init(period=0.3)
+        idle = hb_parse(self.rx.lines(wait=1.0))
+        end = time.monotonic() + 1.0
+        x = 0
+        while time.monotonic() < end:
+            x += 1
+        blast = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sink.bind(("127.0.0.1", 0))
+        for _ in range(700):
+            blast.sendto(b"x" * 60000, sink.getsockname())
+        blast.close(), sink.close()
+        busy = hb_parse(self.rx.lines(wait=0.8))
+        num = lambda v: isinstance(v, (int, float))  # the tool writes an absent one as "nan"
+        u_idle = [b["util"] for b in idle if num(b.get("util"))]
+        u_busy = [b["util"] for b in busy if num(b.get("util"))]
+        nets = [max(b["net_rx"], b["net_tx"]) for b in busy if num(b.get("net_rx"))]
+        self.assertTrue(u_idle and u_busy and nets, (idle, busy))
+        self.assertLess(min(u_idle), 0.1, u_idle)
+        self.assertGreater(max(u_busy), max(0.1, 4 * min(u_idle)), u_busy)  # a loaded host shares
+        self.assertGreater(max(nets), 2e7, nets)  # ~40 MB within a slice or two
+
+    def test_no_net_on_other_local_ranks(self):
+        g = fresh({"GRIT_SUP_ADDR": self.rx.addr, "GRIT_SUP_SECRET": SECRET, "RANK": "1",
+                   "LOCAL_RANK": "1"})
+        g.init(period=0.1)
+        beats = hb_parse(self.rx.lines(wait=0.6))
+        self.assertTrue(any(isinstance(b.get("util"), (int, float)) for b in beats), beats)
+        self.assertTrue(all(b.get("net_rx") == "nan" for b in beats), beats)
+
     def test_secret_never_shown(self):
         g = fresh({"GRIT_SUP_ADDR": self.rx.addr, "GRIT_SUP_SECRET": SECRET, "RANK": "0"})
         g.init()

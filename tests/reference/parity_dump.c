@@ -109,6 +109,11 @@ int main(int argc, char **argv)
     gx_model m;
     if (gx_init(&m, &cfg.model, B, T, cfg.threads) != GRIT_OK)
         return fail("model");
+    const char *note;
+    if (gx_set_precision(&m, cfg.precision, &note) != GRIT_OK)
+        return fail("precision");
+    if (note)
+        fprintf(stderr, "grit-parity-dump: %s\n", note);
     gx_init_weights(&m, cfg.seed);
     if (cfg.init_from[0]) { /* start from a checkpoint's (or HF folder's) weights */
         store *src;

@@ -12,13 +12,15 @@
 static char dir[64];
 
 /* A spec with one group's text replaced: GROUPS is the InstanceGroups array body. */
-static grit_err parse(const char *groups, cluster_spec *s)
+static grit_err parse_with(const char *top, const char *groups, cluster_spec *s)
 {
     char text[4096];
-    snprintf(text, sizeof text, "{\n  \"ClusterName\": \"demo\",\n  \"InstanceGroups\": [\n%s\n  ]\n}\n",
-             groups);
+    snprintf(text, sizeof text, "{\n  \"ClusterName\": \"demo\",%s\n  \"InstanceGroups\": [\n%s\n  ]\n}\n",
+             top, groups);
     return cluster_spec_parse(s, "spec.json", text, dir);
 }
+
+static grit_err parse(const char *groups, cluster_spec *s) { return parse_with("", groups, s); }
 
 #define CTL "    {\"InstanceGroupName\": \"ctl\", \"Role\": \"controller\", \"InstanceType\": \"ml.c5.large\",\n" \
             "     \"InstanceCount\": 1, \"LifeCycleConfig\": {\"SourceS3Uri\": \"lc\", \"OnCreate\": \"on_create.sh\"}}"
@@ -26,16 +28,51 @@ static grit_err parse(const char *groups, cluster_spec *s)
     "    {\"InstanceGroupName\": \"" name "\", \"InstanceType\": \"ml.g5.xlarge\", \"InstanceCount\": " count ",\n" \
     "     \"LifeCycleConfig\": {\"SourceS3Uri\": \"lc\", \"OnCreate\": \"on_create.sh\"}" extra "}"
 
-static void bad(const char *groups, const char *want)
+static void bad_with(const char *top, const char *groups, const char *want)
 {
     cluster_spec s;
-    grit_err rc = parse(groups, &s);
+    grit_err rc = parse_with(top, groups, &s);
     if (rc == GRIT_OK || !strstr(grit_errmsg(), want)) {
         fprintf(stderr, "expected an error containing '%s', got rc=%d '%s'\n", want, rc,
                 grit_errmsg());
         check_failures++;
     }
     CHECK(s.ngroups == 0 && s.name[0] == '\0'); /* nothing half-filled */
+}
+
+static void bad(const char *groups, const char *want) { bad_with("", groups, want); }
+
+#define SSH "\n  \"Ssh\": {\"IdentityFile\": \"id\", \"KnownHosts\": \"lc/on_create.sh\", \"RemoteDir\": \"/srv/g\"},"
+#define CTLH "    {\"InstanceGroupName\": \"ctl\", \"Role\": \"controller\", \"InstanceType\": \"ml.c5.large\",\n" \
+             "     \"InstanceCount\": 1, \"Hosts\": [\"10.0.0.1\"], \"LifeCycleConfig\": {\"SourceS3Uri\": \"lc\", \"OnCreate\": \"on_create.sh\"}}"
+
+/* The ssh provider's fields. */
+static void ssh_spec(void)
+{
+    char p[128];
+    snprintf(p, sizeof p, "%s/id", dir);
+    FILE *f = fopen(p, "w");
+    fputs("key\n", f);
+    fclose(f);
+    cluster_spec s;
+    CHECK_INT(parse_with(SSH, CTLH ",\n" WRK("w", "1", ", \"WarmSpares\": 1, \"Hosts\": [\"h2\", \"h3\"]"), &s), GRIT_OK);
+    CHECK(s.ssh == 1 && s.ssh_port == 22 && !strcmp(s.ssh_user, "root") && !strcmp(s.remote_dir, "/srv/g"));
+    CHECK(strstr(s.ssh_key, "/id") && s.ssh_key[0] == '/');
+    CHECK_INT(s.groups[1].nhosts, 2);
+    CHECK(!strcmp(s.groups[0].hosts[0], "10.0.0.1") && !strcmp(s.groups[1].hosts[1], "h3"));
+    bad_with(SSH, CTLH ",\n" WRK("w", "2", ", \"Hosts\": [\"h2\"]"),
+             "field 'InstanceGroups[1].Hosts': expected an array of 2 host addresses");
+    bad_with(SSH, CTLH ",\n" WRK("w", "1", ""), "field 'InstanceGroups[1].Hosts': missing");
+    bad_with("", CTLH ",\n" WRK("w", "1", ""), "field 'InstanceGroups[0].Hosts': only for the ssh provider");
+    bad_with(SSH, CTLH ",\n" WRK("w", "1", ", \"Hosts\": [\"10.0.0.1\"]"),
+             "field 'InstanceGroups[1].Hosts[0]': host \"10.0.0.1\" is listed twice");
+    bad_with(SSH, CTLH ",\n" WRK("w", "1", ", \"Hosts\": [\"-oProxyCommand=x\"]"),
+             "field 'InstanceGroups[1].Hosts[0]': expected a host name or address");
+    bad_with("\n  \"Ssh\": {\"IdentityFile\": \"nokey\", \"KnownHosts\": \"id\"},", CTLH,
+             "field 'Ssh.IdentityFile': expected an existing file, got \"nokey\"");
+    bad_with("\n  \"Ssh\": {\"IdentityFile\": \"id\"},", CTLH, "field 'Ssh.KnownHosts': missing");
+    bad_with("\n  \"Ssh\": {\"IdentityFile\": \"id\", \"KnownHosts\": \"id\", \"RemoteDir\": \"rel\"},", CTLH,
+             "field 'Ssh.RemoteDir': expected an absolute path");
 }
 
 int main(void)
@@ -100,6 +137,7 @@ int main(void)
           strstr(grit_errmsg(), "x.json:2:21: invalid JSON"));
     CHECK(cluster_spec_parse(&s, "x.json", "{\"ClusterName\": \"a\", \"Network\": {\"Bridge\": \"Bad-1\"}, \"InstanceGroups\": [1]}", dir) != GRIT_OK &&
           strstr(grit_errmsg(), "field 'Network.Bridge'"));
+    ssh_spec();
     if (check_failures)
         fprintf(stderr, "last message: %s\n", grit_errmsg());
 

@@ -1,0 +1,188 @@
+/*
+ * cmd_serve.c - `grit serve`: flags, the job's secret, run until SIGINT/SIGTERM.
+ *
+ * The secret: GRIT_SERVE_TOKEN when set; else --token-file FILE, read when it
+ * exists, otherwise created with a fresh random token (32 bytes from
+ * getrandom, 64 hex digits), mode 0600, written durably. The token is never
+ * printed: the start line names the file it is in.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "core/fsutil.h"
+#include "serve/serve.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: grit serve CHECKPOINT [--tokenizer FILE] (--token-file FILE | env\n"
+            "                  GRIT_SERVE_TOKEN) [--host ADDR] [--port N] [options]\n"
+            "\n"
+            "Serves text generation from CHECKPOINT (a checkpoint step folder, a run\n"
+            "directory: its newest checkpoint that verifies, or a Hugging Face GPT-NeoX\n"
+            "folder) over HTTP, OpenAI-compatible:\n"
+            "  POST /v1/completions  {\"prompt\", \"max_tokens\", \"temperature\", \"top_p\",\n"
+            "                        \"top_k\", \"seed\", \"stop\"}   (bearer token)\n"
+            "  GET  /v1/models                                    (bearer token)\n"
+            "  GET  /health, GET /metrics (Prometheus)\n"
+            "Greedy output (temperature 0) equals grit generate's. One request generates at\n"
+            "a time; others wait in a bounded queue. See docs/serve.md.\n"
+            "\n"
+            "options:\n"
+            "  --tokenizer FILE   tokenizer.json (default: CHECKPOINT's tokenizer.json)\n"
+            "  --token-file FILE  the bearer token: read from FILE, or created there (mode\n"
+            "                     0600, random) when FILE does not exist. GRIT_SERVE_TOKEN,\n"
+            "                     when set, is the token instead\n"
+            "  --host ADDR        IPv4 address to bind (default 127.0.0.1: loopback only)\n"
+            "  --port N           port (default 8000; 0 = any free port, printed)\n"
+            "  --queue N          requests that may wait for the model (default 32)\n"
+            "  --threads N        compute threads (default: CPUs online)\n"
+            "  --quiet            no line per request on stderr\n"
+            "  -h, --help         show this help\n");
+}
+
+static int to_int(const char *flag, const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "grit serve: %s: expected an integer in [%ld, %ld], got '%s'\n", flag, lo,
+                hi, s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* The token from FILE, or a new one written there. 0 on success. */
+static int token_from_file(const char *path, char *tok, size_t cap)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (access(path, F_OK) == 0) {
+        if (fs_read_all(path, &text, &len) != GRIT_OK) {
+            fprintf(stderr, "grit serve: %s\n", grit_errmsg());
+            return -1;
+        }
+        while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' '))
+            len--;
+        if (len < SERVE_TOKEN_MIN || len >= cap) {
+            fprintf(stderr, "grit serve: %s: expected a token of %d to %zu characters, found %zu\n",
+                    path, SERVE_TOKEN_MIN, cap - 1, len);
+            free(text);
+            return -1;
+        }
+        memcpy(tok, text, len);
+        tok[len] = 0;
+        explicit_bzero(text, len);
+        free(text);
+        return 0;
+    }
+    unsigned char r[32];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+        fprintf(stderr, "grit serve: getrandom failed: %s\n", strerror(errno));
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof r; i++)
+        snprintf(tok + 2 * i, 3, "%02x", r[i]);
+    char line[300];
+    snprintf(line, sizeof line, "%s\n", tok);
+    mode_t old = umask(077); /* the file is the secret: owner only */
+    grit_err rc = fs_write_durable(path, line, strlen(line));
+    umask(old);
+    explicit_bzero(line, sizeof line);
+    explicit_bzero(r, sizeof r);
+    if (rc != GRIT_OK) {
+        fprintf(stderr, "grit serve: %s\n", grit_errmsg());
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    serve_opts o = {.port = 8000, .threads = (int)sysconf(_SC_NPROCESSORS_ONLN), .log = stderr};
+    const char *token_file = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int v = i + 1 < argc, bad = 0;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--quiet")) {
+            o.log = NULL;
+        } else if (!strcmp(a, "--tokenizer") && v) {
+            o.tokenizer = argv[++i];
+        } else if (!strcmp(a, "--token-file") && v) {
+            token_file = argv[++i];
+        } else if (!strcmp(a, "--host") && v) {
+            o.bind = argv[++i];
+        } else if (!strcmp(a, "--port") && v) {
+            bad = to_int(a, argv[++i], 0, 65535, &o.port);
+        } else if (!strcmp(a, "--queue") && v) {
+            bad = to_int(a, argv[++i], 1, 100000, &o.max_queue);
+        } else if (!strcmp(a, "--threads") && v) {
+            bad = to_int(a, argv[++i], 1, 1024, &o.threads);
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "grit serve: unknown option or missing value: '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!o.checkpoint) {
+            o.checkpoint = a;
+        } else {
+            fprintf(stderr, "grit serve: unexpected argument '%s'\n", a);
+            return 2;
+        }
+        if (bad)
+            return 2;
+    }
+    if (!o.checkpoint) {
+        fprintf(stderr, "grit serve: missing CHECKPOINT\n");
+        usage(stderr);
+        return 2;
+    }
+    char tok[256];
+    const char *env = getenv("GRIT_SERVE_TOKEN");
+    if (env && *env) {
+        snprintf(tok, sizeof tok, "%s", env);
+    } else if (!token_file) {
+        fprintf(stderr, "grit serve: no secret: set GRIT_SERVE_TOKEN or give --token-file FILE "
+                        "(created with a random token when missing)\n");
+        return 2;
+    } else if (token_from_file(token_file, tok, sizeof tok) != 0) {
+        return 1;
+    }
+    o.token = tok;
+    /* SIGINT / SIGTERM end the server; blocked here so every thread inherits the mask */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    serve_server *s = NULL;
+    grit_err rc = serve_open(&o, &s);
+    explicit_bzero(tok, sizeof tok);
+    if (rc != GRIT_OK) {
+        fprintf(stderr, "grit serve: %s\n", grit_errmsg());
+        return 1;
+    }
+    fprintf(stderr, "grit serve: model %s on http://%s:%d/v1 (token %s)\n", serve_model_id(s),
+            o.bind ? o.bind : "127.0.0.1", serve_port(s),
+            env && *env ? "from GRIT_SERVE_TOKEN" : token_file);
+    fflush(stderr);
+    int sig = 0;
+    sigwait(&set, &sig);
+    fprintf(stderr, "grit serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    serve_close(s);
+    return 0;
+}

@@ -1,0 +1,156 @@
+/*
+ * gx_prec.c - precision of the decoder's GEMMs (gx_set_precision, gx__mm).
+ *
+ * bf16 keeps three things beside the float32 model: a bf16 copy of the parameter
+ * block (only the matrices GEMMs read are filled: every 2-D tensor but an untied
+ * input embedding, which is only looked up), refreshed from the master weights at the
+ * start of each gx_step so it always matches what the optimiser, a checkpoint load or
+ * an init wrote; and two operand buffers, sized once for the largest activation
+ * operand (a [N, max(C, qkv, 2I)] layer input or gradient, or a [chunk, V] block of
+ * LM-head logits), into which float32 activations are rounded right before a GEMM.
+ * Products accumulate and land in float32 (tensor/gemm_bf16.h).
+ */
+#include "model/gx_prec.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/matmul.h"
+
+const char *gx_precision_name(gx_precision p) { return p == GX_BF16 ? "bf16" : "fp32"; }
+
+grit_err gx_precision_parse(const char *name, gx_precision *out)
+{
+    if (!strcmp(name, "fp32"))
+        *out = GX_FP32;
+    else if (!strcmp(name, "bf16"))
+        *out = GX_BF16;
+    else
+        return grit_errf(GRIT_EINVAL, "precision: expected \"fp32\" or \"bf16\", got \"%s\"",
+                         name);
+    return GRIT_OK;
+}
+
+static void drop_bf16(gx_model *m)
+{
+    if (m->gemm) {
+        gemm_bf16_free(m->gemm);
+        free(m->gemm);
+    }
+    free(m->params_h);
+    free(m->opa);
+    free(m->opb);
+    m->gemm = NULL;
+    m->params_h = m->opa = m->opb = NULL;
+    m->opa_n = m->opb_n = 0;
+    m->prec = GX_FP32;
+}
+
+static bf16 *alloc_h(size_t n)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, (n ? n : 1) * sizeof(bf16)) != 0)
+        return NULL;
+    memset(p, 0, (n ? n : 1) * sizeof(bf16));
+    return p;
+}
+
+grit_err gx_set_precision(gx_model *m, gx_precision p, const char **note)
+{
+    if (note)
+        *note = NULL;
+    drop_bf16(m);
+    if (p == GX_FP32)
+        return GRIT_OK;
+    const gx_config *c = &m->cfg;
+    size_t N = (size_t)m->B * (size_t)m->T, C = (size_t)c->hidden;
+    size_t F = c->mlp == GX_MLP_SWIGLU ? 2 * (size_t)c->intermediate : (size_t)c->intermediate;
+    size_t wide = C;
+    if ((size_t)m->qkv_dim > wide)
+        wide = (size_t)m->qkv_dim;
+    if (F > wide)
+        wide = F;
+    size_t chunk = (size_t)m->chunk;
+    size_t na = N * wide, nb = N * wide;
+    if (chunk * (size_t)c->vocab > na)
+        na = chunk * (size_t)c->vocab;
+    /* largest weight operand, for the widening fallback: [V, C], [wide, C] or [C, I] */
+    size_t nw = (size_t)c->vocab * C > wide * C ? (size_t)c->vocab * C : wide * C;
+    m->params_h = alloc_h(m->num_params);
+    m->opa = alloc_h(na);
+    m->opb = alloc_h(nb);
+    m->gemm = calloc(1, sizeof *m->gemm);
+    if (!m->params_h || !m->opa || !m->opb || !m->gemm) {
+        drop_bf16(m);
+        return grit_errf(GRIT_ENOMEM, "out of memory for the bf16 copies");
+    }
+    m->opa_n = na;
+    m->opb_n = nb;
+    grit_err rc = gemm_bf16_init(m->gemm, na > nw ? na : nw, nb > nw ? nb : nw);
+    if (rc != GRIT_OK) {
+        free(m->gemm);
+        m->gemm = NULL;
+        drop_bf16(m);
+        return rc;
+    }
+    m->prec = GX_BF16;
+    m->gemm_err = GRIT_OK;
+    if (note)
+        *note = m->gemm->why;
+    gx__sync_bf16(m);
+    return GRIT_OK;
+}
+
+void gx__sync_bf16(gx_model *m)
+{
+    for (int i = 0; i < m->num_tensors; i++) {
+        const gx_tensor *t = &m->tensors[i];
+        if (t->ndim != 2 || (t->slot == GX_SLOT_EMBED && !m->cfg.tied))
+            continue;
+        bf16_convert(m->params_h + t->offset, m->params + t->offset, t->numel);
+    }
+}
+
+/* The bf16 form of operand X (stored rows x cols with ld): the weight copy when X is a
+ * parameter, else X rounded into buf (packed, *ld_out = cols). */
+static const bf16 *operand(gx_model *m, const float *X, int rows, int cols, int ld, bf16 *buf,
+                           size_t cap, int *ld_out)
+{
+    if (X >= m->params && X < m->params + m->num_params) {
+        *ld_out = ld;
+        return m->params_h + (X - m->params);
+    }
+    if ((size_t)rows * (size_t)cols > cap)
+        return NULL;
+    bf16_convert_rows(buf, X, rows, cols, ld);
+    *ld_out = cols;
+    return buf;
+}
+
+void gx__mm(gx_model *m, char ta, char tb, int M, int N, int K, const float *A, int lda,
+            const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (m->prec == GX_FP32) {
+        cblas_sgemm(CblasRowMajor, ta == 'N' ? CblasNoTrans : CblasTrans,
+                    tb == 'N' ? CblasNoTrans : CblasTrans, M, N, K, 1.0f, A, lda, B, ldb, beta,
+                    C, ldc);
+        return;
+    }
+    int la = 0, lb = 0;
+    const bf16 *Ah = operand(m, A, ta == 'N' ? M : K, ta == 'N' ? K : M, lda, m->opa, m->opa_n,
+                             &la);
+    const bf16 *Bh = operand(m, B, tb == 'N' ? K : N, tb == 'N' ? N : K, ldb, m->opb, m->opb_n,
+                             &lb);
+    grit_err rc = Ah && Bh ? gemm_bf16(m->gemm, ta, tb, M, N, K, 1.0f, Ah, la, Bh, lb, beta, C,
+                                       ldc)
+                           : grit_errf(GRIT_EINVAL, "bf16 operand of %c%c M=%d N=%d K=%d is "
+                                                    "larger than its buffer", ta, tb, M, N, K);
+    if (rc == GRIT_OK)
+        return;
+    if (m->gemm_err == GRIT_OK)
+        m->gemm_err = rc;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++)
+            C[(long)i * ldc + j] = NAN;
+}

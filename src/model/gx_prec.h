@@ -1,0 +1,21 @@
+/*
+ * gx_prec.h - internal to model/: the decoder's matrix products in the model's
+ * precision (gx_prec.c). gptneox_step.c calls gx__mm for every linear layer and the
+ * LM head; attention keeps its own float32 products (tensor/attention.c).
+ */
+#ifndef GRIT_MODEL_GX_PREC_H
+#define GRIT_MODEL_GX_PREC_H
+
+#include "model/gptneox.h"
+
+/* C[M,N] = op(A) op(B) + beta C (ta, tb 'N' or 'T', row-major as cblas). fp32: OpenBLAS
+ * sgemm on the operands as given. bf16: an operand inside m->params is read from the
+ * bf16 weight copy, any other is rounded to bf16 into m->opa (A) or m->opb (B) first;
+ * a GEMM failure is kept in m->gemm_err (the first one) and C is set to NaN. */
+void gx__mm(gx_model *m, char ta, char tb, int M, int N, int K, const float *A, int lda,
+            const float *B, int ldb, float beta, float *C, int ldc);
+
+/* bf16: refreshes m->params_h from the master weights (the tensors GEMMs read). */
+void gx__sync_bf16(gx_model *m);
+
+#endif

@@ -1,0 +1,171 @@
+/* tp.c - tensor-parallel shapes, slices and the step's reductions (see tp.h). */
+#include "model/tp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/family.h"
+#include "tensor/ops_tp.h"
+
+grit_err gx_tp_check(const gx_config *c, int tp)
+{
+    if (tp < 1)
+        return grit_errf(GRIT_EINVAL, "tensor parallel size %d must be at least 1", tp);
+    if (c->heads % tp)
+        return grit_errf(GRIT_EINVAL, "tensor parallel %d does not divide num_heads %d", tp,
+                         c->heads);
+    if (gx_kv_heads(c) % tp)
+        return grit_errf(GRIT_EINVAL, "tensor parallel %d does not divide the %d kv heads", tp,
+                         gx_kv_heads(c));
+    if (c->intermediate % tp)
+        return grit_errf(GRIT_EINVAL, "tensor parallel %d does not divide intermediate_size %d",
+                         tp, c->intermediate);
+    if (c->vocab % tp)
+        return grit_errf(GRIT_EINVAL, "tensor parallel %d does not divide vocab_size %d", tp,
+                         c->vocab);
+    return GRIT_OK;
+}
+
+size_t gx_tp_param_count(const gx_config *c, int tp)
+{
+    size_t C = (size_t)c->hidden, I = (size_t)c->intermediate / (size_t)tp;
+    size_t V = (size_t)c->vocab / (size_t)tp, hd = C / (size_t)c->heads;
+    size_t nh = (size_t)c->heads / (size_t)tp, kv = (size_t)gx_kv_heads(c) / (size_t)tp;
+    size_t q = (nh + 2 * kv) * hd, F = c->mlp == GX_MLP_SWIGLU ? 2 * I : I;
+    size_t nb = c->norm == GX_LAYERNORM ? 2 : 1;
+    bool two = !(c->family == GX_FALCON && c->shared_norm);
+    size_t per = nb * C * (two ? 2 : 1) + q * C + C * nh * hd + F * C + I * C;
+    if (!(c->no_bias & GX_NOBIAS_QKV))
+        per += q;
+    if (!(c->no_bias & GX_NOBIAS_DENSE))
+        per += C;
+    if (!(c->no_bias & GX_NOBIAS_MLP))
+        per += F + C;
+    return V * C * (c->tied ? 1 : 2) + (size_t)c->layers * per + nb * C;
+}
+
+size_t gx_tp_act_bytes_per_token(const gx_config *c, int tp)
+{
+    size_t C = (size_t)c->hidden, H4 = (size_t)c->intermediate / (size_t)tp;
+    size_t hd = C / (size_t)c->heads, nh = (size_t)c->heads / (size_t)tp;
+    size_t Q = (nh + 2 * (size_t)gx_kv_heads(c) / (size_t)tp) * hd;
+    size_t F = c->mlp == GX_MLP_SWIGLU ? 2 * H4 : H4;
+    size_t ln2 = c->shared_norm ? 0 : C + 2;
+    size_t per_layer = C + 2 + Q + nh * hd + nh + ln2 + F + H4 + C /* resid */;
+    if (!c->parallel_residual)
+        per_layer += C;
+    size_t scratch = 4 * C + Q + F + 2;
+    return 4 * ((size_t)c->layers * per_layer + C + C + 2 + scratch);
+}
+
+size_t gx_tp_memory_estimate(const gx_config *c, int B, int T, int tp)
+{
+    size_t N = (size_t)B * (size_t)T, V = (size_t)c->vocab / (size_t)tp;
+    size_t chunk = N < 512 ? N : 512;
+    return 20 * gx_tp_param_count(c, tp) + gx_tp_act_bytes_per_token(c, tp) * N +
+           4 * chunk * (V + 3);
+}
+
+void gx_tp_slice_copy(const gx_tensor *t, const float *full, float *local, int to_full)
+{
+    float *fw = (float *)full; /* written only when to_full */
+    if (t->split < 0) {
+        if (to_full)
+            memcpy(fw, local, t->numel * sizeof(float));
+        else
+            memcpy(local, full, t->numel * sizeof(float));
+        return;
+    }
+    size_t cols = t->ndim == 2 ? (size_t)t->shape[1] : 1;
+    if (t->split == 0) {
+        for (int s = 0; s < t->nseg; s++) {
+            size_t g = (size_t)t->seg[s][0] * cols, l = (size_t)t->seg[s][1] * cols;
+            size_t n = (size_t)t->seg[s][2] * cols;
+            if (to_full)
+                memcpy(fw + g, local + l, n * sizeof(float));
+            else
+                memcpy(local + l, full + g, n * sizeof(float));
+        }
+        return;
+    }
+    size_t gcols = (size_t)t->gshape[1];
+    for (size_t r = 0; r < (size_t)t->shape[0]; r++)
+        for (int s = 0; s < t->nseg; s++) {
+            size_t g = r * gcols + (size_t)t->seg[s][0], l = r * cols + (size_t)t->seg[s][1];
+            size_t n = (size_t)t->seg[s][2];
+            if (to_full)
+                memcpy(fw + g, local + l, n * sizeof(float));
+            else
+                memcpy(local + l, full + g, n * sizeof(float));
+        }
+}
+
+grit_err gx_tp_layout(const gx_config *c, int tp, int r, gx_tensor **out, int *n, size_t *np)
+{
+    grit_err rc = gx_tp_check(c, tp);
+    if (rc != GRIT_OK)
+        return rc;
+    gx_model m;
+    memset(&m, 0, sizeof m);
+    m.cfg = *c;
+    m.tp = tp;
+    m.tp_rank = r;
+    m.nh = c->heads / tp;
+    m.nkv = gx_kv_heads(c) / tp;
+    m.ni = c->intermediate / tp;
+    m.nv = c->vocab / tp;
+    m.v0 = r * m.nv;
+    m.tensors = calloc((size_t)gx__num_tensors(c), sizeof *m.tensors);
+    if (!m.tensors)
+        return grit_errf(GRIT_ENOMEM, "out of memory");
+    gx__build_layout(&m);
+    *out = m.tensors;
+    *n = m.num_tensors;
+    *np = m.num_params;
+    return GRIT_OK;
+}
+
+grit_err gx_tp_assemble(const gx_config *c, int tp, const float *parts, size_t part_n,
+                        float *full)
+{
+    gx_tensor *g = NULL, *t = NULL;
+    int ng, nt;
+    size_t npg, npt;
+    grit_err rc = gx_tp_layout(c, 1, 0, &g, &ng, &npg);
+    for (int r = 0; rc == GRIT_OK && r < tp; r++) {
+        if ((rc = gx_tp_layout(c, tp, r, &t, &nt, &npt)) != GRIT_OK)
+            break;
+        if (npt != part_n || nt != ng)
+            rc = grit_errf(GRIT_EINVAL, "TP rank %d holds %zu floats, expected %zu", r, npt,
+                           part_n);
+        for (int i = 0; rc == GRIT_OK && i < nt; i++)
+            gx_tp_slice_copy(&t[i], full + g[i].offset, (float *)parts + r * part_n + t[i].offset,
+                             1);
+        free(t);
+        t = NULL;
+    }
+    free(g);
+    return rc;
+}
+
+void gx__tp_reduce(gx_model *m, float *buf, size_t n, int max)
+{
+    if (m->tp <= 1 || m->tp_failed)
+        return;
+    if (!m->tp_reduce || m->tp_reduce(m->tp_ctx, buf, n, max) != 0)
+        m->tp_failed = 1;
+}
+
+void gx__tp_xent(gx_model *m, float *logits, float *losses, const int32_t *tgt, int M,
+                 float grad_scale)
+{
+    float *mx = m->tp_tmp, *s = mx + m->chunk, *lt = s + m->chunk; /* [s | lt] reduce as one */
+    op_xent_tp_local(logits, tgt, M, m->nv, m->v0, mx, lt);
+    gx__tp_reduce(m, mx, (size_t)M, 1);
+    op_xent_tp_exp(logits, mx, M, m->nv, grad_scale != 0.0f, s);
+    if (M < m->chunk) /* make [s | lt] contiguous for one reduction */
+        memmove(s + M, lt, sizeof(float) * (size_t)M);
+    gx__tp_reduce(m, s, 2 * (size_t)M, 0);
+    op_xent_tp_finish(logits, losses, tgt, M, m->nv, m->v0, mx, s, s + M, grad_scale);
+}

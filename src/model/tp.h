@@ -1,0 +1,66 @@
+/*
+ * tp.h - tensor parallelism (Megatron style) for the decoder core.
+ *
+ * A TP group of `tp` ranks runs every layer together; rank r holds:
+ *   - attention: heads [r H/tp, (r+1) H/tp) and kv heads [r kv/tp, ...): the rows
+ *     of the fused q/k/v (column parallel: whole heads, or whole kv groups in
+ *     Falcon's grouped layout; Llama's q, k and v each sliced), its columns of the
+ *     output projection (row parallel: partial sums, all-reduced). kv heads are
+ *     split, never replicated: tp must divide them (MQA runs at tp 1).
+ *   - MLP: intermediate columns [r I/tp, ...) of up (and gate), the same columns of
+ *     down (row parallel, all-reduced).
+ *   - vocabulary rows [r V/tp, ...) of the input embedding (each rank looks up the
+ *     tokens it owns, zeros elsewhere, all-reduced) and of the LM head; the
+ *     cross-entropy is vocabulary parallel (tensor/ops_tp.h): per-row max and
+ *     sum of exponentials are all-reduced, the [N, V] logits are never gathered.
+ *   - norms and the biases added after a row-parallel all-reduce: whole copies,
+ *     whose gradients come out identical on every TP rank (their inputs are).
+ * Communication per layer and micro-batch: forward two all-reduces of [N, C]
+ * (attention out, MLP out), backward two (the inputs of q/k/v and up), plus the
+ * embedding's and the head's; each is a hook (gx_model.tp_reduce) so model/
+ * needs no MPI.
+ *
+ * Every tensor keeps its Hugging Face name; gx_tensor.{gshape,split,seg} say which
+ * slice of the whole tensor a rank holds, so weights are drawn whole and sliced
+ * (identical start in every layout) and gathered back to whole tensors for
+ * model.safetensors and checkpoints (any layout resumes any other).
+ * At tp 1 none of this runs: the single-rank step is unchanged, bit for bit.
+ */
+#ifndef GRIT_MODEL_TP_H
+#define GRIT_MODEL_TP_H
+
+#include <stddef.h>
+
+#include "model/gptneox.h"
+
+/* GRIT_EINVAL naming the numbers unless tp divides heads, kv heads, intermediate
+ * size and vocab. */
+grit_err gx_tp_check(const gx_config *c, int tp);
+/* Parameters one TP rank holds (gx_param_count at tp 1). */
+size_t gx_tp_param_count(const gx_config *c, int tp);
+/* Activation bytes per token on one TP rank (gx_act_bytes_per_token at tp 1). */
+size_t gx_tp_act_bytes_per_token(const gx_config *c, int tp);
+/* gx_memory_estimate for one TP rank. */
+size_t gx_tp_memory_estimate(const gx_config *c, int B, int T, int tp);
+
+/* Copies between a whole tensor (full, gshape) and a rank's slice (local, shape):
+ * to_full 0: full -> local; 1: local -> full (only the slice's elements). */
+void gx_tp_slice_copy(const gx_tensor *t, const float *full, float *local, int to_full);
+
+/* The tensor table of TP rank r of tp (tp 1: the whole model's), as gx_init_tp
+ * builds it: *out (caller frees), *n tensors, *np floats in the block. */
+grit_err gx_tp_layout(const gx_config *c, int tp, int r, gx_tensor **out, int *n, size_t *np);
+/* Whole-model parameter block (the tp 1 layout) from the blocks of every TP rank,
+ * parts[r * part_n ...] (part_n = each rank's num_params). */
+grit_err gx_tp_assemble(const gx_config *c, int tp, const float *parts, size_t part_n,
+                        float *full);
+
+/* --- internal to model/ (gptneox_step.c) ---------------------------------------- */
+/* In-place sum (max != 0: maximum) over the TP group; no-op at tp 1. */
+void gx__tp_reduce(gx_model *m, float *buf, size_t n, int max);
+/* Vocabulary-parallel cross-entropy of M rows of this rank's logits [M, nv]:
+ * losses[M], and logits -> dlogits (grad_scale != 0). */
+void gx__tp_xent(gx_model *m, float *logits, float *losses, const int32_t *tgt, int M,
+                 float grad_scale);
+
+#endif

@@ -1,0 +1,276 @@
+/* silent.c - the silent-slowdown detector (see silent.h for the rule). Samples are
+ * folded per tick; the baseline is the median of the warmup ticks; the judgement reads
+ * the newest `window` ticks. Missing samples (NAN) never make a node low. */
+#include "supervise/silent.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of the finite values among v[0..n-1] (reordered in place); NAN when none. */
+static double median_finite(double *v, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (isfinite(v[i]))
+            v[k++] = v[i];
+    if (!k)
+        return NAN;
+    qsort(v, (size_t)k, sizeof *v, cmp_double);
+    return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+}
+
+static double *hist_at(const silent *st, int sig, int node)
+{
+    return st->hist + ((size_t)sig * (size_t)st->nnodes + (size_t)node) * SILENT_HISTORY;
+}
+
+static double *acc_at(const silent *st, int sig, int node)
+{
+    return st->base_acc + ((size_t)sig * (size_t)st->nnodes + (size_t)node) * (size_t)st->cfg.warmup;
+}
+
+void silent_free(silent *st)
+{
+    if (!st)
+        return;
+    free(st->node_of), free(st->r_util), free(st->r_nutil), free(st->r_step), free(st->n_net);
+    free(st->hist), free(st->base), free(st->base_acc), free(st->base_step_acc);
+    free(st->scratch), free(st->last);
+    memset(st, 0, sizeof *st);
+}
+
+grit_err silent_init(silent *st, const silent_cfg *cfg, int nranks, const int *node_of)
+{
+    silent_free(st);
+    if (!(cfg->window >= 1 && cfg->window <= SILENT_MAX_WINDOW))
+        return grit_errf(GRIT_EINVAL, "silent detector: window %d, expected 1..%d", cfg->window,
+                         SILENT_MAX_WINDOW);
+    if (!(cfg->warmup >= 1 && cfg->warmup <= SILENT_MAX_WARMUP))
+        return grit_errf(GRIT_EINVAL, "silent detector: warmup %d ticks, expected 1..%d",
+                         cfg->warmup, SILENT_MAX_WARMUP);
+    if (!(isfinite(cfg->util_factor) && cfg->util_factor < 1) ||
+        !(isfinite(cfg->net_factor) && cfg->net_factor < 1))
+        return grit_errf(GRIT_EINVAL, "silent detector: factors %g/%g, expected < 1 (<= 0: off)",
+                         cfg->util_factor, cfg->net_factor);
+    if (!(cfg->min_rate >= 0) || !(cfg->step_slow >= 1))
+        return grit_errf(GRIT_EINVAL, "silent detector: min_rate %g (>= 0) or step_slow %g "
+                         "(>= 1) out of range", cfg->min_rate, cfg->step_slow);
+    if (nranks < 1 || !node_of)
+        return grit_errf(GRIT_EINVAL, "silent detector: %d ranks", nranks);
+    int nnodes = 0;
+    for (int r = 0; r < nranks; r++) {
+        if (node_of[r] < 0 || node_of[r] >= nranks)
+            return grit_errf(GRIT_EINVAL, "silent detector: rank %d on node %d, expected 0..%d",
+                             r, node_of[r], nranks - 1);
+        if (node_of[r] + 1 > nnodes)
+            nnodes = node_of[r] + 1;
+    }
+    st->cfg = *cfg;
+    st->nranks = nranks;
+    st->nnodes = nnodes;
+    size_t per = (size_t)SILENT_NSIGNALS * (size_t)nnodes;
+    st->node_of = malloc((size_t)nranks * sizeof *st->node_of);
+    st->r_util = calloc((size_t)nranks, sizeof *st->r_util);
+    st->r_nutil = calloc((size_t)nranks, sizeof *st->r_nutil);
+    st->r_step = malloc((size_t)nranks * sizeof *st->r_step);
+    st->n_net = malloc((size_t)nnodes * sizeof *st->n_net);
+    st->last = malloc(per * sizeof *st->last);
+    st->hist = malloc(per * SILENT_HISTORY * sizeof *st->hist);
+    st->base = malloc(per * sizeof *st->base);
+    st->base_acc = malloc(per * (size_t)cfg->warmup * sizeof *st->base_acc);
+    st->base_step_acc = malloc((size_t)cfg->warmup * sizeof *st->base_step_acc);
+    st->scratch = malloc(((size_t)nnodes + (size_t)nranks + (size_t)cfg->warmup) * sizeof *st->scratch);
+    if (!st->node_of || !st->r_util || !st->r_nutil || !st->r_step || !st->n_net || !st->hist ||
+        !st->base || !st->base_acc || !st->base_step_acc || !st->scratch || !st->last) {
+        silent_free(st);
+        return grit_errf(GRIT_ENOMEM, "silent detector: out of memory for %d ranks", nranks);
+    }
+    memcpy(st->node_of, node_of, (size_t)nranks * sizeof *node_of);
+    int *seen = (int *)st->r_nutil; /* zeroed; reset below */
+    for (int r = 0; r < nranks; r++)
+        seen[node_of[r]] = 1;
+    for (int n = 0; n < nnodes; n++)
+        if (!seen[n]) {
+            grit_err e = grit_errf(GRIT_EINVAL, "silent detector: node %d has no rank", n);
+            silent_free(st);
+            return e;
+        }
+    memset(st->r_nutil, 0, (size_t)nranks * sizeof *st->r_nutil);
+    for (int r = 0; r < nranks; r++)
+        st->r_step[r] = NAN;
+    for (int n = 0; n < nnodes; n++)
+        st->n_net[n] = NAN;
+    for (size_t i = 0; i < per * SILENT_HISTORY; i++)
+        st->hist[i] = NAN;
+    for (size_t i = 0; i < per; i++)
+        st->base[i] = st->last[i] = NAN;
+    for (int i = 0; i < SILENT_HISTORY; i++)
+        st->step_hist[i] = NAN;
+    st->step_base = NAN;
+    st->ticks = 0;
+    return GRIT_OK;
+}
+
+void silent_record(silent *st, int rank, double util, double step_time, double net)
+{
+    if (!st->node_of || rank < 0 || rank >= st->nranks)
+        return;
+    if (isfinite(util) && util >= 0) {
+        st->r_util[rank] += util;
+        st->r_nutil[rank]++;
+    }
+    if (isfinite(step_time) && step_time > 0)
+        st->r_step[rank] = step_time;
+    int n = st->node_of[rank];
+    if (isfinite(net) && net >= 0)
+        st->n_net[n] = isfinite(st->n_net[n]) ? fmax(st->n_net[n], net) : net;
+}
+
+void silent_tick(silent *st)
+{
+    if (!st->node_of)
+        return;
+    int nn = st->nnodes, w = st->cfg.warmup;
+    double *sum = st->scratch, *cnt = st->scratch + nn; /* nn + nranks >= 2 nn */
+    for (int n = 0; n < nn; n++)
+        sum[n] = cnt[n] = 0;
+    for (int r = 0; r < st->nranks; r++)
+        if (st->r_nutil[r] > 0) {
+            sum[st->node_of[r]] += st->r_util[r] / st->r_nutil[r];
+            cnt[st->node_of[r]] += 1;
+        }
+    double val[SILENT_NSIGNALS];
+    long t = st->ticks;
+    for (int n = 0; n < nn; n++) {
+        val[SILENT_UTIL] = cnt[n] > 0 ? sum[n] / cnt[n] : NAN;
+        val[SILENT_NET] = st->n_net[n];
+        for (int s = 0; s < SILENT_NSIGNALS; s++) {
+            double *prev = &st->last[(size_t)s * (size_t)nn + (size_t)n];
+            if (isfinite(val[s])) { /* fresh: remembered for one empty tick */
+                *prev = val[s];
+            } else { /* no beat this tick: the previous tick's, once */
+                val[s] = *prev;
+                *prev = NAN;
+            }
+            if (t < w)
+                acc_at(st, s, n)[t] = val[s];
+            else
+                hist_at(st, s, n)[(t - w) % SILENT_HISTORY] = val[s];
+        }
+    }
+    /* the job's step time this tick: the median of the ranks that finished a step */
+    double *tmp = st->scratch;
+    for (int r = 0; r < st->nranks; r++)
+        tmp[r] = st->r_step[r];
+    double step = median_finite(tmp, st->nranks);
+    if (t < w)
+        st->base_step_acc[t] = step;
+    else
+        st->step_hist[(t - w) % SILENT_HISTORY] = step;
+    if (t == w - 1) { /* the warmup is over: learn the baselines */
+        for (int s = 0; s < SILENT_NSIGNALS; s++)
+            for (int n = 0; n < nn; n++) {
+                memcpy(tmp, acc_at(st, s, n), (size_t)w * sizeof *tmp);
+                st->base[(size_t)s * (size_t)nn + (size_t)n] = median_finite(tmp, w);
+            }
+        memcpy(tmp, st->base_step_acc, (size_t)w * sizeof *tmp);
+        st->step_base = median_finite(tmp, w);
+    }
+    for (int r = 0; r < st->nranks; r++) {
+        st->r_util[r] = 0;
+        st->r_nutil[r] = 0;
+        st->r_step[r] = NAN;
+    }
+    for (int n = 0; n < nn; n++)
+        st->n_net[n] = NAN;
+    st->ticks++;
+}
+
+int silent_check(const silent *st, silent_verdict *v)
+{
+    if (!st->node_of || st->nnodes < 2)
+        return 0;
+    int w = st->cfg.window, nn = st->nnodes;
+    long judged = st->ticks - st->cfg.warmup; /* ticks past the warmup */
+    if (judged < w || !isfinite(st->step_base))
+        return 0;
+    double tmp[SILENT_MAX_WINDOW];
+    /* steady state and a cost: steps completed, and the job is slower than it was */
+    int ns = 0;
+    for (int k = 0; k < w; k++) {
+        double x = st->step_hist[(judged - 1 - k) % SILENT_HISTORY];
+        if (isfinite(x))
+            tmp[ns++] = x;
+    }
+    if (!ns)
+        return 0;
+    double step = median_finite(tmp, ns);
+    if (!(step >= st->cfg.step_slow * st->step_base))
+        return 0;
+    double *others = st->scratch;
+    int found = 0;
+    for (int s = 0; s < SILENT_NSIGNALS; s++) {
+        double f = s == SILENT_UTIL ? st->cfg.util_factor : st->cfg.net_factor;
+        if (f <= 0)
+            continue;
+        for (int n = 0; n < nn; n++) {
+            double base = st->base[(size_t)s * (size_t)nn + (size_t)n];
+            if (!isfinite(base))
+                continue;
+            double vsum = 0, osum = 0;
+            int low = 1;
+            for (int k = 0; k < w && low; k++) {
+                size_t slot = (size_t)((judged - 1 - k) % SILENT_HISTORY);
+                double x = hist_at(st, s, n)[slot];
+                int no = 0;
+                for (int m = 0; m < nn; m++)
+                    if (m != n)
+                        others[no++] = hist_at(st, s, m)[slot];
+                double med = median_finite(others, no);
+                low = isfinite(x) && isfinite(med) && x < f * med && x < f * base &&
+                      (s != SILENT_NET || med >= st->cfg.min_rate);
+                vsum += x;
+                osum += med;
+            }
+            if (!low || !(osum > 0))
+                continue;
+            double ratio = vsum / osum;
+            if (!found || ratio < v->ratio) {
+                *v = (silent_verdict){.node = n, .signal = (silent_signal)s, .value = vsum / w,
+                                      .others = osum / w, .baseline = base, .ratio = ratio,
+                                      .step = step, .step_base = st->step_base, .window = w};
+                found = 1;
+            }
+        }
+    }
+    return found;
+}
+
+const char *silent_signal_name(silent_signal s)
+{
+    return s == SILENT_UTIL ? "utilisation" : s == SILENT_NET ? "network" : "?";
+}
+
+int silent_describe(const silent_verdict *v, const char *node_name, char *buf, size_t cap)
+{
+    if (v->signal == SILENT_UTIL)
+        return snprintf(buf, cap,
+                        "node %s utilisation %.2f cores vs %.2f, the others' median (%.2fx; its "
+                        "baseline %.2f) on each of the last %d ticks; steps %.3f s vs %.3f s "
+                        "baseline",
+                        node_name, v->value, v->others, v->ratio, v->baseline, v->window, v->step,
+                        v->step_base);
+    return snprintf(buf, cap,
+                    "node %s network %.3g B/s peak vs %.3g, the others' median (%.2fx; its "
+                    "baseline %.3g) on each of the last %d ticks; steps %.3f s vs %.3f s baseline",
+                    node_name, v->value, v->others, v->ratio, v->baseline, v->window, v->step,
+                    v->step_base);
+}

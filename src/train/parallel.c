@@ -1,0 +1,163 @@
+/* parallel.c - the "parallel" config section, its checks and the memory plan (see parallel.h). */
+#include "train/parallel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/grid.h"
+#include "model/family.h"
+#include "model/tp.h"
+
+static const char *const par_keys[] = {"tensor", "pipeline", "data", "zero", NULL};
+
+grit_err train__parallel_load(const jcfg *j, train_cfg *c)
+{
+    json_t *p;
+    grit_err rc = jcfg_obj(j, j->root, "", "parallel", &p);
+    if (rc != GRIT_OK || !p)
+        return rc;
+    if ((rc = jcfg_only(j, p, "parallel", par_keys)) != GRIT_OK)
+        return rc;
+    long tp = c->tp, pp = c->pp, dp = c->dp, zero = c->optim.zero1 ? 1 : 0;
+    if ((rc = jcfg_int(j, p, "parallel", "tensor", 1, 4096, &tp)) != GRIT_OK ||
+        (rc = jcfg_int(j, p, "parallel", "pipeline", 1, 4096, &pp)) != GRIT_OK ||
+        (rc = jcfg_int(j, p, "parallel", "data", 0, 1 << 20, &dp)) != GRIT_OK ||
+        (rc = jcfg_int(j, p, "parallel", "zero", 0, 3, &zero)) != GRIT_OK)
+        return rc;
+    if (zero > 1)
+        return jcfg_fail(j, "parallel.zero", "expected 0 or 1 (ZeRO-%ld, gradient%s sharding, "
+                         "is not implemented)", zero, zero == 3 ? " and parameter" : "");
+    c->tp = (int)tp;
+    c->pp = (int)pp;
+    c->dp = (int)dp;
+    c->optim.zero1 = zero == 1;
+    return GRIT_OK;
+}
+
+void train__parallel_dump(json_t *root, const train_cfg *c)
+{
+    json_object_set_new(root, "parallel",
+                        json_pack("{s:i,s:i,s:i,s:i}", "tensor", c->tp, "pipeline", c->pp,
+                                  "data", c->dp, "zero", c->optim.zero1 ? 1 : 0));
+}
+
+int train_parallel_dp(const train_cfg *c, int world)
+{
+    int tp = c->tp > 0 ? c->tp : 1, pp = c->pp > 0 ? c->pp : 1;
+    return c->dp > 0 ? c->dp : world / (tp * pp);
+}
+
+grit_err train_parallel_check(const train_cfg *c, int world)
+{
+    const gx_config *m = &c->model;
+    int tp = c->tp > 0 ? c->tp : 1, pp = c->pp > 0 ? c->pp : 1, kv = gx_kv_heads(m);
+    if (c->dp == 0 && world % (tp * pp) != 0)
+        return grit_errf(GRIT_ECONFIG, "parallel: the world of %d ranks is not a multiple of "
+                                       "tensor %d x pipeline %d", world, tp, pp);
+    grit_err rc = comm_grid_check(world, tp, pp, train_parallel_dp(c, world));
+    if (rc != GRIT_OK)
+        return rc;
+    if (m->heads % tp != 0)
+        return grit_errf(GRIT_ECONFIG, "parallel.tensor %d does not divide model.num_heads %d",
+                         tp, m->heads);
+    if (kv % tp != 0)
+        return grit_errf(GRIT_ECONFIG, "parallel.tensor %d does not divide the %d key/value "
+                                       "heads (num_kv_heads; kv heads are split, not "
+                                       "replicated)", tp, kv);
+    if (m->intermediate % tp != 0)
+        return grit_errf(GRIT_ECONFIG, "parallel.tensor %d does not divide "
+                                       "model.intermediate_size %d", tp, m->intermediate);
+    if (m->vocab % tp != 0)
+        return grit_errf(GRIT_ECONFIG, "parallel.tensor %d does not divide the padded "
+                                       "vocab_size %d (raise make_vocab_size_divisible_by)",
+                         tp, m->vocab);
+    if (m->layers % pp != 0)
+        return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d does not divide model.num_layers %d",
+                         pp, m->layers);
+    return GRIT_OK;
+}
+
+/* Memory a new allocation can get: MemAvailable from /proc/meminfo; 0 if unknown. */
+static double avail_bytes(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (double)kb * 1024.0;
+}
+
+grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    grit_err rc = train_parallel_check(c, world);
+    if (rc != GRIT_OK)
+        return rc;
+    const gx_config *m = &c->model;
+    p->tp = c->tp > 0 ? c->tp : 1;
+    p->pp = c->pp > 0 ? c->pp : 1;
+    p->dp = train_parallel_dp(c, world);
+    p->params = gx_tp_param_count(m, p->tp);
+    double n = (double)p->params, N = (double)c->optim.micro_batch * c->optim.seq_len;
+    double chunk = N < 512 ? N : 512;
+    p->param_b = 4 * n;
+    p->grad_b = 4 * n;
+    p->optim_b = 8 * n / (c->optim.zero1 && p->dp > 1 ? p->dp : 1);
+    p->snapshot_b = train_cfg_ckpt_enabled(c) ? 4 * n : 0; /* the checkpoint writer's copy */
+    p->act_b = (double)gx_tp_act_bytes_per_token(m, p->tp) * N +
+               4.0 * chunk * ((double)m->vocab / p->tp + 3);
+    p->total_b = p->param_b + p->grad_b + p->optim_b + p->snapshot_b + p->act_b;
+    p->avail_b = avail_bytes();
+    p->ranks_here = ranks_here > 0 ? ranks_here : 1;
+    return GRIT_OK;
+}
+
+static double mib(double b) { return b / 1048576.0; }
+
+void train_plan_print(const train_plan *p, const train_cfg *c, FILE *f)
+{
+    fprintf(f, "memory plan: tensor %d x pipeline %d x data %d%s, %s, micro batch %d x %d "
+               "tokens\n", p->tp, p->pp, p->dp, c->optim.zero1 ? ", ZeRO-1" : "",
+            c->preset[0] ? c->preset : "custom model", c->optim.micro_batch, c->optim.seq_len);
+    fprintf(f, "  %-22s %.3fM (of %.3fM in the model)\n", "parameters per rank",
+            (double)p->params / 1e6, (double)gx_param_count(&c->model) / 1e6);
+    fprintf(f, "  %-22s %10.1f MiB\n", "parameters", mib(p->param_b));
+    fprintf(f, "  %-22s %10.1f MiB\n", "gradients", mib(p->grad_b));
+    fprintf(f, "  %-22s %10.1f MiB%s\n", "optimiser (AdamW)", mib(p->optim_b),
+            c->optim.zero1 && p->dp > 1 ? " (sharded over data parallel)" : "");
+    if (p->snapshot_b > 0)
+        fprintf(f, "  %-22s %10.1f MiB\n", "checkpoint snapshot", mib(p->snapshot_b));
+    fprintf(f, "  %-22s %10.1f MiB\n", "activations", mib(p->act_b));
+    fprintf(f, "  %-22s %10.1f MiB per rank, x %d rank%s on this machine = %.1f MiB; "
+               "%.1f MiB available\n", "total", mib(p->total_b), p->ranks_here,
+            p->ranks_here > 1 ? "s" : "", mib(p->total_b * p->ranks_here), mib(p->avail_b));
+}
+
+grit_err train_plan_fits(const train_plan *p)
+{
+    double need = p->total_b * p->ranks_here;
+    if (p->avail_b <= 0 || need <= p->avail_b)
+        return GRIT_OK;
+    return grit_errf(GRIT_ENOMEM, "the layout tensor %d x pipeline %d x data %d needs %.1f MiB "
+                                  "per rank (parameters %.1f, gradients %.1f, optimiser %.1f, "
+                                  "snapshot %.1f, activations %.1f MiB) x %d rank%s on this "
+                                  "machine = %.1f MiB, but %.1f MiB is available",
+                     p->tp, p->pp, p->dp, mib(p->total_b), mib(p->param_b), mib(p->grad_b),
+                     mib(p->optim_b), mib(p->snapshot_b), mib(p->act_b), p->ranks_here,
+                     p->ranks_here > 1 ? "s" : "", mib(need), mib(p->avail_b));
+}
+
+int train_ranks_here(int world)
+{
+    const char *s = getenv("GRIT_RANKS_PER_NODE");
+    if (!s || atoi(s) <= 0)
+        s = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int n = s ? atoi(s) : 0;
+    return n > 0 && n < world ? n : world;
+}

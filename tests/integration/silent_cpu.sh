@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# silent_cpu.sh GRIT PYTHON - a slow node made by the kernel, not by grit: node1's rank is
+# moved into a cgroup whose CPU bandwidth limit (cgroup v2 cpu.max, or v1
+# cpu.cfs_quota_us where this machine has no v2 cpu controller) is ${GRIT_THROTTLE:-40}% of the
+# CPU it was getting (measured from /proc/PID/stat over 2 s just before: on a host loaded
+# by other jobs a rank may get a fifth of a core, and a limit of 40% of a whole core would
+# throttle nothing), after the silent detector's baseline. Nothing is injected into grit's
+# processes.
+#
+#   throttled  detected as a "utilisation" incident naming node1 within 60 s of the
+#              throttle, node1 cordoned, the spare swapped in, and the run ends DONE with
+#              final weights bitwise equal to the fault-free run
+#   healthy    the fault-free run (with checkpoint saves) raises no alarm
+#   loaded     a fault-free run on a host loaded by two CPU hogs raises no alarm
+#
+# The straggler detector is off (--straggler-factor 0) so the utilisation detector is the
+# one under test. GRIT_SILENT_BENCH=1 (bench/silent.sh): the throttled run only, one line
+# "BENCH cpu <pct> detected=<yes|no> latency_s=<s>", no checks. Exit 77 (skipped, said loudly) where no CPU cgroup can be written.
+set -euo pipefail
+grit=$1 py=$2
+pct=${GRIT_THROTTLE:-40}
+skip() { echo "SKIP (cgroup): $*"; exit 77; }
+command -v mpirun > /dev/null || { echo "FAIL: mpirun not found (make deps)"; exit 1; }
+[ "$(id -u)" = 0 ] || skip "needs root to create a CPU cgroup"
+
+# the cgroup: v2 cpu.max where the cpu controller is enabled, else v1 cfs quota
+tmp=$(mktemp -d /tmp/grit-silent-cpu.XXXXXX)
+cg="" hogs="" lpid=""
+cleanup() {
+  for p in $hogs $lpid; do kill -9 "$p" 2> /dev/null || true; done
+  if [ -n "$cg" ] && [ -d "$cg" ]; then
+    # anything left in it back to the parent, then remove it
+    for p in $(cat "$cg/cgroup.procs" 2> /dev/null); do echo "$p" > "$(dirname "$cg")/cgroup.procs" 2> /dev/null || true; done
+    rmdir "$cg" 2> /dev/null || echo "WARN: could not remove cgroup $cg"
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+name=grit-silent-$$
+if grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2> /dev/null && mkdir "/sys/fs/cgroup/$name" 2> /dev/null; then
+  cg=/sys/fs/cgroup/$name
+  echo "max 100000" > "$cg/cpu.max" || skip "cannot write $cg/cpu.max"
+elif [ -w /sys/fs/cgroup/cpu ] && mkdir "/sys/fs/cgroup/cpu/$name" 2> /dev/null; then
+  cg=/sys/fs/cgroup/cpu/$name
+  echo 100000 > "$cg/cpu.cfs_period_us" && echo -1 > "$cg/cpu.cfs_quota_us" ||
+    skip "cannot write the CFS quota of $cg"
+else
+  skip "no writable CPU cgroup (cgroup v2 without the cpu controller and no v1 cpu hierarchy)"
+fi
+set_quota() { # microseconds of CPU per 100 ms period
+  if [ -f "$cg/cpu.max" ]; then echo "$1 100000" > "$cg/cpu.max"; else echo "$1" > "$cg/cpu.cfs_quota_us"; fi
+}
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime of the process
+echo "cgroup $cg"
+
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+cat > "$tmp/job.json" << CFG
+{"model": {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "intermediate_size": 256,
+           "vocab_size": 500, "max_positions": 256},
+ "optim": {"micro_batch": 2, "global_batch": 8, "seq_len": 64, "lr": 3e-3, "min_lr": 3e-4,
+           "warmup_steps": 2, "total_steps": 40},
+ "data": {"synthetic_vocab": 500}, "seed": 42, "threads": 1,
+ "checkpoint": {"interval_steps": 50, "keep_last": 3}}
+CFG
+now() { date +%s.%N; }
+# The job's length in steps: about 35 s of healthy running on this machine now (a loaded
+# host runs a step 5-10x slower than an idle one; a fixed count would either end before
+# the throttle or run for minutes), from 40 steps on 2 ranks under mpirun.
+c0=$(now)
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none -np 2 "$grit" train "$tmp/job.json" --run-dir "$tmp/cal" --quiet \
+  > "$tmp/cal.out" 2>&1 || { tail -20 "$tmp/cal.out"; echo "FAIL: calibration run failed"; exit 1; }
+steps=${GRIT_SILENT_STEPS:-$("$py" -c "print(max(300, min(4000, int(35 / (($(now) - $c0) / 40)))))")}
+sed -i "s/\"total_steps\": 40/\"total_steps\": $steps/" "$tmp/job.json"
+echo "job: $steps steps"
+L() { # DIR: grit launch of the job on 2 nodes + 1 spare, in the background ($lpid)
+  local d=$1
+  "$grit" launch --nodes 2 --spares 1 --run "$d" --hang-timeout 20 --backoff 0.1 \
+    --straggler-factor 0 --util-factor 0.6 --net-factor 0 --signal-warmup 8 --signal-window 5 \
+    -- "$grit" train "$tmp/job.json" --run-dir "$d" --quiet > "$d.out" 2>&1 &
+  lpid=$!
+}
+# the pid of rank R of the job whose run dir is D (its grit train process)
+rank_pid() {
+  local d=$1 r=$2 p
+  for p in $(pgrep -f -- "--run-dir $d" || true); do
+    tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$r" &&
+      grep -q "grit" "/proc/$p/cmdline" 2> /dev/null && [ "$(awk '{print $1}' /proc/$p/comm 2> /dev/null)" != mpirun ] &&
+      { echo "$p"; return 0; }
+  done
+  return 1
+}
+no_alarm() { # NAME DIR
+  grep -q '"event":"done"' "$2/events.jsonl" || fail "$1: no done event"
+  ! grep -q '"event":"detected"' "$2/events.jsonl" || fail "$1: a failure was detected: $(grep -o '"event":"detected".*' "$2/events.jsonl" | head -1)"
+  ! grep -q '"event":"cordon"' "$2/events.jsonl" || fail "$1: a healthy node was cordoned"
+}
+
+bench=${GRIT_SILENT_BENCH:-0}
+t0=$(now)
+[ "$bench" = 1 ] || { L "$tmp/ref"; wait "$lpid" || fail "healthy: grit launch exited $?"; lpid=""; }
+t1=$(now)
+[ "$bench" = 1 ] || no_alarm healthy "$tmp/ref"
+[ "$bench" = 1 ] || echo "ok   healthy: $("$py" -c "print(round($t1 - $t0, 1))") s (checkpoints every 50 steps)"
+
+# throttled: once the baseline is learned (8 s after the launch; 12 s leaves a margin)
+L "$tmp/thr"
+sleep 12
+pid=""
+for _ in $(seq 300); do pid=$(rank_pid "$tmp/thr" 1) && break; sleep 0.2; done # a loaded host may start mpirun slowly
+[ -n "$pid" ] || { fail "throttled: rank 1's process not found"; exit 1; }
+c0=$(cpu_ticks "$pid"); w0=$(now); sleep 2; c1=$(cpu_ticks "$pid"); w1=$(now)
+got=$("$py" -c "import os; print((${c1} - ${c0}) / os.sysconf('SC_CLK_TCK') / ($w1 - $w0))")
+quota=$("$py" -c "print(max(1000, int($pct / 100 * $got * 100000)))")
+set_quota "$quota"
+echo "$pid" > "$cg/cgroup.procs"
+t_thr=$(now)
+echo "throttled rank 1 (pid $pid, node1): it got $got cores, now at most $quota us per 100 ms ($pct%)"
+wait "$lpid" || fail "throttled: grit launch exited $?"; lpid=""
+ev=$tmp/thr/events.jsonl
+if [ "$bench" = 1 ]; then
+  t_det=$(grep -o '"ts":[0-9.]*,"event":"detected","kind":"utilisation","node":"node1"' "$ev" | head -1 | grep -o '[0-9.]*' | head -1 || true)
+  echo "BENCH cpu $pct detected=$([ -n "$t_det" ] && echo yes || echo no) latency_s=$([ -n "$t_det" ] && "$py" -c "print(round($t_det - $t_thr, 1))" || echo -) other_alarms=$(grep '"event":"detected"' "$ev" | grep -vc '"kind":"utilisation","node":"node1"' || true)"
+  exit 0
+fi
+grep -q '"event":"detected","kind":"utilisation","node":"node1"' "$ev" ||
+  fail "throttled: no utilisation incident naming node1: $(grep -o '"event":"detected".*' "$ev" | head -1)"
+grep -q '"event":"cordon","node":"node1"' "$ev" || fail "throttled: node1 was not cordoned"
+[ "$(grep -c '"event":"cordon"' "$ev" || true)" -eq 1 ] || fail "throttled: more than node1 cordoned"
+grep -q '"event":"recovered"' "$ev" || fail "throttled: no recovered event"
+grep -q '"event":"done"' "$ev" || fail "throttled: no done event"
+cmp -s "$tmp/ref/model.safetensors" "$tmp/thr/model.safetensors" || fail "throttled: final weights differ from the fault-free run"
+t_det=$(grep -o '"ts":[0-9.]*,"event":"detected"' "$ev" | head -1 | grep -o '[0-9.]*' | head -1 || true)
+if [ -n "$t_det" ]; then
+  lat=$("$py" -c "print(round($t_det - $t_thr, 1))")
+  "$py" -c "import sys; sys.exit(0 if $t_det - $t_thr <= 60 else 1)" || fail "throttled: detected after $lat s (> 60 s)"
+  echo "ok   throttled: detected $lat s after the throttle: $(grep -o 'detected utilisation[^;]*' "$tmp/thr.out" | head -1)"
+fi
+
+# loaded host: two CPU hogs for the whole run
+for _ in 1 2; do "$py" -c 'while True: pass' & hogs="$hogs $!"; done
+L "$tmp/loaded"; wait "$lpid" || fail "loaded: grit launch exited $?"; lpid=""
+for p in $hogs; do kill -9 "$p" 2> /dev/null || true; done; hogs=""
+no_alarm loaded "$tmp/loaded"
+cmp -s "$tmp/ref/model.safetensors" "$tmp/loaded/model.safetensors" || fail "loaded: final weights differ"
+[ $fails -eq 0 ] && echo "ok   silent_cpu: all checks passed"
+exit $((fails > 0))

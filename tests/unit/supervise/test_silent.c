@@ -1,0 +1,229 @@
+/* test_silent.c - the silent-slowdown detector (src/supervise/silent.h) on synthetic
+ * series with jitter: a throttled node (utilisation) and a slow link (network) are
+ * flagged on exactly the window-th tick after the fault and named with their signal;
+ * healthy noisy runs, a dip shorter than the window, a host-wide load, a checkpoint
+ * pause, a node that was always different, a low signal that costs no step time and an
+ * idle network flag nobody; bad configurations are refused with the field named. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../check.h"
+#include "supervise/silent.h"
+
+#define NODES 3
+#define RPN 2
+#define WARM 10
+#define WIN 5
+
+static silent st;
+static unsigned lcg = 12345;
+
+static double jitter(double x, double rel) /* x times 1 +- rel, deterministic */
+{
+    lcg = lcg * 1103515245u + 12345u;
+    double u = (double)((lcg >> 8) & 0xffff) / 65535.0;
+    return x * (1.0 + rel * (2.0 * u - 1.0));
+}
+
+static void init(double uf, double nf)
+{
+    silent_cfg c = {.util_factor = uf, .net_factor = nf, .window = WIN, .warmup = WARM,
+                    .min_rate = 1e5, .step_slow = 1.2};
+    int node_of[NODES * RPN];
+    for (int r = 0; r < NODES * RPN; r++)
+        node_of[r] = r / RPN;
+    CHECK_INT(silent_init(&st, &c, NODES * RPN, node_of), GRIT_OK);
+}
+
+/* One tick: every rank beats util[node] (NAN: none) and step (NAN: no step finished),
+ * the node's first rank net[node]; then the tick. */
+static void tick(const double *util, double step, const double *net)
+{
+    for (int r = 0; r < NODES * RPN; r++) {
+        int n = r / RPN;
+        silent_record(&st, r, isfinite(util[n]) ? jitter(util[n], 0.1) : NAN,
+                      isfinite(step) ? jitter(step, 0.1) : NAN,
+                      r % RPN == 0 && net ? jitter(net[n], 0.1) : NAN);
+    }
+    silent_tick(&st);
+}
+
+static const double healthy_u[NODES] = {1.0, 1.0, 1.0}, healthy_n[NODES] = {5e7, 5e7, 5e7};
+
+static void warmup(void)
+{
+    for (int t = 0; t < WARM; t++)
+        tick(healthy_u, 0.1, healthy_n);
+}
+
+/* The first tick (1-based after the fault) on which a verdict comes, 0 if none. */
+static int run_fault(const double *u, double step, const double *net, int ticks, silent_verdict *v)
+{
+    for (int t = 1; t <= ticks; t++) {
+        tick(u, step, net);
+        if (silent_check(&st, v))
+            return t;
+    }
+    return 0;
+}
+
+static void test_throttled_cpu(void)
+{
+    init(0.6, 0.5);
+    warmup();
+    silent_verdict v;
+    CHECK_INT(silent_check(&st, &v), 0);
+    double u[NODES] = {1.0, 0.4, 1.0}; /* cpu.max at 40% of a core */
+    CHECK_INT(run_fault(u, 0.25, healthy_n, 30, &v), WIN);
+    CHECK_INT(v.node, 1);
+    CHECK_INT(v.signal, SILENT_UTIL);
+    CHECK_NEAR(v.value, 0.4, 0.05);
+    CHECK_NEAR(v.others, 1.0, 0.1);
+    CHECK(v.step > 2 * v.step_base);
+    char d[300];
+    silent_describe(&v, "node1", d, sizeof d);
+    CHECK_STR_HAS(d, "node node1 utilisation 0.");
+    CHECK_STR_HAS(d, "on each of the last 5 ticks");
+}
+
+/* Beats out of phase with the ticks: the throttled node's arrive on every other tick
+ * only; each empty tick reuses the sample before it, so the window still fills. */
+static void test_beats_out_of_phase(void)
+{
+    init(0.6, 0.5);
+    warmup();
+    silent_verdict v;
+    double u[NODES] = {1.0, 0.4, 1.0}, u_gap[NODES] = {1.0, NAN, 1.0};
+    int t = 1, found = 0;
+    for (; t <= 30 && !found; t++) {
+        tick(t % 2 ? u : u_gap, 0.25, healthy_n);
+        found = silent_check(&st, &v);
+    }
+    CHECK(found);
+    CHECK_INT(t - 1, WIN);
+    CHECK_INT(v.node, 1);
+}
+
+static void test_slow_link(void)
+{
+    init(0.6, 0.5);
+    warmup();
+    silent_verdict v;
+    double n[NODES] = {5e7, 5e7, 5e6}; /* node2's link at 1/10 */
+    CHECK_INT(run_fault(healthy_u, 0.3, n, 30, &v), WIN);
+    CHECK_INT(v.node, 2);
+    CHECK_INT(v.signal, SILENT_NET);
+    CHECK(v.ratio < 0.15);
+    char d[300];
+    silent_describe(&v, "node2", d, sizeof d);
+    CHECK_STR_HAS(d, "node node2 network");
+    /* the network detector off: the same series flags nobody */
+    init(0.6, 0);
+    warmup();
+    CHECK_INT(run_fault(healthy_u, 0.3, n, 30, &v), 0);
+}
+
+/* Healthy runs: jitter, a dip shorter than the window, a host-wide load, a checkpoint
+ * pause, a low signal that costs nothing, an idle network: nobody. */
+static void test_no_false_alarm(void)
+{
+    silent_verdict v;
+    for (int run = 0; run < 20; run++) {
+        init(0.6, 0.5);
+        warmup();
+        CHECK_INT(run_fault(healthy_u, 0.1, healthy_n, 60, &v), 0);
+    }
+    init(0.6, 0.5); /* a dip of window-1 ticks, with slow steps, then healthy again */
+    warmup();
+    double dip[NODES] = {1.0, 0.2, 1.0};
+    CHECK_INT(run_fault(dip, 0.3, healthy_n, WIN - 1, &v), 0);
+    CHECK_INT(run_fault(healthy_u, 0.3, healthy_n, 30, &v), 0);
+    init(0.6, 0.5); /* every node loaded at once */
+    warmup();
+    double all[NODES] = {0.4, 0.4, 0.4}, alln[NODES] = {5e6, 5e6, 5e6};
+    CHECK_INT(run_fault(all, 0.3, alln, 30, &v), 0);
+    init(0.6, 0.5); /* a checkpoint save longer than the window: node0 writing, no steps */
+    warmup();
+    double save[NODES] = {0.2, 1.0, 1.0}, saven[NODES] = {1e6, 5e7, 5e7};
+    for (int k = 0; k < 2 * WIN; k++) {
+        tick(save, NAN, saven);
+        CHECK_INT(silent_check(&st, &v), 0);
+    }
+    CHECK_INT(run_fault(healthy_u, 0.1, healthy_n, 30, &v), 0);
+    init(0.6, 0.5); /* low utilisation that costs no step time (an input-bound phase) */
+    warmup();
+    double low[NODES] = {1.0, 0.3, 1.0};
+    CHECK_INT(run_fault(low, 0.1, healthy_n, 30, &v), 0);
+    init(0.6, 0.5); /* an idle network: one node at 1/10 of nearly nothing */
+    warmup();
+    double idle[NODES] = {1e4, 1e4, 1e3};
+    CHECK_INT(run_fault(healthy_u, 0.3, idle, 30, &v), 0);
+    init(0.6, 0.5); /* a node that was always at 0.4 (a smaller machine), then the job slows */
+    double always[NODES] = {1.0, 0.4, 1.0};
+    for (int t = 0; t < WARM; t++)
+        tick(always, 0.1, healthy_n);
+    CHECK_INT(run_fault(always, 0.3, healthy_n, 30, &v), 0);
+    init(0.6, 0.5); /* a node whose beats stopped (NAN) is the hang detector's, not ours */
+    warmup();
+    double gone[NODES] = {1.0, NAN, 1.0};
+    CHECK_INT(run_fault(gone, 0.3, healthy_n, 30, &v), 0);
+}
+
+/* Both detectors off, a single node, and nothing before warmup + window ticks. */
+static void test_edges(void)
+{
+    silent_verdict v;
+    init(0, 0);
+    warmup();
+    double u[NODES] = {1.0, 0.1, 1.0};
+    CHECK_INT(run_fault(u, 0.5, healthy_n, 30, &v), 0);
+    silent_cfg c = {.util_factor = 0.6, .net_factor = 0.5, .window = 2, .warmup = 2,
+                    .min_rate = 0, .step_slow = 1.2};
+    int one[2] = {0, 0};
+    CHECK_INT(silent_init(&st, &c, 2, one), GRIT_OK);
+    for (int t = 0; t < 20; t++) {
+        silent_record(&st, 0, 1.0, 0.1 * (t + 1), 1e6);
+        silent_record(&st, 1, 0.1, 0.1 * (t + 1), NAN);
+        silent_tick(&st);
+        CHECK_INT(silent_check(&st, &v), 0);
+    }
+}
+
+static void test_bad_config(void)
+{
+    int node_of[4] = {0, 0, 2, 2}; /* node 1 has no rank */
+    silent_cfg good = {.util_factor = 0.6, .net_factor = 0.5, .window = 5, .warmup = 10,
+                       .min_rate = 0, .step_slow = 1.2};
+    CHECK_INT(silent_init(&st, &good, 4, node_of), GRIT_EINVAL);
+    CHECK_STR_HAS(grit_errmsg(), "node 1 has no rank");
+    int ok[2] = {0, 1};
+    silent_cfg c = good;
+    c.window = 0;
+    CHECK_INT(silent_init(&st, &c, 2, ok), GRIT_EINVAL);
+    CHECK_STR_HAS(grit_errmsg(), "window 0, expected 1..60");
+    c = good;
+    c.util_factor = 1.5;
+    CHECK_INT(silent_init(&st, &c, 2, ok), GRIT_EINVAL);
+    CHECK_STR_HAS(grit_errmsg(), "expected < 1");
+    c = good;
+    c.step_slow = 0.5;
+    CHECK_INT(silent_init(&st, &c, 2, ok), GRIT_EINVAL);
+    CHECK_STR_HAS(grit_errmsg(), "step_slow");
+    CHECK_INT(silent_init(&st, &good, 2, ok), GRIT_OK);
+    silent_record(&st, 7, 1.0, 1.0, 1.0); /* a rank out of range is ignored */
+    silent_record(&st, -1, 1.0, 1.0, 1.0);
+    silent_tick(&st);
+}
+
+int main(void)
+{
+    test_throttled_cpu();
+    test_slow_link();
+    test_beats_out_of_phase();
+    test_no_false_alarm();
+    test_edges();
+    test_bad_config();
+    silent_free(&st);
+    silent_free(&st);
+    CHECK_DONE();
+}
