@@ -83,7 +83,20 @@ c0=$(now)
 GRIT_NODES=node0,node1,node2 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   mpirun --oversubscribe --bind-to none -np 3 "$tmp/wrap.sh" "$grit" train "$tmp/job.json" \
   --run-dir "$tmp/cal" --quiet > "$tmp/cal.out" 2>&1 || { tail -20 "$tmp/cal.out"; echo "FAIL: calibration run across the namespaces failed"; exit 1; }
-steps=${GRIT_SILENT_STEPS:-$("$py" -c "print(max(300, min(4000, int(35 / (($(now) - $c0) / 30)))))")}
+# steps for ~35 s: from the trainer's own step times (median after the first 5), not the
+# run's wall time, which mpirun's start-up dominates on a quiet machine (the job then ended
+# before the fault); the wall-time estimate only where metrics.jsonl has no step times
+steps=${GRIT_SILENT_STEPS:-$("$py" - "$tmp/cal/metrics.jsonl" "$(now)" "$c0" 30 << 'PY'
+import json, statistics, sys
+path, t1, t0, n = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+try:
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    per = statistics.median(r["step_time_s"] for r in rows if r.get("step", 0) > 5)
+except (OSError, ValueError, KeyError, statistics.StatisticsError):
+    per = (t1 - t0) / n
+print(max(300, min(8000, int(35 / max(per, 1e-4)))))
+PY
+)}
 sed -i "s/\"total_steps\": 30/\"total_steps\": $steps/" "$tmp/job.json"
 echo "job: $steps steps, nodes in namespaces $tag-node0..3 on $sub.0/24"
 
