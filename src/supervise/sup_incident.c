@@ -97,7 +97,8 @@ grit_err sup_record_more(sup *s, const incident *first)
         snprintf(in->node, sizeof in->node, "%s", s->implicated[i]);
         char what[160];
         lost_on(s, in->node, what, sizeof what);
-        snprintf(in->detail, sizeof in->detail, "%s (at the same time as %s)",
+        /* 100 + 22 + 63 + 2 fits detail[200]: a longer list is cut, never overflows */
+        snprintf(in->detail, sizeof in->detail, "%.100s (at the same time as %.63s)",
                  what[0] ? what : "implicated", first->node);
         s->ninc++;
     }
