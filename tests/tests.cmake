@@ -254,7 +254,7 @@ set_tests_properties(integration.failure_class PROPERTIES TIMEOUT 300 LABELS "in
 # a flood of forged heartbeats: counted, logged at 1/s, the run unharmed
 add_test(NAME integration.hb_flood
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/hb_flood.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
-set_tests_properties(integration.hb_flood PROPERTIES TIMEOUT 180 LABELS "integration;mpi")
+set_tests_properties(integration.hb_flood PROPERTIES TIMEOUT 180 LABELS "integration;mpi" RUN_SERIAL TRUE)
 # Silent slowdowns from real slow hardware (src/supervise/silent.h): a rank throttled by a
 # CPU cgroup is found as a "utilisation" incident, its node replaced, the run bitwise equal
 # to the fault-free one; a healthy and a loaded-host run raise no alarm. Skips (77, loudly)
