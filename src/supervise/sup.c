@@ -226,6 +226,15 @@ static grit_err launch(sup *s)
         free(names), free(argbuf), free(argv);
         return grit_errf(GRIT_EINVAL, "the %s launch command is too long", s->be->name);
     }
+    char donedir[1300];
+    sup_done_dir(s, donedir, sizeof donedir);
+    char doneparent[1300];
+    snprintf(doneparent, sizeof doneparent, "%s/.done", s->o->run_dir);
+    if (!s->be->remote_ranks && ((mkdir(doneparent, 0700) != 0 && errno != EEXIST) ||
+                                 (mkdir(donedir, 0700) != 0 && errno != EEXIST))) {
+        free(names), free(argbuf), free(argv);
+        return grit_errf(GRIT_EIO, "%s: %s", donedir, strerror(errno));
+    }
     pid_t pid = fork();
     if (pid < 0) {
         free(names), free(argbuf), free(argv);
@@ -244,6 +253,8 @@ static grit_err launch(sup *s)
             dup2(nul, 0); /* the job reads nothing from the supervisor's terminal */
         setenv("GRIT_SUP_ADDR", s->hb.addr, 1);
         setenv("GRIT_SUP_SECRET", s->hb.secret, 1);
+        if (!s->be->remote_ranks) /* the done marker: a rank's "done" survives a lost datagram */
+            setenv("GRIT_SUP_DONE_DIR", donedir, 1);
         setenv("GRIT_NODES", names, 1);
         setenv("GRIT_RANKS_PER_NODE", rpn, 1);
         char grace[32]; /* the trainer's final save must be done before the supervisor kills */
@@ -309,6 +320,25 @@ int sup_stop_job(sup *s)
 }
 
 /* The state letter of /proc/PID/stat (R, S, D, T, Z, ...), 0 when the process is gone. */
+/* The directory a local job's ranks mark "done" in (GRIT_SUP_DONE_DIR), one per attempt:
+ * a heartbeat is a UDP datagram, and a flood (or a full socket buffer) can drop a rank's
+ * last one; the file is written before the rank exits, so a rank that is gone and has it
+ * finished normally. */
+void sup_done_dir(const sup *s, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/.done/attempt_%02d", s->o->run_dir, s->attempt);
+}
+
+int sup_done_marked(const sup *s, int rank)
+{
+    if (s->be->remote_ranks)
+        return 0;
+    char dir[1300], path[1400];
+    sup_done_dir(s, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/rank_%d", dir, rank);
+    return access(path, F_OK) == 0;
+}
+
 char sup_proc_state(long pid)
 {
     char p[64], line[512], state = 0;
@@ -588,6 +618,10 @@ static int poll_running(sup *s)
         if (s->rk[r].pid <= 0 || s->rk[r].done)
             continue;
         char state = sup_proc_state(s->rk[r].pid);
+        if ((state == 0 || state == 'Z' || state == 'X') && sup_done_marked(s, r)) {
+            s->rk[r].done = 1; /* it finished; its "done" datagram was lost (a flood) */
+            continue;
+        }
         if (state == 0 || state == 'Z' || state == 'X') {
             char d[160];
             snprintf(d, sizeof d, "rank %d (pid %ld) died", r, s->rk[r].pid);

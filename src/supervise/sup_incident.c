@@ -58,6 +58,10 @@ void sup_collect_lost(sup *s)
         if (ri->pid <= 0 || ri->done || ri->lost)
             continue;
         char st = sup_proc_state(ri->pid);
+        if ((st == 0 || st == 'Z' || st == 'X') && sup_done_marked(s, r)) {
+            ri->done = 1; /* finished normally at the same moment: not lost */
+            continue;
+        }
         if (st == 0 || st == 'Z' || st == 'X')
             ri->lost = 'D';
         else if (st == 'T')

@@ -146,6 +146,8 @@ grit_err sup_diagnose(sup *s);
 int sup_repair(sup *s);
 /* The state letter of /proc/PID/stat (R, S, D, T, Z, ...), 0 when the process is gone. */
 char sup_proc_state(long pid);
+void sup_done_dir(const sup *s, char *out, size_t cap);
+int sup_done_marked(const sup *s, int rank);
 /* At a detection: every rank gone, a zombie or stopped right now is marked (lost) and
  * its node implicated (sup_incident.c). */
 void sup_collect_lost(sup *s);

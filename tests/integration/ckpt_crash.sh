@@ -41,10 +41,10 @@ rc=0; GRIT_CKPT_FAULT=crash:rename@1 "$grit" train "$cfg" --run-dir "$d" --quiet
 [ $rc -eq 137 ] || fail "chain: second crash expected"
 "$grit" train "$cfg" --run-dir "$d" --quiet
 same_as_reference "$d" chain && echo "ok   chain (manifest@2 then rename@1)"
-# resuming under a different config is refused; starting from the weights only is allowed
+# resuming under a different config is refused as a configuration error (exit 3: a retry would fail the same way); starting from the weights only is allowed
 sed 's/"lr": 3e-3/"lr": 2e-3/' "$cfg" > "$tmp/other.json"
 rc=0; out=$("$grit" train "$tmp/other.json" --run-dir "$d" --quiet 2>&1) || rc=$?
-if [ $rc -ne 1 ] || ! grep -q "step_00000012 was written by a different config (fingerprint" <<<"$out"; then
+if [ $rc -ne 3 ] || ! grep -q "step_00000012 was written by a different config (fingerprint" <<<"$out"; then
   fail "fingerprint: expected a refusal, got rc=$rc: $out"
 fi
 sed "s#\"lr\": 3e-3#\"lr\": 2e-3#; s#\"seed\": 42#\"seed\": 42, \"init_from\": \"$d/ckpt/step_00000012\"#" "$cfg" > "$tmp/ft.json"
