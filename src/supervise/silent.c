@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* a rank that spent 95% of a tick waiting: its util is not stretched more than 20x */
+#define SILENT_MIN_SHARE 0.05
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -42,6 +45,7 @@ void silent_free(silent *st)
     if (!st)
         return;
     free(st->node_of), free(st->r_util), free(st->r_nutil), free(st->r_step), free(st->n_net);
+    free(st->r_comm), free(st->r_nstep);
     free(st->hist), free(st->base), free(st->base_acc), free(st->base_step_acc);
     free(st->scratch), free(st->last);
     memset(st, 0, sizeof *st);
@@ -80,7 +84,9 @@ grit_err silent_init(silent *st, const silent_cfg *cfg, int nranks, const int *n
     st->node_of = malloc((size_t)nranks * sizeof *st->node_of);
     st->r_util = calloc((size_t)nranks, sizeof *st->r_util);
     st->r_nutil = calloc((size_t)nranks, sizeof *st->r_nutil);
-    st->r_step = malloc((size_t)nranks * sizeof *st->r_step);
+    st->r_step = calloc((size_t)nranks, sizeof *st->r_step);
+    st->r_comm = calloc((size_t)nranks, sizeof *st->r_comm);
+    st->r_nstep = calloc((size_t)nranks, sizeof *st->r_nstep);
     st->n_net = malloc((size_t)nnodes * sizeof *st->n_net);
     st->last = malloc(per * sizeof *st->last);
     st->hist = malloc(per * SILENT_HISTORY * sizeof *st->hist);
@@ -88,7 +94,8 @@ grit_err silent_init(silent *st, const silent_cfg *cfg, int nranks, const int *n
     st->base_acc = malloc(per * (size_t)cfg->warmup * sizeof *st->base_acc);
     st->base_step_acc = malloc((size_t)cfg->warmup * sizeof *st->base_step_acc);
     st->scratch = malloc(((size_t)nnodes + (size_t)nranks + (size_t)cfg->warmup) * sizeof *st->scratch);
-    if (!st->node_of || !st->r_util || !st->r_nutil || !st->r_step || !st->n_net || !st->hist ||
+    if (!st->node_of || !st->r_util || !st->r_nutil || !st->r_step || !st->r_comm ||
+        !st->r_nstep || !st->n_net || !st->hist ||
         !st->base || !st->base_acc || !st->base_step_acc || !st->scratch || !st->last) {
         silent_free(st);
         return grit_errf(GRIT_ENOMEM, "silent detector: out of memory for %d ranks", nranks);
@@ -104,8 +111,6 @@ grit_err silent_init(silent *st, const silent_cfg *cfg, int nranks, const int *n
             return e;
         }
     memset(st->r_nutil, 0, (size_t)nranks * sizeof *st->r_nutil);
-    for (int r = 0; r < nranks; r++)
-        st->r_step[r] = NAN;
     for (int n = 0; n < nnodes; n++)
         st->n_net[n] = NAN;
     for (size_t i = 0; i < per * SILENT_HISTORY; i++)
@@ -119,7 +124,8 @@ grit_err silent_init(silent *st, const silent_cfg *cfg, int nranks, const int *n
     return GRIT_OK;
 }
 
-void silent_record(silent *st, int rank, double util, double step_time, double net)
+void silent_record(silent *st, int rank, double util, double step_time, double comm_time,
+                   double net)
 {
     if (!st->node_of || rank < 0 || rank >= st->nranks)
         return;
@@ -127,8 +133,11 @@ void silent_record(silent *st, int rank, double util, double step_time, double n
         st->r_util[rank] += util;
         st->r_nutil[rank]++;
     }
-    if (isfinite(step_time) && step_time > 0)
-        st->r_step[rank] = step_time;
+    if (isfinite(step_time) && step_time > 0) {
+        st->r_step[rank] += step_time;
+        st->r_comm[rank] += isfinite(comm_time) && comm_time > 0 ? fmin(comm_time, step_time) : 0;
+        st->r_nstep[rank]++;
+    }
     int n = st->node_of[rank];
     if (isfinite(net) && net >= 0)
         st->n_net[n] = isfinite(st->n_net[n]) ? fmax(st->n_net[n], net) : net;
@@ -144,7 +153,9 @@ void silent_tick(silent *st)
         sum[n] = cnt[n] = 0;
     for (int r = 0; r < st->nranks; r++)
         if (st->r_nutil[r] > 0) {
-            sum[st->node_of[r]] += st->r_util[r] / st->r_nutil[r];
+            /* the cores it used while computing: waiting in a collective is not work */
+            double share = st->r_nstep[r] > 0 ? 1 - st->r_comm[r] / st->r_step[r] : 1;
+            sum[st->node_of[r]] += st->r_util[r] / st->r_nutil[r] / fmax(share, SILENT_MIN_SHARE);
             cnt[st->node_of[r]] += 1;
         }
     double val[SILENT_NSIGNALS];
@@ -169,7 +180,7 @@ void silent_tick(silent *st)
     /* the job's step time this tick: the median of the ranks that finished a step */
     double *tmp = st->scratch;
     for (int r = 0; r < st->nranks; r++)
-        tmp[r] = st->r_step[r];
+        tmp[r] = st->r_nstep[r] > 0 ? st->r_step[r] / st->r_nstep[r] : NAN;
     double step = median_finite(tmp, st->nranks);
     if (t < w)
         st->base_step_acc[t] = step;
@@ -187,7 +198,8 @@ void silent_tick(silent *st)
     for (int r = 0; r < st->nranks; r++) {
         st->r_util[r] = 0;
         st->r_nutil[r] = 0;
-        st->r_step[r] = NAN;
+        st->r_step[r] = st->r_comm[r] = 0;
+        st->r_nstep[r] = 0;
     }
     for (int n = 0; n < nn; n++)
         st->n_net[n] = NAN;
@@ -252,6 +264,22 @@ int silent_check(const silent *st, silent_verdict *v)
         }
     }
     return found;
+}
+
+void silent_trace(const silent *st, FILE *f)
+{
+    if (!st->node_of || st->ticks < 1)
+        return;
+    long t = st->ticks - 1, w = st->cfg.warmup;
+    fprintf(f, "silent: tick %ld%s step %.4f s (baseline %.4f)", t, t < w ? " (warmup)" : "",
+            t < w ? st->base_step_acc[t] : st->step_hist[(t - w) % SILENT_HISTORY], st->step_base);
+    for (int n = 0; n < st->nnodes; n++)
+        for (int s = 0; s < SILENT_NSIGNALS; s++) {
+            double x = t < w ? acc_at(st, s, n)[t] : hist_at(st, s, n)[(t - w) % SILENT_HISTORY];
+            fprintf(f, " | n%d %s %.3g (base %.3g)", n, s == SILENT_UTIL ? "util" : "net", x,
+                    st->base[(size_t)s * (size_t)st->nnodes + (size_t)n]);
+        }
+    fputc('\n', f);
 }
 
 const char *silent_signal_name(silent_signal s)

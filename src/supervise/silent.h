@@ -5,18 +5,26 @@
  * by heat, a NIC that negotiated down.)
  *
  * Pure and clock-free like straggler.h: the supervisor records what heartbeats carry
- * (hb.h: util= per rank, net_rx=/net_tx= per node, step_time= per rank) and calls
+ * (hb.h: util= per rank, net_rx=/net_tx= per node, step_time= and comm_time= per rank,
+ * one beat per finished step) and calls
  * silent_tick once per tick (a second: the beat period); the detector folds what came
  * since the previous tick into one sample per node and judges the newest samples. No I/O;
  * storage allocated by silent_init, released by silent_free.
  *
  * The rule (docs/heartbeat.md "silent slowdowns"), for each signal (utilisation: the
- * mean util of a node's ranks; network: the larger of the node's peak rx and tx bytes/s,
+ * mean over a node's ranks of util / (the share of the tick's step time not spent in
+ * communication), the cores a rank used while it computed: a rank that waits in a
+ * collective for a slow peer may sleep (its raw util sinks with the slow node's), but its
+ * compute share sinks as much, so only the slow node stays low; network: the larger of
+ * the node's peak rx and tx bytes/s,
  * which the supervisor passes as net: a slow link caps both directions of its node, while
  * each peer still has a fast direction with some other peer; with two nodes the one link
  * is both nodes' and nothing can tell them apart, so the network needs three or more):
  *   1. Baseline. The first `warmup` ticks after a launch are the baseline: each node's
- *      median of its samples, and the job's median step time. No verdict before.
+ *      median of its samples, and the job's step time (per tick: the median over ranks
+ *      of each rank's MEAN step time in the tick: a CPU quota throttles in bursts, a few
+ *      steps of 70 ms among many of 5 ms, which a median of steps would not see). No
+ *      verdict before.
  *   2. A node is low at a tick when its value is below factor x the median of the OTHER
  *      nodes' values at that tick AND below factor x its own baseline (one node that was
  *      always different, a smaller machine, is not a fault; a node that sank is). For
@@ -40,6 +48,7 @@
 #ifndef GRIT_SUPERVISE_SILENT_H
 #define GRIT_SUPERVISE_SILENT_H
 
+#include <stdio.h>
 #include <stddef.h>
 
 #include "core/error.h"
@@ -76,10 +85,12 @@ typedef struct silent {
     silent_cfg cfg;
     int nranks, nnodes, cap_ranks, cap_nodes;
     int *node_of;        /* [nranks] */
-    /* since the previous tick, per rank: util sum and count, newest step time, net */
+    /* since the previous tick, per rank: util sum and count, step and comm time sums */
     double *r_util;      /* [nranks] */
     int *r_nutil;        /* [nranks] */
-    double *r_step;      /* [nranks] newest step_time since the tick, NAN none */
+    double *r_step;      /* [nranks] sum of step times since the tick */
+    double *r_comm;      /* [nranks] sum of their communication times */
+    int *r_nstep;        /* [nranks] steps since the tick (0: none) */
     double *n_net;       /* [nnodes] peak bytes/s since the tick, NAN none */
     double *last;        /* [SILENT_NSIGNALS][nnodes] the previous tick's sample (NAN none) */
     /* per node, per signal: SILENT_HISTORY ticks (NAN: no sample), baseline samples */
@@ -98,8 +109,10 @@ typedef struct silent {
 grit_err silent_init(silent *st, const silent_cfg *cfg, int nranks, const int *node_of);
 
 /* What one heartbeat carried: util (cores, NAN none), step_time (s, <= 0 or NAN: none,
- * a liveness beat), net (node's peak bytes/s, NAN none). A bad rank is ignored. */
-void silent_record(silent *st, int rank, double util, double step_time, double net);
+ * a liveness beat) and the part of it spent communicating (comm_time, s; NAN or < 0:
+ * not known, taken as 0), net (node's peak bytes/s, NAN none). A bad rank is ignored. */
+void silent_record(silent *st, int rank, double util, double step_time, double comm_time,
+                   double net);
 
 /* Closes the current tick: one sample per node and signal from what was recorded. */
 void silent_tick(silent *st);
@@ -107,6 +120,9 @@ void silent_tick(silent *st);
 /* 1 and *v when a node is suspect by the rule above, 0 when none is (or the detector
  * is off, fewer than two nodes, still in warmup). */
 int silent_check(const silent *st, silent_verdict *v);
+/* One line for the newest tick: the job's step time and each node's samples and
+ * baselines (grit launch prints it under GRIT_SILENT_TRACE=1, docs/env.md). */
+void silent_trace(const silent *st, FILE *f);
 
 /* "utilisation" or "network". */
 const char *silent_signal_name(silent_signal s);

@@ -556,7 +556,7 @@ static int poll_running(sup *s)
                                          .sources = m.esrc, .gpus = m.gpus});
         /* a liveness beat of a step seen already carries no new step time */
         silent_record(&s->sil, m.rank, m.util, m.step > ri->step && m.step > 0 ? m.step_time : NAN,
-                      isfinite(m.net_rx) ? fmax(m.net_rx, m.net_tx) : NAN);
+                      m.comm_time, isfinite(m.net_rx) ? fmax(m.net_rx, m.net_tx) : NAN);
         if (m.step > ri->step) {
             if (m.step > 0 && m.step_time > 0) { /* step 0 is a liveness beat, no step */
                 ri->compute = fmax(0.0, m.step_time - m.comm_time);
@@ -689,6 +689,8 @@ static int poll_running(sup *s)
     if (now_seconds() - s->sil_ts >= SILENT_TICK_S) { /* one sample per node per beat */
         s->sil_ts = now_seconds();
         silent_tick(&s->sil);
+        if (s->sil_trace)
+            silent_trace(&s->sil, stderr);
         silent_verdict lv;
         if (silent_check(&s->sil, &lv)) {
             char d[200];
@@ -817,6 +819,8 @@ int sup_run(const sup_opts *o)
     s->o = o;
     s->be = o->backend_impl ? o->backend_impl : sup_backend_find(o->backend);
     s->f_rank = -1;
+    const char *trace = getenv("GRIT_SILENT_TRACE");
+    s->sil_trace = trace && !strcmp(trace, "1");
     int rc = 2;
     char path[1200];
     char (*hosts)[32] = NULL;

@@ -91,6 +91,7 @@ typedef struct sup {
     straggler strag; /* compute times by step, for the straggler detector */
     silent sil;      /* utilisation and network signals, for the silent detector */
     double sil_ts;   /* the last tick of sil */
+    int sil_trace;   /* GRIT_SILENT_TRACE=1: a line per tick on stderr */
     incident *inc; /* [ninc] every incident of this supervisor, in order (capacity inc_cap) */
     int ninc, inc_cap;
     long *nan_steps; /* steps that failed numerically once (capacity nan_cap) */

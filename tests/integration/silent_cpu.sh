@@ -117,7 +117,7 @@ t1=$(now)
 [ "$bench" = 1 ] || echo "ok   healthy: $("$py" -c "print(round($t1 - $t0, 1))") s (checkpoints every 50 steps)"
 
 # throttled: once the baseline is learned (8 s after the launch; 12 s leaves a margin)
-L "$tmp/thr"
+GRIT_SILENT_TRACE=1 L "$tmp/thr"
 sleep 12
 pid=""
 for _ in $(seq 300); do pid=$(rank_pid "$tmp/thr" 1) && break; sleep 0.2; done # a loaded host may start mpirun slowly
@@ -137,7 +137,8 @@ if [ "$bench" = 1 ]; then
   exit 0
 fi
 grep -q '"event":"detected","kind":"utilisation","node":"node1"' "$ev" ||
-  fail "throttled: no utilisation incident naming node1: $(grep -o '"event":"detected".*' "$ev" | head -1)"
+  { fail "throttled: no utilisation incident naming node1: $(grep -o '"event":"detected".*' "$ev" | head -1)"
+    echo "the detector's ticks (GRIT_SILENT_TRACE), the throttle came at tick ~12:"; grep '^silent:' "$tmp/thr.out" | head -40; }
 grep -q '"event":"cordon","node":"node1"' "$ev" || fail "throttled: node1 was not cordoned"
 [ "$(grep -c '"event":"cordon"' "$ev" || true)" -eq 1 ] || fail "throttled: more than node1 cordoned"
 grep -q '"event":"recovered"' "$ev" || fail "throttled: no recovered event"

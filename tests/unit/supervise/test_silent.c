@@ -42,7 +42,7 @@ static void tick(const double *util, double step, const double *net)
     for (int r = 0; r < NODES * RPN; r++) {
         int n = r / RPN;
         silent_record(&st, r, isfinite(util[n]) ? jitter(util[n], 0.1) : NAN,
-                      isfinite(step) ? jitter(step, 0.1) : NAN,
+                      isfinite(step) ? jitter(step, 0.1) : NAN, 0.0,
                       r % RPN == 0 && net ? jitter(net[n], 0.1) : NAN);
     }
     silent_tick(&st);
@@ -182,8 +182,8 @@ static void test_edges(void)
     int one[2] = {0, 0};
     CHECK_INT(silent_init(&st, &c, 2, one), GRIT_OK);
     for (int t = 0; t < 20; t++) {
-        silent_record(&st, 0, 1.0, 0.1 * (t + 1), 1e6);
-        silent_record(&st, 1, 0.1, 0.1 * (t + 1), NAN);
+        silent_record(&st, 0, 1.0, 0.1 * (t + 1), 0.0, 1e6);
+        silent_record(&st, 1, 0.1, 0.1 * (t + 1), 0.0, NAN);
         silent_tick(&st);
         CHECK_INT(silent_check(&st, &v), 0);
     }
@@ -210,9 +210,54 @@ static void test_bad_config(void)
     CHECK_INT(silent_init(&st, &c, 2, ok), GRIT_EINVAL);
     CHECK_STR_HAS(grit_errmsg(), "step_slow");
     CHECK_INT(silent_init(&st, &good, 2, ok), GRIT_OK);
-    silent_record(&st, 7, 1.0, 1.0, 1.0); /* a rank out of range is ignored */
-    silent_record(&st, -1, 1.0, 1.0, 1.0);
+    silent_record(&st, 7, 1.0, 1.0, 0.0, 1.0); /* a rank out of range is ignored */
+    silent_record(&st, -1, 1.0, 1.0, 0.0, 1.0);
     silent_tick(&st);
+}
+
+/* What an idle 2-core host showed (integration.silent_cpu, GRIT_SILENT_TRACE): node1's
+ * rank under a CPU quota of 0.34 cores, node0's rank sleeping in the all-reduce while it
+ * waits, so node0's raw util sinks too (0.42 vs 0.34: not below 0.6 x the other); and the
+ * quota throttles in bursts, 10 steps of 70 ms among 65 of 4.5 ms each second, so the
+ * median step barely moves. Per rank util / compute share and the mean step time per
+ * tick find node1 on the window-th tick; a job that reports no comm times cannot. */
+static void one_rank_tick(int nsteps, int nslow, double util0, double util1, int comm)
+{
+    for (int i = 0; i < nsteps; i++) {
+        double t = i < nslow ? 0.070 : 0.0045, compute = 0.0045;
+        silent_record(&st, 0, i == 0 ? util0 : NAN, t, comm ? t - compute + 0.0003 : NAN, NAN);
+        silent_record(&st, 1, i == 0 ? util1 : NAN, t, comm ? 0.0003 : NAN, NAN);
+    }
+    silent_tick(&st);
+}
+
+static void test_waiting_peer_bursty_quota(void)
+{
+    silent_cfg c = {.util_factor = 0.6, .net_factor = 0, .window = 5, .warmup = 8,
+                    .min_rate = 0, .step_slow = 1.2};
+    int two[2] = {0, 1};
+    silent_verdict v;
+    for (int comm = 1; comm >= 0; comm--) {
+        CHECK_INT(silent_init(&st, &c, 2, two), GRIT_OK);
+        for (int t = 0; t < 8; t++)
+            one_rank_tick(200, 0, 0.84, 0.93, comm);
+        int found = 0, t = 1;
+        for (; t <= 20 && !found; t++) {
+            one_rank_tick(75, 10, 0.42, 0.34, comm);
+            found = silent_check(&st, &v);
+        }
+        if (comm) {
+            CHECK(found);
+            CHECK_INT(t - 1, 5);
+            CHECK_INT(v.node, 1);
+            CHECK_INT(v.signal, SILENT_UTIL);
+            CHECK(v.value < 0.4);
+            CHECK(v.others > 1.0); /* the waiting rank: 0.42 cores over a 34% compute share */
+            CHECK(v.step > 2 * v.step_base);
+        } else {
+            CHECK_INT(found, 0);
+        }
+    }
 }
 
 int main(void)
@@ -220,6 +265,7 @@ int main(void)
     test_throttled_cpu();
     test_slow_link();
     test_beats_out_of_phase();
+    test_waiting_peer_bursty_quota();
     test_no_false_alarm();
     test_edges();
     test_bad_config();
