@@ -199,6 +199,12 @@ set_tests_properties(integration.dp PROPERTIES TIMEOUT 300 LABELS "integration;m
 add_test(NAME integration.tp
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/tp.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.tp PROPERTIES TIMEOUT 600 LABELS "integration;mpi" RUN_SERIAL TRUE)
+# Checkpoints under TP hold whole tensors: saves change nothing, TP=2 resumes bitwise, TP=2
+# <-> TP=1 <-> TP=2 x DP=2 ZeRO-1 resume each other, init_from at TP=2, SIGTERM to one rank
+# of TP=2 x DP=2 stops all at one step and the rerun is bitwise equal.
+add_test(NAME integration.tp_ckpt
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/tp_ckpt.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.tp_ckpt PROPERTIES TIMEOUT 600 LABELS "integration;mpi" RUN_SERIAL TRUE)
 
 # Megatron sample order (src/data/gptdataset, mt19937) vs numpy building the same indices.
 add_executable(grit-gptidx-tool tests/reference/gptidx_tool.c)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/progress.h"
+#include "model/tp.h"
 
 static void on_reject(void *ctx, const char *dir, const char *why, int remote_next)
 {
@@ -50,6 +51,52 @@ static grit_err report_save(saver *r, const ckpt_result *res)
     return GRIT_OK;
 }
 
+/* Under tensor parallelism: whole tensors from dir into this rank's slices (weights
+ * only, or also the AdamW moments: this rank's ZeRO-1 range of its slices). Every rank
+ * holds the whole model for a moment: 3 x 4 bytes per parameter (docs/parallel.md). */
+static grit_err load_tp(store *ck, const char *dir, saver *r, gx_model *m, dp_sync *dp,
+                        int weights_only)
+{
+    size_t npg = r->full.num_params, np = m->num_params;
+    float *buf = malloc(sizeof(float) * npg), *fm = NULL, *fv = NULL, *lm = NULL, *lv = NULL;
+    if (!buf)
+        return grit_errf(GRIT_ENOMEM, "out of memory loading %s/%s (%zu parameters)",
+                         ck->root, dir, npg);
+    gx_model whole = r->full;
+    whole.params = buf;
+    grit_err rc = ckpt_load(ck, dir, &whole, NULL, true);
+    for (int i = 0; rc == GRIT_OK && i < m->num_tensors; i++)
+        gx_tp_slice_copy(&m->tensors[i], buf + r->full.tensors[i].offset,
+                         m->params + m->tensors[i].offset, 0);
+    if (rc == GRIT_OK && !weights_only) {
+        fm = buf; /* the weights are sliced already: reuse for m */
+        fv = malloc(sizeof(float) * npg);
+        lm = dp->zero1 ? malloc(sizeof(float) * np) : m->adam_m;
+        lv = dp->zero1 ? malloc(sizeof(float) * np) : m->adam_v;
+        if (!fv || !lm || !lv)
+            rc = grit_errf(GRIT_ENOMEM, "out of memory loading %s/%s", ck->root, dir);
+        if (rc == GRIT_OK)
+            rc = ckpt_load_moments_range(ck, dir, &r->full, 0, npg, fm, fv);
+        for (int i = 0; rc == GRIT_OK && i < m->num_tensors; i++) {
+            gx_tp_slice_copy(&m->tensors[i], fm + r->full.tensors[i].offset,
+                             lm + m->tensors[i].offset, 0);
+            gx_tp_slice_copy(&m->tensors[i], fv + r->full.tensors[i].offset,
+                             lv + m->tensors[i].offset, 0);
+        }
+        if (rc == GRIT_OK && dp->zero1) {
+            memcpy(dp->m_shard, lm + dp->lo, sizeof(float) * (dp->hi - dp->lo));
+            memcpy(dp->v_shard, lv + dp->lo, sizeof(float) * (dp->hi - dp->lo));
+        }
+    }
+    if (dp->zero1) {
+        free(lm);
+        free(lv);
+    }
+    free(fv);
+    free(buf);
+    return rc;
+}
+
 /* Loads checkpoint dir (already verified by rank 0) into this rank's model and shard. */
 static grit_err load_checkpoint(saver *r, gx_model *m, dp_sync *dp, const char *dir,
                                 const char *fp, ckpt_state *st)
@@ -68,6 +115,8 @@ static grit_err load_checkpoint(saver *r, gx_model *m, dp_sync *dp, const char *
                          "%s/%s was written by %d ranks, this run has %d: set optim.global_batch "
                          "so the global batch stays the same across world sizes",
                          r->ck->root, dir, st->world_size, r->d->size);
+    if (r->tpc)
+        return load_tp(r->ck, dir, r, m, dp, 0);
     if ((rc = ckpt_load(r->ck, dir, m, NULL, true)) != GRIT_OK)
         return rc;
     if (!dp->zero1)
@@ -92,7 +141,7 @@ grit_err saver_restore(saver *r, gx_model *m, dp_sync *dp, const char *fp, long 
         long chosen = -1; /* -1: none, -2: some exist but none verifies, -3: store error */
         grit_err rc = GRIT_OK;
         char why[1024] = "";
-        if (r->d->rank == 0) {
+        if (r->leader) {
             rc = ckpt_find(r->ck, dir, sizeof dir, on_reject, r);
             if (rc == GRIT_OK)
                 chosen = strtol(dir + 5, NULL, 10);
@@ -101,15 +150,15 @@ grit_err saver_restore(saver *r, gx_model *m, dp_sync *dp, const char *fp, long 
                 snprintf(why, sizeof why, "%s", grit_errmsg());
             }
         }
-        if ((rc = comm_bcast(r->d, &chosen, sizeof chosen, 0)) != GRIT_OK)
+        if ((rc = comm_bcast(r->w, &chosen, sizeof chosen, 0)) != GRIT_OK)
             return rc;
         if (chosen == -3) /* the store could not be read (S3 refused, unreachable, ...) */
-            return grit_errf(GRIT_EIO, "%s", r->d->rank == 0 ? why : "rank 0 could not read "
-                                                                    "the checkpoint store");
+            return grit_errf(GRIT_EIO, "%s", r->leader ? why : "rank 0 could not read "
+                                                              "the checkpoint store");
         if (chosen == -2)
             return grit_errf(GRIT_EFORMAT, "%s; refusing to start over on top of them (move "
                                            "them away, or set \"resume\": false)",
-                             r->d->rank == 0 ? why : "rank 0 found no usable checkpoint");
+                             r->leader ? why : "rank 0 found no usable checkpoint");
         if (chosen >= 0) {
             ckpt_state st;
             ckpt_dirname(dir, sizeof dir, chosen);
@@ -141,7 +190,7 @@ grit_err saver_restore(saver *r, gx_model *m, dp_sync *dp, const char *fp, long 
         store *src;
         grit_err rc = store_open_posix(cfg->init_from, &src);
         if (rc == GRIT_OK)
-            rc = ckpt_load(src, ".", m, NULL, true);
+            rc = r->tpc ? load_tp(src, ".", r, m, dp, 1) : ckpt_load(src, ".", m, NULL, true);
         store_close(src);
         if (rc != GRIT_OK)
             return rc;
@@ -214,14 +263,14 @@ static grit_err gate(saver *r)
     grit_err rc = finish_parts(r);
     if (rc != GRIT_OK)
         return rc;
-    if (r->d->rank == 0) {
+    if (r->leader) {
         ckpt_result done;
         ckpt_async_wait(&r->ca);
         if (ckpt_async_poll(&r->ca, &done))
             rc = report_save(r, &done);
         stop = rc != GRIT_OK;
     }
-    grit_err brc = comm_bcast(r->d, &stop, sizeof stop, 0);
+    grit_err brc = comm_bcast(r->w, &stop, sizeof stop, 0);
     if (rc != GRIT_OK)
         return rc;
     if (brc != GRIT_OK)
@@ -264,10 +313,52 @@ static grit_err save_sharded(saver *r, gx_model *m, dp_sync *dp, const ckpt_stat
     return rc;
 }
 
+/* Tensor parallelism: every DP group gathers its moments (ZeRO-1 shards) to its rank 0;
+ * the TP group of replica 0 gathers params and moments to the leader, which assembles
+ * whole tensors into its writer's snapshot and starts a one-rank save. */
+static grit_err save_tp(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st,
+                        double *stall)
+{
+    double t0 = now_seconds();
+    size_t np = m->num_params, tp = (size_t)m->tp, npg = r->full.num_params;
+    int col = r->d->rank == 0; /* DP rank 0 of this TP rank's column: in replica 0's TP group */
+    if (np > 0x7fffffffUL / sizeof(float))
+        return grit_errf(GRIT_EINVAL, "%zu parameters per rank exceed one MPI message", np);
+    float *lm = col ? malloc(sizeof(float) * np) : NULL, *lv = col ? malloc(sizeof(float) * np) : NULL;
+    float *parts = r->leader ? malloc(sizeof(float) * np * tp * 3) : NULL;
+    grit_err rc = (col && (!lm || !lv)) || (r->leader && !parts)
+                      ? grit_errf(GRIT_ENOMEM, "out of memory gathering a checkpoint")
+                      : GRIT_OK;
+    if (rc == GRIT_OK)
+        rc = dp_gather_moments(dp, lm, lv, 0);
+    const float *src[3] = {m->params, lm, lv};
+    for (int k = 0; rc == GRIT_OK && col && k < 3; k++)
+        rc = comm_gather(r->tpc, src[k], parts ? parts + (size_t)k * np * tp : NULL,
+                         sizeof(float) * np, 0);
+    if (rc == GRIT_OK && r->leader) {
+        float *snap = ckpt_async_begin(&r->ca);
+        for (int k = 0; rc == GRIT_OK && k < 3; k++)
+            rc = gx_tp_assemble(&m->cfg, m->tp, parts + (size_t)k * np * tp, np,
+                                snap + (size_t)k * npg);
+        if (rc == GRIT_OK)
+            rc = ckpt_async_start(&r->ca, st);
+    }
+    free(lm);
+    free(lv);
+    free(parts);
+    *stall = r->last_stall = now_seconds() - t0;
+    ckpt_result done;
+    if (rc == GRIT_OK && r->leader && !r->cfg->ckpt_async && ckpt_async_poll(&r->ca, &done))
+        rc = report_save(r, &done);
+    return rc;
+}
+
 /* Snapshot (params on rank 0, moments gathered from every rank) and start the save. */
 static grit_err save_now(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st,
                                      double *stall)
 {
+    if (r->tpc)
+        return save_tp(r, m, dp, st, stall);
     if (r->d->size > 1)
         return save_sharded(r, m, dp, st, stall);
     double t0 = now_seconds();
@@ -296,6 +387,8 @@ grit_err saver_open(saver *r, const train_cfg *cfg, comm *d, events *ev, FILE *l
     r->log = d->rank == 0 ? log : NULL;
     r->on = train_cfg_ckpt_enabled(cfg);
     r->pending = -1;
+    r->w = d;
+    r->leader = d->rank == 0;
     if (!r->on && !cfg->resume)
         return GRIT_OK;
     char path[1200];
@@ -306,7 +399,7 @@ grit_err saver_open(saver *r, const train_cfg *cfg, comm *d, events *ev, FILE *l
     grit_err rc = store_open_ex2(path, cfg->ckpt_cache, &cfg->ckpt_s3, &r->ck);
     if (rc != GRIT_OK)
         return rc;
-    if (r->on && d->rank == 0) { /* before any save of this run: nothing of ours is in flight */
+    if (r->on && r->leader) { /* before any save of this run: nothing of ours is in flight */
         int n = 0;
         if (store_cleanup(r->ck, &n) != GRIT_OK)
             fprintf(stderr, "grit train: WARNING: could not look for unfinished uploads of an "
@@ -324,11 +417,14 @@ grit_err saver_open(saver *r, const train_cfg *cfg, comm *d, events *ev, FILE *l
 grit_err saver_start(saver *r, const gx_model *m, const dp_sync *dp, double now)
 {
     r->last_save = now;
-    r->ca_on = r->on && (r->d->rank == 0 || r->d->size > 1); /* world > 1: every rank
-                                                                writes its shard */
+    r->ca_on = r->on && (r->leader || (r->d->size > 1 && !r->tpc)); /* world > 1: every
+                                                                       rank writes its shard */
     if (!r->ca_on)
         return GRIT_OK;
     const train_cfg *cfg = r->cfg;
+    if (r->tpc) /* the leader writes whole tensors as one rank */
+        return ckpt_async_init_rank(&r->ca, r->ck, &r->full, cfg->ckpt_async, cfg->ckpt_keep_last,
+                                    cfg->ckpt_keep_every, 0, 1, 0, r->full.num_params);
     grit_err rc = ckpt_async_init_rank(&r->ca, r->ck, m, cfg->ckpt_async, cfg->ckpt_keep_last,
                                        cfg->ckpt_keep_every, r->d->rank, r->d->size, dp->lo,
                                        dp->hi);
@@ -352,7 +448,7 @@ grit_err saver_parts_agreed(saver *r, double parts_written)
 grit_err saver_poll(saver *r)
 {
     ckpt_result done;
-    if (r->d->rank == 0 && r->on && ckpt_async_poll(&r->ca, &done))
+    if (r->leader && r->on && ckpt_async_poll(&r->ca, &done))
         return report_save(r, &done);
     return GRIT_OK;
 }
@@ -365,8 +461,8 @@ grit_err saver_due(saver *r, long step, int *due)
             (cfg->ckpt_interval_minutes > 0 &&
              now_seconds() - r->last_save >= 60.0 * cfg->ckpt_interval_minutes) ||
             step == cfg->optim.total_steps);
-    if (r->d->size > 1 && cfg->ckpt_interval_minutes > 0) /* rank 0's clock decides for all */
-        return comm_bcast(r->d, due, sizeof *due, 0);
+    if (r->w->size > 1 && cfg->ckpt_interval_minutes > 0) /* rank 0's clock decides for all */
+        return comm_bcast(r->w, due, sizeof *due, 0);
     return GRIT_OK;
 }
 
@@ -391,7 +487,7 @@ grit_err saver_finish(saver *r)
     grit_err rc;
     if (r->ca_on && (rc = finish_parts(r)) != GRIT_OK)
         return rc;
-    if (r->d->rank == 0 && r->on) {
+    if (r->leader && r->on) {
         ckpt_result done;
         ckpt_async_wait(&r->ca);
         if (ckpt_async_poll(&r->ca, &done))
@@ -400,8 +496,31 @@ grit_err saver_finish(saver *r)
     return GRIT_OK;
 }
 
+grit_err saver_set_tp(saver *r, comm *world, comm *tpc, const gx_model *m)
+{
+    int n = 0;
+    size_t np = 0;
+    grit_err rc = gx_tp_layout(&m->cfg, 1, 0, &r->full_t, &n, &np);
+    if (rc != GRIT_OK)
+        return rc;
+    r->w = world;
+    r->tpc = tpc;
+    r->leader = world->rank == 0;
+    r->log = r->leader ? r->log : NULL;
+    r->full = *m; /* the configuration; the whole model's table, no buffers */
+    r->full.tp = 1;
+    r->full.tp_rank = 0;
+    r->full.tensors = r->full_t;
+    r->full.num_tensors = n;
+    r->full.num_params = np;
+    r->full.params = r->full.grads = r->full.adam_m = r->full.adam_v = NULL;
+    return GRIT_OK;
+}
+
 void saver_close(saver *r)
 {
+    free(r->full_t);
+    r->full_t = NULL;
     if (r->ca_on)
         ckpt_async_free(&r->ca);
     r->ca_on = false;

@@ -42,11 +42,26 @@ typedef struct saver {
     double stall_total, last_stall; /* last_stall: of the save in flight */
     double last_save;     /* when the last save started (for interval_minutes) */
     double last_seconds;  /* rank 0: how long the last finished save took (0: none yet) */
+    /* Who decides and writes: world rank 0 (leader), its decisions broadcast over w (the
+     * world). Without tensor parallelism d is the world. Under it (saver_set_tp) d is the
+     * data-parallel group, tpc the TP group, and checkpoints hold whole tensors: each TP
+     * column's DP rank 0 gathers its moments (ZeRO-1 shards), the TP group of replica 0
+     * gathers params and moments to the leader, which assembles and writes them as a
+     * one-rank checkpoint; a resume loads whole tensors and keeps its slices, so any
+     * layout resumes any other (docs/parallel.md). */
+    comm *w, *tpc;
+    int leader;
+    gx_model full;        /* tp > 1: the whole model's tensor table (no buffers) */
+    gx_tensor *full_t;
 } saver;
 
 /* Opens the store when the run saves or resumes; rank 0 aborts uploads an earlier run
  * left unfinished. */
 grit_err saver_open(saver *s, const train_cfg *cfg, comm *d, events *ev, FILE *log);
+
+/* Tensor parallelism: world, the TP group and this rank's (sliced) model; call after
+ * saver_open, before saver_restore. */
+grit_err saver_set_tp(saver *s, comm *world, comm *tpc, const gx_model *m);
 
 /* Restores the newest good checkpoint (or init_from) into m and dp; *start: first step
  * to run; *tokens: tokens consumed so far; *loaded: whether the weights came from a

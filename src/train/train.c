@@ -187,7 +187,7 @@ static grit_err stop_save(saver *sv, gx_model *m, dp_sync *dp, const ckpt_state 
     *saved = saved_now;
     if (!sv->on || saved_now)
         return GRIT_OK;
-    if (sv->d->rank == 0) {
+    if (sv->leader) {
         const char *g = getenv("GRIT_STOP_GRACE");
         double grace = g && *g ? atof(g) : 25.0, since = stopsig_when();
         double elapsed = since > 0 ? now_seconds() - since : 0.0;
@@ -197,7 +197,7 @@ static grit_err stop_save(saver *sv, gx_model *m, dp_sync *dp, const ckpt_state 
                             "%.1f s of the %.1f s grace (GRIT_STOP_GRACE) are gone\n",
                     sv->last_seconds, elapsed, grace);
     }
-    grit_err rc = sv->d->size > 1 ? comm_bcast(sv->d, &save, sizeof save, 0) : GRIT_OK;
+    grit_err rc = sv->w->size > 1 ? comm_bcast(sv->w, &save, sizeof save, 0) : GRIT_OK;
     if (rc != GRIT_OK || !save)
         return rc;
     double stall;
@@ -266,9 +266,6 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         return grit_errf(GRIT_ECONFIG, "parallel.tensor %d: data.source \"sft\" (masked loss, "
                                        "packed examples) is not implemented under tensor "
                                        "parallelism yet (use 1)", tp);
-    if (tp > 1 && (train_cfg_ckpt_enabled(cfg) || cfg->init_from[0]))
-        return grit_errf(GRIT_ECONFIG, "parallel.tensor %d: checkpoints and init_from under "
-                                       "tensor parallelism are not implemented yet", tp);
     train_plan plan; /* the first lines of every run; refused before allocating */
     if ((rc = train_plan_make(cfg, world->size, train_ranks_here(world->size), &plan)) !=
         GRIT_OK)
@@ -324,6 +321,8 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         m.tp_reduce = tp_reduce;
         m.tp_ctx = &grid.tpc;
         dp_set_tp(&dp, &grid.tpc);
+        if ((rc = saver_set_tp(&sv, world, &grid.tpc, &m)) != GRIT_OK)
+            goto out;
     }
     if (cfg->precision != GX_FP32) {
         const char *note;
@@ -415,6 +414,8 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
          * asked to stop (a signal reaches ranks at different steps: all stop at the same) */
         double norm, red[3] = {loss, saver_part_written(&sv), stopsig_pending() ? 1.0 : 0.0};
         if ((rc = dp_finish_grads(&dp, &norm)) != GRIT_OK ||
+            /* under TP the stop flag goes round the TP group first: TP x DP is the world */
+            (tp > 1 && (rc = comm_allreduce_sum_f64(&grid.tpc, red + 2, 1)) != GRIT_OK) ||
             (rc = comm_allreduce_sum_f64(d, red, W > 1 ? 3 : 1)) != GRIT_OK)
             goto out;
         loss = data.sft ? red[0] : red[0] / W; /* SFT: each rank sent its share of the mean */
@@ -486,7 +487,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         int sig = stopsig_pending() ? stopsig_pending() : 15; /* 15: SIGTERM on another rank */
         /* no rank exits before rank 0 has committed (a launcher ends a job whose rank
          * exits non-zero) */
-        if ((rc = comm_barrier(d)) != GRIT_OK)
+        if ((rc = comm_barrier(world)) != GRIT_OK)
             goto out;
         events_emit(&ev, "train_stopped",
                     json_pack("{s:I,s:i,s:I,s:f}", "step", (json_int_t)step, "signal", sig,
