@@ -4,9 +4,11 @@
  */
 #include "core/bigalloc.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 void *big_alloc_untouched(size_t bytes)
 {
@@ -28,4 +30,20 @@ void *big_alloc(size_t bytes)
     if (p)
         memset(p, 0, bytes); /* every page faulted in now, not in the step loop */
     return p;
+}
+
+size_t big_mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (kb)
+        return (size_t)kb * 1024;
+    long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz : 0;
 }

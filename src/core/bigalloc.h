@@ -24,4 +24,8 @@ void *big_alloc(size_t bytes);
 /* the same, neither zeroed nor touched */
 void *big_alloc_untouched(size_t bytes);
 
+/* Memory a new allocation can get now: MemAvailable from /proc/meminfo (the machine may
+ * be shared), else the free physical pages; 0 if neither is known. */
+size_t big_mem_available(void);
+
 #endif

@@ -30,27 +30,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/bigalloc.h"
 #include "core/progress.h"
 #include "core/rng.h"
 #include "health/baseline.h"
 #include "health/health.h"
-
-static uint64_t mem_available(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    uint64_t kb = 0;
-    if (f) {
-        char line[256];
-        while (fgets(line, sizeof line, f))
-            if (sscanf(line, "MemAvailable: %" SCNu64 " kB", &kb) == 1)
-                break;
-        fclose(f);
-    }
-    if (kb)
-        return kb * 1024;
-    long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
-}
 
 typedef enum { PAT_ADDR, PAT_ADDR_INV, PAT_WALK1, PAT_WALK0, PAT_RANDOM, PAT_COUNT } mem_pat;
 static const char *const pat_names[PAT_COUNT] = {
@@ -104,7 +88,7 @@ static size_t run_pattern(mem_pat p, uint64_t *w, size_t n, uint64_t seed, const
 
 grit_err health_check_memory(health_report *r, const health_opts *o)
 {
-    uint64_t avail = mem_available();
+    uint64_t avail = (uint64_t)big_mem_available();
     double want = o->mem_fraction * (double)avail;
     size_t bytes = want > (double)o->mem_max_bytes ? o->mem_max_bytes : (size_t)want;
     if (bytes < ((size_t)1 << 20))

@@ -186,24 +186,6 @@ static double rope_inv_freq(const gx_config *c, int rot, int i, int T)
     return inv;
 }
 
-/* Memory a new allocation can get: MemAvailable from /proc/meminfo (the
- * machine may be shared), else the physical total; 0 if unknown. */
-static size_t avail_bytes(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    unsigned long long kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    if (kb)
-        return (size_t)kb * 1024;
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    return pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz : 0;
-}
-
 grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads)
 {
     return gx_init_tp(m, cfg, B, T, nthreads, 1, 0);
@@ -223,7 +205,7 @@ grit_err gx_init_tp(gx_model *m, const gx_config *cfg, int B, int T, int nthread
     if (B <= 0 || T <= 0 || (T > cfg->max_positions && cfg->rope != GX_ROPE_DYNAMIC))
         return grit_errf(GRIT_EINVAL, "seq_len %d must be in [1, max_positions %d]", T,
                          cfg->max_positions);
-    size_t need = gx_tp_memory_estimate(cfg, B, T, tp), have = avail_bytes();
+    size_t need = gx_tp_memory_estimate(cfg, B, T, tp), have = big_mem_available();
     if (have && need > have)
         return grit_errf(GRIT_ENOMEM, "%s model of %.2fB parameters needs about %.1f GiB for "
                          "weights, gradients, AdamW state and activations (micro-batch %d x %d); "

@@ -8,6 +8,7 @@
 
 #include "comm/grid.h"
 #include "model/family.h"
+#include "core/bigalloc.h"
 #include "model/tp.h"
 
 static const char *const par_keys[] = {"tensor", "pipeline", "data", "zero", NULL};
@@ -79,20 +80,6 @@ grit_err train_parallel_check(const train_cfg *c, int world)
     return GRIT_OK;
 }
 
-/* Memory a new allocation can get: MemAvailable from /proc/meminfo; 0 if unknown. */
-static double avail_bytes(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    unsigned long long kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return (double)kb * 1024.0;
-}
-
 grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_plan *p)
 {
     memset(p, 0, sizeof *p);
@@ -113,7 +100,7 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
     p->act_b = (double)gx_tp_act_bytes_per_token(m, p->tp) * N +
                4.0 * chunk * ((double)m->vocab / p->tp + 3);
     p->total_b = p->param_b + p->grad_b + p->optim_b + p->snapshot_b + p->act_b;
-    p->avail_b = avail_bytes();
+    p->avail_b = (double)big_mem_available();
     p->ranks_here = ranks_here > 0 ? ranks_here : 1;
     return GRIT_OK;
 }
