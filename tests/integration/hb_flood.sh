@@ -10,16 +10,8 @@ bg=""; fl=""
 cleanup() { for p in $bg $fl; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (make deps)"; exit 1; }
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-cat > "$tmp/job.json" <<CFG
-{"model": {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "intermediate_size": 256,
-           "vocab_size": 500, "max_positions": 256},
- "optim": {"micro_batch": 2, "global_batch": 8, "seq_len": 64, "lr": 3e-3, "min_lr": 3e-4,
-           "warmup_steps": 2, "total_steps": 300},
- "data": {"synthetic_vocab": 500}, "seed": 42, "threads": 1,
- "checkpoint": {"interval_steps": 100, "keep_last": 2}}
-CFG
+. "$(dirname "$0")/sup_lib.sh"
+tiny_job "$tmp/job.json" 8 300 100 2
 L() { "$grit" launch --nodes 2 --spares 1 --run "$1" --hang-timeout 10 --straggler-factor 0 \
         -- "$grit" train "$tmp/job.json" --run-dir "$1" --quiet > "$1.out" 2>&1; }
 L "$tmp/ref" || fail "reference run failed"

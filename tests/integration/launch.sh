@@ -14,17 +14,9 @@ bg=""
 cleanup() { [ -n "$bg" ] && kill -9 "$bg" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (make deps)"; exit 1; }
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/sup_lib.sh"
 
-cat > "$tmp/job.json" <<CFG
-{"model": {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "intermediate_size": 256,
-           "vocab_size": 500, "max_positions": 256},
- "optim": {"micro_batch": 2, "global_batch": 8, "seq_len": 64, "lr": 3e-3, "min_lr": 3e-4,
-           "warmup_steps": 2, "total_steps": 24},
- "data": {"synthetic_vocab": 500}, "seed": 42, "threads": 1,
- "checkpoint": {"interval_steps": 4, "keep_last": 3}}
-CFG
+tiny_job "$tmp/job.json" 8 24 4
 L() { # DIR [launch options...]: grit launch of the job on 2 nodes + 1 spare
   local d=$1; shift
   # the straggler detector is off except where it is under test: timing on a shared
@@ -51,7 +43,7 @@ check() { # NAME DIR EXPECT-KIND CORDONED(node|-)
 }
 
 L "$tmp/ref"
-[ "$(ev "$tmp/ref" detected)" -eq 0 ] || fail "reference: a failure was detected in the fault-free run"
+[ "$(ev "$tmp/ref" detected)" -eq 0 ] || fail "reference: a failure was detected in the fault-free run: $(grep -o '"event":"detected".*' "$tmp/ref/events.jsonl" | head -2)"
 
 L "$tmp/kill-rank" --inject kill:rank=1:step=6;             check "kill a rank" "$tmp/kill-rank" exit -
 L "$tmp/kill-node" --inject kill:node=node1:step=6;         check "kill a node" "$tmp/kill-node" exit node1

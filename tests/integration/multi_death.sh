@@ -16,26 +16,9 @@ cleanup() { for p in "${bgs[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null |
 trap cleanup EXIT
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (make deps)"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/sup_lib.sh"
 
-cat > "$tmp/job.json" <<CFG
-{"model": {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "intermediate_size": 256,
-           "vocab_size": 500, "max_positions": 256},
- "optim": {"micro_batch": 2, "global_batch": 12, "seq_len": 64, "lr": 3e-3, "min_lr": 3e-4,
-           "warmup_steps": 2, "total_steps": 60},
- "data": {"synthetic_vocab": 500}, "seed": 42, "threads": 1,
- "checkpoint": {"interval_steps": 4, "keep_last": 3}}
-CFG
-wait_step() { # DIR STEP
-  for _ in $(seq 1 1200); do grep -qs "\"step\":$2," "$1/metrics.jsonl" && return 0; sleep 0.05; done
-  return 1
-}
-rank_pid() { # DIR RANK: the PID of that MPI rank of the job writing DIR
-  for r in $(pgrep -f -- "train $tmp/job.json --run-dir $1" || true); do
-    grep -qz "^OMPI_COMM_WORLD_RANK=$2\$" "/proc/$r/environ" 2>/dev/null && { echo "$r"; return; }
-  done
-}
+tiny_job "$tmp/job.json" 12 60 4
 L() { # DIR [options]: grit launch of the job on 3 nodes + 1 spare, in the background ($lp)
   local d=$1; shift
   "$grit" launch --nodes 3 --spares 1 --run "$d" --backoff 0.1 --straggler-factor 0 --hang-timeout 10 "$@" \

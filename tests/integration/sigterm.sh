@@ -15,21 +15,9 @@ cleanup() { for p in "${bgs[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null |
 trap cleanup EXIT
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (make deps)"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/sup_lib.sh"
 
-cat > "$tmp/job.json" <<CFG
-{"model": {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "intermediate_size": 256,
-           "vocab_size": 500, "max_positions": 256},
- "optim": {"micro_batch": 2, "global_batch": 8, "seq_len": 64, "lr": 3e-3, "min_lr": 3e-4,
-           "warmup_steps": 2, "total_steps": 100},
- "data": {"synthetic_vocab": 500}, "seed": 42, "threads": 1,
- "checkpoint": {"interval_steps": 60, "keep_last": 3}}
-CFG
-wait_step() { # DIR STEP: until metrics.jsonl has that step (at most 60 s)
-  for _ in $(seq 1 1200); do grep -qs "\"step\":$2," "$1/metrics.jsonl" && return 0; sleep 0.05; done
-  return 1
-}
+tiny_job "$tmp/job.json" 8 100 60
 alive() { # PID...: true when one of them runs (a zombie waiting for its reaper does not)
   for p in "$@"; do
     st=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -c1) || true
@@ -72,11 +60,7 @@ mpirun -np 2 --oversubscribe "$grit" train "$tmp/job.json" --run-dir "$tmp/ref2"
 mpirun -np 2 --oversubscribe "$grit" train "$tmp/job.json" --run-dir "$tmp/t3" --quiet > "$tmp/t3.out" 2>&1 &
 mp=$!; bgs+=("$mp")
 wait_step "$tmp/t3" 5 || fail "2 ranks: no step 5"
-r1=""
-for r in $(pgrep -f -- "--run-dir $tmp/t3" || true); do
-  [ "$r" = "$mp" ] && continue
-  grep -q OMPI_COMM_WORLD_RANK=1 "/proc/$r/environ" 2>/dev/null && r1=$r
-done
+r1=$(rank_pid "$tmp/t3" 1 || true)
 [ -n "$r1" ] || fail "2 ranks: rank 1's PID not found"
 [ -n "$r1" ] && kill -TERM "$r1"
 rc=0; wait "$mp" || rc=$?

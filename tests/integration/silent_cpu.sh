@@ -53,16 +53,8 @@ set_quota() { # microseconds of CPU per 100 ms period
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime of the process
 echo "cgroup $cg"
 
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-cat > "$tmp/job.json" << CFG
-{"model": {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "intermediate_size": 256,
-           "vocab_size": 500, "max_positions": 256},
- "optim": {"micro_batch": 2, "global_batch": 8, "seq_len": 64, "lr": 3e-3, "min_lr": 3e-4,
-           "warmup_steps": 2, "total_steps": 40},
- "data": {"synthetic_vocab": 500}, "seed": 42, "threads": 1,
- "checkpoint": {"interval_steps": 50, "keep_last": 3}}
-CFG
+. "$(dirname "$0")/sup_lib.sh"
+tiny_job "$tmp/job.json" 8 40 50
 now() { date +%s.%N; }
 # The job's length in steps: about 35 s of healthy running on this machine now (a loaded
 # host runs a step 5-10x slower than an idle one; a fixed count would either end before
@@ -70,20 +62,8 @@ now() { date +%s.%N; }
 c0=$(now)
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none -np 2 "$grit" train "$tmp/job.json" --run-dir "$tmp/cal" --quiet \
   > "$tmp/cal.out" 2>&1 || { tail -20 "$tmp/cal.out"; echo "FAIL: calibration run failed"; exit 1; }
-# steps for ~35 s: from the trainer's own step times (median after the first 5), not the
-# run's wall time, which mpirun's start-up dominates on a quiet machine (the job then ended
-# before the fault); the wall-time estimate only where metrics.jsonl has no step times
-steps=${GRIT_SILENT_STEPS:-$("$py" - "$tmp/cal/metrics.jsonl" "$(now)" "$c0" 40 << 'PY'
-import json, statistics, sys
-path, t1, t0, n = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-try:
-    rows = [json.loads(l) for l in open(path) if l.strip()]
-    per = statistics.median(r["step_time_s"] for r in rows if r.get("step", 0) > 5)
-except (OSError, ValueError, KeyError, statistics.StatisticsError):
-    per = (t1 - t0) / n
-print(max(300, min(8000, int(35 / max(per, 1e-4)))))
-PY
-)}
+# steps for ~35 s from the calibration run's own step times (sup_lib.sh steps_for)
+steps=${GRIT_SILENT_STEPS:-$(steps_for 35 "$tmp/cal" 40 "$c0")}
 sed -i "s/\"total_steps\": 40/\"total_steps\": $steps/" "$tmp/job.json"
 echo "job: $steps steps"
 L() { # DIR: grit launch of the job on 2 nodes + 1 spare, in the background ($lpid)
@@ -92,16 +72,6 @@ L() { # DIR: grit launch of the job on 2 nodes + 1 spare, in the background ($lp
     --straggler-factor 0 --util-factor 0.6 --net-factor 0 --signal-warmup 8 --signal-window 5 \
     -- "$grit" train "$tmp/job.json" --run-dir "$d" --quiet > "$d.out" 2>&1 &
   lpid=$!
-}
-# the pid of rank R of the job whose run dir is D (its grit train process)
-rank_pid() {
-  local d=$1 r=$2 p
-  for p in $(pgrep -f -- "--run-dir $d" || true); do
-    tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$r" &&
-      grep -q "grit" "/proc/$p/cmdline" 2> /dev/null && [ "$(awk '{print $1}' /proc/$p/comm 2> /dev/null)" != mpirun ] &&
-      { echo "$p"; return 0; }
-  done
-  return 1
 }
 no_alarm() { # NAME DIR
   grep -q '"event":"done"' "$2/events.jsonl" || fail "$1: no done event"

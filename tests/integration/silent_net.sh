@@ -67,36 +67,16 @@ chmod +x "$tmp/wrap.sh"
 export SILENT_TAG=$tag OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=$sub.0/24
 export PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include=$sub.0/24
 
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-cat > "$tmp/job.json" << CFG
-{"model": {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "intermediate_size": 256,
-           "vocab_size": 500, "max_positions": 256},
- "optim": {"micro_batch": 2, "global_batch": 6, "seq_len": 64, "lr": 3e-3, "min_lr": 3e-4,
-           "warmup_steps": 2, "total_steps": 30},
- "data": {"synthetic_vocab": 500}, "seed": 42, "threads": 1,
- "checkpoint": {"interval_steps": 50, "keep_last": 3}}
-CFG
+. "$(dirname "$0")/sup_lib.sh"
+tiny_job "$tmp/job.json" 6 30 50
 now() { date +%s.%N; }
 # the job's length: about 35 s of healthy running here and now (see silent_cpu.sh)
 c0=$(now)
 GRIT_NODES=node0,node1,node2 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   mpirun --oversubscribe --bind-to none -np 3 "$tmp/wrap.sh" "$grit" train "$tmp/job.json" \
   --run-dir "$tmp/cal" --quiet > "$tmp/cal.out" 2>&1 || { tail -20 "$tmp/cal.out"; echo "FAIL: calibration run across the namespaces failed"; exit 1; }
-# steps for ~35 s: from the trainer's own step times (median after the first 5), not the
-# run's wall time, which mpirun's start-up dominates on a quiet machine (the job then ended
-# before the fault); the wall-time estimate only where metrics.jsonl has no step times
-steps=${GRIT_SILENT_STEPS:-$("$py" - "$tmp/cal/metrics.jsonl" "$(now)" "$c0" 30 << 'PY'
-import json, statistics, sys
-path, t1, t0, n = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-try:
-    rows = [json.loads(l) for l in open(path) if l.strip()]
-    per = statistics.median(r["step_time_s"] for r in rows if r.get("step", 0) > 5)
-except (OSError, ValueError, KeyError, statistics.StatisticsError):
-    per = (t1 - t0) / n
-print(max(300, min(8000, int(35 / max(per, 1e-4)))))
-PY
-)}
+# steps for ~35 s from the calibration run's own step times (sup_lib.sh steps_for)
+steps=${GRIT_SILENT_STEPS:-$(steps_for 35 "$tmp/cal" 30 "$c0")}
 sed -i "s/\"total_steps\": 30/\"total_steps\": $steps/" "$tmp/job.json"
 echo "job: $steps steps, nodes in namespaces $tag-node0..3 on $sub.0/24"
 

@@ -21,6 +21,7 @@ cleanup() { [ -n "$mp" ] && kill -9 "$mp" 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (make deps installs openmpi-bin)"; exit 1; }
+. "$(dirname "$0")/sup_lib.sh"
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 
@@ -118,16 +119,12 @@ PY
 grep -q '"event":"init_from"' "$tmp/ft/events.jsonl" || bad "init_from at TP=2: no event"
 
 # SIGTERM to one rank of TP=2 x DP=2: all stop at one step, a final checkpoint, bitwise rerun
-sed 's/"total_steps": 20/"total_steps": 400/; s/"interval_steps": 10/"interval_steps": 1000/' "$tmp/tp2.json" > "$tmp/long.json"
+sed 's/"total_steps": 20/"total_steps": 200/; s/"interval_steps": 10/"interval_steps": 1000/' "$tmp/tp2.json" > "$tmp/long.json"
 run 4 "$tmp/long.json" "$tmp/lref"
 mpirun -np 4 "$grit" train "$tmp/long.json" --run-dir "$tmp/stop" --quiet > "$tmp/stop.out" 2>&1 &
 mp=$!
 for _ in $(seq 1 600); do grep -qs '"step":5,' "$tmp/stop/metrics.jsonl" && break; sleep 0.05; done
-r3=""
-for p in $(pgrep -f -- "--run-dir $tmp/stop" || true); do
-  [ "$p" = "$mp" ] && continue
-  grep -q OMPI_COMM_WORLD_RANK=3 "/proc/$p/environ" 2>/dev/null && r3=$p
-done
+r3=$(rank_pid "$tmp/stop" 3 || true)
 [ -n "$r3" ] && kill -TERM "$r3" || bad "stop: rank 3's PID not found"
 rc=0; timeout 120 tail --pid="$mp" -f /dev/null || rc=$?
 wait "$mp" || true; mp=""

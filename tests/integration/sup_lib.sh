@@ -1,0 +1,57 @@
+# sup_lib.sh - sourced by the integration tests that run small jobs under mpirun and
+# grit launch (launch, sigterm, multi_death, hb_flood, silent_cpu, silent_net, tp_ckpt):
+#   fail MSG              print FAIL: MSG and count it in $fails
+#   tiny_job FILE GB STEPS INTERVAL [KEEP]
+#                         the 2-layer GPT-NeoX job they train (global batch GB, STEPS
+#                         steps, a checkpoint every INTERVAL steps, KEEP kept, default 3)
+#   wait_step DIR STEP    until DIR/metrics.jsonl has STEP (at most 60 s; 1 if never)
+#   rank_pid DIR RANK     the PID of MPI rank RANK of the grit train writing DIR (its own
+#                         process, not mpirun's); nothing and 1 when there is none
+#   steps_for SECS DIR N T0
+#                         a job length in steps for about SECS s of running here and now,
+#                         from the step times of the N-step calibration run in DIR that
+#                         started at T0 (date +%s.%N): the median after step 5, else its
+#                         wall time per step (mpirun's start-up dominates that on an idle
+#                         host); 300..8000
+# A test sets grit, py and tmp before sourcing it.
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+tiny_job() {
+  cat > "$1" <<CFG
+{"model": {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "intermediate_size": 256,
+           "vocab_size": 500, "max_positions": 256},
+ "optim": {"micro_batch": 2, "global_batch": $2, "seq_len": 64, "lr": 3e-3, "min_lr": 3e-4,
+           "warmup_steps": 2, "total_steps": $3},
+ "data": {"synthetic_vocab": 500}, "seed": 42, "threads": 1,
+ "checkpoint": {"interval_steps": $4, "keep_last": ${5:-3}}}
+CFG
+}
+
+wait_step() {
+  for _ in $(seq 1 1200); do grep -qs "\"step\":$2," "$1/metrics.jsonl" && return 0; sleep 0.05; done
+  return 1
+}
+
+rank_pid() {
+  local p
+  for p in $(pgrep -f -- "--run-dir $1" || true); do
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = mpirun ] && continue
+    grep -qz "^OMPI_COMM_WORLD_RANK=$2\$" "/proc/$p/environ" 2>/dev/null &&
+      grep -q grit "/proc/$p/cmdline" 2>/dev/null && { echo "$p"; return 0; }
+  done
+  return 1
+}
+
+steps_for() {
+  "$py" - "$2/metrics.jsonl" "$(date +%s.%N)" "$4" "$3" "$1" <<'PY'
+import json, statistics, sys
+path, t1, t0, n, secs = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+try:
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    per = statistics.median(r["step_time_s"] for r in rows if r.get("step", 0) > 5)
+except (OSError, ValueError, KeyError, statistics.StatisticsError):
+    per = (t1 - t0) / n
+print(max(300, min(8000, int(secs / max(per, 1e-4)))))
+PY
+}
