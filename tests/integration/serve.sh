@@ -25,7 +25,7 @@ JSON
 step=$tmp/run/ckpt/$(ls "$tmp/run/ckpt" | grep '^step_' | tail -1)
 
 env -u GRIT_SERVE_TOKEN "$grit" serve "$step" --tokenizer "$neox" --token-file "$tmp/token" \
-  --port 0 --threads 2 2> "$tmp/serve.log" &
+  --port 0 --threads 2 --chat zephyr 2> "$tmp/serve.log" &
 pid=$!
 port=""
 for _ in $(seq 1 300); do
