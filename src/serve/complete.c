@@ -333,8 +333,9 @@ static void sse_free(void *cls)
     sse_ctx *x = cls;
     serve_server *s = x->s;
     pthread_mutex_lock(&s->mu);
-    x->j->cancelled = 1;
-    if (!x->j->accounted)
+    if (!x->j->done) /* the worker stops at its next token and counts the request then */
+        x->j->cancelled = 1;
+    else if (!x->j->accounted) /* made, but the client left before the end */
         account_job(s, x->j, 1);
     serve__job_release(s, x->j);
     pthread_mutex_unlock(&s->mu);

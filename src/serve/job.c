@@ -333,6 +333,14 @@ void *serve__worker(void *arg)
         j->status = st;
         j->done = 1;
         pthread_cond_broadcast(&s->done_cv);
+        if (j->cancelled && !j->accounted) { /* a stream whose client left: counted here */
+            int nin = (int)j->ids.n, nout = j->made, route = j->route;
+            double ttft = j->ttft, lat = now_seconds() - j->t0;
+            j->accounted = 1;
+            pthread_mutex_unlock(&s->mu);
+            serve__account(s, route, 200, nin, nout, lat, ttft, 1);
+            pthread_mutex_lock(&s->mu);
+        }
         serve__job_release(s, j);
     }
     pthread_mutex_unlock(&s->mu);

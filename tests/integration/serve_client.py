@@ -274,6 +274,11 @@ for p in prompts:
     st, text, finish, events, err = stream("/v1/completions", dict(prompt=p, max_tokens=12, temperature=0))
     if err or text != solo[p] or finish not in ("stop", "length") or events < 2:
         fail(f"stream {p!r}: {st} {text!r} (finish {finish}, {events} events, {err}) != {solo[p]!r}")
+if full and len(full) > 6:  # a stop string: streamed pieces hold back what it could still cut
+    st, text, finish, events, err = stream("/v1/completions", dict(prompt="Once upon a time", max_tokens=12,
+                                                                   temperature=0, stop=[cut, "never-in-this-text"]))
+    if err or text != full[:full.index(cut)] or finish != "stop":
+        fail(f"stream with stop {cut!r}: {text!r} {finish} {err} from {full!r}")
 print(f"ok   streamed greedy text equals the whole answer and grit generate for {len(prompts)} prompts")
 
 sres = {}
@@ -314,10 +319,18 @@ for p in prompts[:2]:
         fail(f"streamed chat {p!r}: {st} {text!r} {err} != {want!r}")
 two = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
        {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "The cat sat"}]
+mfile = os.path.join(os.path.dirname(LOG), "messages.json")
+with open(mfile, "w") as f:
+    json.dump(two, f)
+out = subprocess.run([GRIT, "generate", "--checkpoint", CKPT, "--tokenizer", TOK, "--threads", "2",
+                      "--max-tokens", "8", "--quiet", "--chat", "zephyr", "--messages", mfile],
+                     capture_output=True, check=True).stdout
+want = out[:-1].decode("utf-8", errors="replace")
 st, b = call("POST", "/v1/chat/completions", {"messages": two, "max_tokens": 8, "temperature": 0})
-if st != 200 or b["usage"]["prompt_tokens"] <= 8:
-    fail(f"multi-turn chat: {st} {b}")
-print(f"ok   chat completions equal grit generate --chat zephyr (whole and streamed); multi-turn renders")
+if st != 200 or b["usage"]["prompt_tokens"] <= 8 or b["choices"][0]["message"]["content"] != want:
+    fail(f"multi-turn chat: {st} {b} != grit generate --messages {want!r}")
+print(f"ok   chat completions equal grit generate --chat zephyr (whole, streamed, and a system + "
+      f"3-turn conversation via --messages: {want!r})")
 M = "/v1/chat/completions"
 chat_cases = [
     ("no messages", {"max_tokens": 3}, "messages", "missing"),
