@@ -162,10 +162,10 @@ static int stream_out(serve_server *s, serve__job *j, const char *t, size_t n, i
         return 1;
     pthread_mutex_lock(&s->mu);
     int gone = j->cancelled || s->closing, bad = 0;
-    if (!gone && piece)
-        bad |= put_event(j, chunk(s, j, piece, plen, NULL, 0));
+    if (!gone && piece) /* a chat's first delta names the role */
+        bad |= put_event(j, chunk(s, j, piece, plen, NULL, j->sse_len == 0));
     if (!gone && last) {
-        bad |= put_event(j, chunk(s, j, NULL, 0, j->finish, 0));
+        bad |= put_event(j, chunk(s, j, NULL, 0, j->finish, j->sse_len == 0));
         bad |= put_raw(j, "data: [DONE]\n\n");
     }
     j->text_sent = upto;

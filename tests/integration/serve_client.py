@@ -129,6 +129,9 @@ def stream(path, body, close_after=None):
             conn.close()
             return 200, None, None, events, f"event shape: {ev}"
         c = ev["choices"][0]
+        if chat and (events == 1) != (c["delta"].get("role") == "assistant"):
+            conn.close()
+            return 200, None, None, events, f"role only in the first delta: {ev}"
         piece = c["delta"].get("content", "") if chat else c["text"]
         text.append(piece)
         if c.get("finish_reason"):
