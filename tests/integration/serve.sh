@@ -2,7 +2,8 @@
 # serve.sh GRIT PYTHON TOKENIZER_JSON - `grit serve` as a real process on loopback:
 # trains a tiny GPT-NeoX, starts the server (port 0, a token file it creates), runs
 # serve_client.py against it (auth, greedy = grit generate, seeds, stop, concurrency, bad
-# requests, slow clients, metrics, the secret kept out of logs), ends it by PID with
+# requests, slow clients, streaming, chat = grit generate --chat zephyr, malformed chats,
+# metrics histograms, the secret kept out of logs), ends it by PID with
 # SIGTERM (clean exit 0); then a server without a secret, and with a bad checkpoint, must
 # refuse to start with a clear error.
 set -uo pipefail
