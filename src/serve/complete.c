@@ -420,6 +420,18 @@ int serve__generate_route(serve_server *s, struct MHD_Connection *c, int route, 
             return MHD_NO;
         }
         *x = (sse_ctx){s, j, c};
+        serve__conn *h = serve__conn_of(c);
+        pthread_mutex_lock(&s->mu);
+        int ended = j->done;
+        if (h && !ended) { /* the worker starts the response deadline at the end */
+            if (h->job && h->job != j)
+                h->job->conn = NULL;
+            j->conn = h;
+            h->job = j;
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (ended)
+            serve__set_deadline(s, c, SERVE_RESPONSE_S);
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-store");
         MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");

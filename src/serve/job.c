@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/connguard.h"
 #include "core/progress.h"
 #include "core/rng.h"
 #include "serve/serve_internal.h"
@@ -81,6 +82,8 @@ void serve__job_release(serve_server *s, serve__job *j)
     (void)s;
     if (--j->refs > 0)
         return;
+    if (j->conn)
+        j->conn->job = NULL;
     bpe_ids_free(&j->ids);
     free(j->msgs);
     free(j->text);
@@ -333,6 +336,8 @@ void *serve__worker(void *arg)
         j->status = st;
         j->done = 1;
         pthread_cond_broadcast(&s->done_cv);
+        if (j->conn) /* a stream: the rest must be taken in time, read or not */
+            conn_guard_set(s->guard, j->conn->e, SERVE_RESPONSE_S);
         if (j->cancelled && !j->accounted) { /* a stream whose client left: counted here */
             int nin = (int)j->ids.n, nout = j->made, route = j->route;
             double ttft = j->ttft, lat = now_seconds() - j->t0;

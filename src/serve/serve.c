@@ -46,7 +46,8 @@ typedef struct sreq {
     double t0;
 } sreq;
 
-/* A connection opened or closed (closed comes before its socket closes). */
+/* A connection opened or closed (closed comes before its socket closes). Its socket
+ * context is a serve__conn: the guard's entry and the stream it carries, if any. */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -54,20 +55,37 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        serve__conn *h = ci ? calloc(1, sizeof *h) : NULL;
         /* without memory the connection goes unguarded: MHD's idle timeout remains */
-        *socket_context = ci ? conn_guard_add(s->guard, ci->connect_fd, SERVE_REQUEST_S) : NULL;
-    } else {
-        conn_guard_remove(s->guard, *socket_context);
+        if (h && !(h->e = conn_guard_add(s->guard, ci->connect_fd, SERVE_REQUEST_S))) {
+            free(h);
+            h = NULL;
+        }
+        *socket_context = h;
+    } else if (*socket_context) {
+        serve__conn *h = *socket_context;
+        pthread_mutex_lock(&s->mu);
+        if (h->job) /* the worker must not reach this connection any more */
+            h->job->conn = NULL;
+        pthread_mutex_unlock(&s->mu);
+        conn_guard_remove(s->guard, h->e);
+        free(h);
         *socket_context = NULL;
     }
 }
 
-void serve__set_deadline(serve_server *s, struct MHD_Connection *c, double seconds)
+serve__conn *serve__conn_of(struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    if (ci)
-        conn_guard_set(s->guard, ci->socket_context, seconds);
+    return ci ? ci->socket_context : NULL;
+}
+
+void serve__set_deadline(serve_server *s, struct MHD_Connection *c, double seconds)
+{
+    serve__conn *h = serve__conn_of(c);
+    if (h)
+        conn_guard_set(s->guard, h->e, seconds);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **req,

@@ -34,6 +34,15 @@ enum { SERVE_ROUTE_COMPLETIONS, SERVE_ROUTE_CHAT, SERVE_NROUTES };
 
 typedef struct serve__job serve__job;
 
+/* A connection (MHD's socket context): its deadline, and the stream it carries (both
+ * links under s->mu, cut by whichever of the two goes first), so that the worker can
+ * start the response deadline when a stream's generation ends even if the client has
+ * stopped reading (MHD then calls no content reader). */
+typedef struct serve__conn {
+    struct conn_guard_entry *e;
+    serve__job *job;
+} serve__conn;
+
 struct serve__job {
     /* the request, filled by the connection thread */
     int route, stream;
@@ -46,6 +55,7 @@ struct serve__job {
     uint64_t seed;
     char stop[SERVE_STOP_MAX][SERVE_STOP_LEN];
     double t0;           /* now_seconds() when the request arrived */
+    serve__conn *conn;   /* a stream's connection, until either ends (under s->mu) */
     char cid[64];        /* the response id */
     long long created;   /* time(NULL) */
     /* the outcome, under s->mu */
@@ -126,6 +136,9 @@ char *serve__utf8_clean(const char *b, size_t n, size_t *outlen);
 /* Queues body (malloc'd, freed here; NULL: MHD_NO) as the response with status and type. */
 struct MHD_Connection;
 int serve__reply(struct MHD_Connection *c, unsigned status, const char *type, char *body);
+
+/* The connection's serve__conn (NULL when unguarded). */
+serve__conn *serve__conn_of(struct MHD_Connection *c);
 
 /* Sets the connection's deadline to now + seconds (INFINITY: none). */
 void serve__set_deadline(serve_server *s, struct MHD_Connection *c, double seconds);
