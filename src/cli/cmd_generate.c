@@ -1,6 +1,7 @@
 /* cmd_generate.c - `grit generate`: prompt -> text from a checkpoint. */
 #include <cblas.h>
 #include <errno.h>
+#include <jansson.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,9 @@ static void usage(FILE *f)
             "                      (auto = tokenizer_config.json's chat_template beside\n"
             "                      --tokenizer; llama2, llama3, chatml, zephyr, plain; as for\n"
             "                      grit tokenize --sft, docs/sft.md) and the assistant's header\n"
+            "  --messages FILE     with --chat: the conversation instead of PROMPT, a JSON list\n"
+            "                      of {\"role\": system|user|assistant, \"content\": TEXT} (as\n"
+            "                      grit serve's /v1/chat/completions renders its messages)\n"
             "  --threads N         compute threads (default: CPUs online)\n"
             "  --quiet             no statistics on stderr\n"
             "  -h, --help          show this help\n");
@@ -63,6 +67,38 @@ static int num(const char *flag, const char *s, double lo, double hi, double *ou
     return 0;
 }
 
+/* --messages FILE rendered with template t (auto resolved beside the tokenizer). */
+static grit_err render_messages(const bpe *tok, const char *tokpath, sft_template t,
+                                const char *path, bpe_ids *ids)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return grit_errf(GRIT_EINVAL, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+    size_t n = json_is_array(root) ? json_array_size(root) : 0;
+    sft_msg *ms = n ? calloc(n, sizeof *ms) : NULL;
+    grit_err rc = GRIT_OK;
+    if (!ms)
+        rc = grit_errf(GRIT_EINVAL, "%s: expected a non-empty JSON list of {\"role\", "
+                                    "\"content\"} objects", path);
+    for (size_t i = 0; rc == GRIT_OK && i < n; i++) {
+        json_t *m = json_array_get(root, i);
+        ms[i].role = json_string_value(json_object_get(m, "role"));
+        ms[i].content = json_string_value(json_object_get(m, "content"));
+        if (!ms[i].role || (strcmp(ms[i].role, "system") && strcmp(ms[i].role, "user") &&
+                            strcmp(ms[i].role, "assistant")))
+            rc = grit_errf(GRIT_EINVAL, "%s: [%zu].role: expected \"system\", \"user\" or "
+                                        "\"assistant\"", path, i);
+        else if (!ms[i].content)
+            rc = grit_errf(GRIT_EINVAL, "%s: [%zu].content: expected a string", path, i);
+    }
+    if (rc == GRIT_OK && (rc = sft_template_resolve(tokpath, t, &t)) == GRIT_OK)
+        rc = sft_render_chat(tok, t, ms, (int)n, ids);
+    free(ms);
+    json_decref(root);
+    return rc;
+}
+
 static void emit(const bpe *t, int32_t id)
 {
     size_t len;
@@ -78,7 +114,7 @@ int cmd_generate(int argc, char **argv)
     double max_tokens = 64, temp = 0, top_k = 0, top_p = 1, seed = 0;
     double threads = (double)sysconf(_SC_NPROCESSORS_ONLN);
     int quiet = 0, ignore_eod = 0;
-    const char *chat = NULL;
+    const char *chat = NULL, *messages = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int v = i + 1 < argc;
@@ -92,6 +128,8 @@ int cmd_generate(int argc, char **argv)
             ignore_eod = 1;
         } else if (!strcmp(a, "--chat") && v) {
             chat = argv[++i];
+        } else if (!strcmp(a, "--messages") && v) {
+            messages = argv[++i];
         } else if (!strcmp(a, "--checkpoint") && v) {
             ckdir = argv[++i];
         } else if (!strcmp(a, "--tokenizer") && v) {
@@ -126,6 +164,10 @@ int cmd_generate(int argc, char **argv)
         }
         if (bad)
             return 2;
+    }
+    if (messages && (!chat || prompt)) {
+        fprintf(stderr, "grit generate: --messages FILE needs --chat TEMPLATE and no PROMPT\n");
+        return 2;
     }
     if (!ckdir || (!hf == !vocab) || (!vocab != !merges)) {
         fprintf(stderr, "grit generate: %s\n",
@@ -165,7 +207,8 @@ int cmd_generate(int argc, char **argv)
     if (rc == GRIT_OK && chat) {
         sft_template t;
         if ((rc = sft_template_parse(chat, &t)) == GRIT_OK)
-            rc = sft_render_prompt(tok, hf, t, prompt ? prompt : "", &ids, NULL);
+            rc = messages ? render_messages(tok, hf, t, messages, &ids)
+                          : sft_render_prompt(tok, hf, t, prompt ? prompt : "", &ids, NULL);
     } else if (rc == GRIT_OK && prompt && *prompt)
         rc = bpe_encode(ctx, prompt, strlen(prompt),
                         hf ? BPE_ALLOW_SPECIAL | BPE_ADD_SPECIAL : 0, &ids);

@@ -29,15 +29,24 @@ static void usage(FILE *f)
             "Serves text generation from CHECKPOINT (a checkpoint step folder, a run\n"
             "directory: its newest checkpoint that verifies, or a Hugging Face GPT-NeoX\n"
             "folder) over HTTP, OpenAI-compatible:\n"
-            "  POST /v1/completions  {\"prompt\", \"max_tokens\", \"temperature\", \"top_p\",\n"
-            "                        \"top_k\", \"seed\", \"stop\"}   (bearer token)\n"
-            "  GET  /v1/models                                    (bearer token)\n"
-            "  GET  /health, GET /metrics (Prometheus)\n"
-            "Greedy output (temperature 0) equals grit generate's. One request generates at\n"
-            "a time; others wait in a bounded queue. See docs/serve.md.\n"
+            "  POST /v1/completions       {\"prompt\", \"max_tokens\", \"temperature\",\n"
+            "                             \"top_p\", \"top_k\", \"seed\", \"stop\", \"stream\"}\n"
+            "  POST /v1/chat/completions  the same with \"messages\": [{\"role\", \"content\"}]\n"
+            "                             instead of \"prompt\", rendered with the chat template\n"
+            "  GET  /v1/models            (the /v1 routes need the bearer token)\n"
+            "  GET  /health, GET /metrics (Prometheus: requests by status, latency and\n"
+            "                             time-to-first-token histograms, tokens, queue)\n"
+            "\"stream\": true answers with server-sent events (data: {chunk}, then data:\n"
+            "[DONE]); a client that disconnects stops its generation. Greedy output\n"
+            "(temperature 0) equals grit generate's (--chat for a chat). One request\n"
+            "generates at a time; others wait in a bounded queue. See docs/serve.md.\n"
             "\n"
             "options:\n"
             "  --tokenizer FILE   tokenizer.json (default: CHECKPOINT's tokenizer.json)\n"
+            "  --chat TEMPLATE    chat template: llama2, llama3, chatml, zephyr, plain or\n"
+            "                     auto (tokenizer_config.json's chat_template beside the\n"
+            "                     tokenizer). Default: auto when recognised, else the chat\n"
+            "                     route answers 400 saying to give --chat\n"
             "  --token-file FILE  the bearer token: read from FILE, or created there (mode\n"
             "                     0600, random) when FILE does not exist. GRIT_SERVE_TOKEN,\n"
             "                     when set, is the token instead\n"
@@ -122,6 +131,8 @@ int cmd_serve(int argc, char **argv)
             o.log = NULL;
         } else if (!strcmp(a, "--tokenizer") && v) {
             o.tokenizer = argv[++i];
+        } else if (!strcmp(a, "--chat") && v) {
+            o.chat = argv[++i];
         } else if (!strcmp(a, "--token-file") && v) {
             token_file = argv[++i];
         } else if (!strcmp(a, "--host") && v) {

@@ -88,6 +88,21 @@ grit_err sft_prepare(const sft_prep_opts *o, sft_prep_stats *st);
 grit_err sft_render_prompt(const bpe *tok, const char *tokenizer_path, sft_template t,
                            const char *user, bpe_ids *out, sft_template *used);
 
+/* The template `auto` stands for (tokenizer_config.json's chat_template beside
+ * tokenizer_path); any other t is returned as it is. */
+grit_err sft_template_resolve(const char *tokenizer_path, sft_template t, sft_template *out);
+
+/* One chat message: role "system", "user" or "assistant" (checked by the caller: system
+ * first only, then user and assistant alternating, user first). */
+typedef struct sft_msg {
+    const char *role, *content;
+} sft_msg;
+
+/* A conversation for generation: ms[0..n) rendered with template t (not auto) followed by
+ * the assistant's header, as sft_render_prompt does for one user message. Appends to out. */
+grit_err sft_render_chat(const bpe *tok, sft_template t, const sft_msg *ms, int n,
+                         bpe_ids *out);
+
 /* --- dataset -> training rows (sft_set.c) ------------------------------------- */
 
 typedef struct sft_set sft_set;

@@ -159,9 +159,7 @@ static grit_err put_tok(ex_buf *b, const char *text, int m)
     return rc;
 }
 
-typedef struct msg {
-    const char *role, *content;
-} msg;
+typedef sft_msg msg;
 
 /* Renders one example's messages (roles already checked). */
 static grit_err render(ex_buf *b, sft_template t, const msg *ms, int n, const char *bos,
@@ -300,21 +298,21 @@ static grit_err parse_line(json_t *root, const char *where, sft_template t, msg 
 
 static const char *find_eos(const bpe *tok, const char *given);
 
-grit_err sft_render_prompt(const bpe *tok, const char *tokenizer_path, sft_template t,
-                           const char *user, bpe_ids *out, sft_template *used)
+grit_err sft_template_resolve(const char *tokenizer_path, sft_template t, sft_template *out)
+{
+    *out = t;
+    return t == SFT_TPL_AUTO ? auto_template(tokenizer_path, out) : GRIT_OK;
+}
+
+grit_err sft_render_chat(const bpe *tok, sft_template t, const sft_msg *ms, int n, bpe_ids *out)
 {
     grit_err rc = GRIT_OK;
-    if (t == SFT_TPL_AUTO && (rc = auto_template(tokenizer_path, &t)) != GRIT_OK)
-        return rc;
-    if (used)
-        *used = t;
     const char *eos = find_eos(tok, NULL);
     if (!eos)
         return grit_errf(GRIT_EINVAL, "the tokenizer has none of <|endoftext|>, </s>, "
                                       "<|end_of_text|>");
     ex_buf b = {.tok = tok, .ids = *out};
-    msg m = {"user", user};
-    if ((rc = bpe_ctx_open(&b.ctx, tok)) == GRIT_OK && (rc = render(&b, t, &m, 1, "<s>", eos)) ==
+    if ((rc = bpe_ctx_open(&b.ctx, tok)) == GRIT_OK && (rc = render(&b, t, ms, n, "<s>", eos)) ==
                                                            GRIT_OK) {
         switch (t) { /* the assistant's header: the model continues with the answer */
         case SFT_TPL_LLAMA3:
@@ -338,6 +336,18 @@ grit_err sft_render_prompt(const bpe *tok, const char *tokenizer_path, sft_templ
     free(b.mask);
     *out = b.ids;
     return rc;
+}
+
+grit_err sft_render_prompt(const bpe *tok, const char *tokenizer_path, sft_template t,
+                           const char *user, bpe_ids *out, sft_template *used)
+{
+    grit_err rc = sft_template_resolve(tokenizer_path, t, &t);
+    if (rc != GRIT_OK)
+        return rc;
+    if (used)
+        *used = t;
+    msg m = {"user", user};
+    return sft_render_chat(tok, t, &m, 1, out);
 }
 
 static const char *find_eos(const bpe *tok, const char *given)

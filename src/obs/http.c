@@ -19,10 +19,9 @@
  * so 64 such clients used to fill every slot. Here every connection has an
  * absolute deadline that no trickle extends: its whole request must arrive
  * within HTTP_REQUEST_S of the connection opening (or of its previous
- * response), and a response must be taken within HTTP_RESPONSE_S. A guard
- * thread shuts down the sockets of connections past their deadline four
- * times a second; libmicrohttpd then sees the end of the stream and frees the
- * slot. epoll lifts select's 1024-descriptor ceiling on the slot count, and a
+ * response), and a response must be taken within HTTP_RESPONSE_S; the guard
+ * (core/connguard.h, shared with grit serve) shuts down the sockets past their
+ * deadline and libmicrohttpd then frees the slot. epoll lifts select's 1024-descriptor ceiling on the slot count, and a
  * server bound beyond loopback also limits connections per client address.
  */
 #define _GNU_SOURCE
@@ -36,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/connguard.h"
 #include "core/fsutil.h"
 #include "obs/obs.h"
 
@@ -48,18 +48,9 @@
 #define HTTP_REQUEST_S 5.0   /* a whole request, from the connection or the previous response */
 #define HTTP_RESPONSE_S 30.0 /* a response, from its request */
 
-/* One open connection, as the guard sees it (the socket context libmicrohttpd keeps). */
-typedef struct http_conn {
-    int fd;
-    double deadline; /* CLOCK_MONOTONIC seconds; 0: shut down already */
-    struct http_conn *prev, *next;
-} http_conn;
-
 struct obs_server {
     struct MHD_Daemon *d;
-    pthread_t guard;
-    int guarding;
-    http_conn *conns; /* open connections, under mu */
+    conn_guard *guard; /* the connections' deadlines */
     char run_dir[1024], web_dir[1024];
     obs_cfg cfg;
     int port, live, uplot;
@@ -87,57 +78,28 @@ static const char no_uplot[] =
     "(or <code>cd web &amp;&amp; npm install</code>) and reload. <code>/metrics</code> and "
     "<code>/api/run</code> work without it.</p>";
 
-static double mono_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 /* libmicrohttpd's thread: a connection opened or closed (closed comes before its
  * socket is closed, so the guard never touches a descriptor that was reused). */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
     obs_server *s = cls;
-    pthread_mutex_lock(&s->mu);
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        http_conn *h = ci ? calloc(1, sizeof *h) : NULL;
-        if (h) { /* without memory the connection goes unguarded: MHD's idle timeout remains */
-            h->fd = ci->connect_fd;
-            h->deadline = mono_now() + HTTP_REQUEST_S;
-            h->next = s->conns;
-            if (s->conns)
-                s->conns->prev = h;
-            s->conns = h;
-        }
-        *socket_context = h;
-    } else if (*socket_context) {
-        http_conn *h = *socket_context;
-        if (h->prev)
-            h->prev->next = h->next;
-        else
-            s->conns = h->next;
-        if (h->next)
-            h->next->prev = h->prev;
-        free(h);
+        /* without memory the connection goes unguarded: MHD's idle timeout remains */
+        *socket_context = ci ? conn_guard_add(s->guard, ci->connect_fd, HTTP_REQUEST_S) : NULL;
+    } else {
+        conn_guard_remove(s->guard, *socket_context);
         *socket_context = NULL;
     }
-    pthread_mutex_unlock(&s->mu);
 }
 
 /* Sets the connection's deadline to now + seconds. */
 static void set_deadline(obs_server *s, struct MHD_Connection *c, double seconds)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    if (!ci || !ci->socket_context)
-        return;
-    pthread_mutex_lock(&s->mu);
-    http_conn *h = ci->socket_context;
-    if (h->deadline > 0)
-        h->deadline = mono_now() + seconds;
-    pthread_mutex_unlock(&s->mu);
+    if (ci)
+        conn_guard_set(s->guard, ci->socket_context, seconds);
 }
 
 /* A response went out: the next request has HTTP_REQUEST_S from now. */
@@ -146,31 +108,6 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req,
 {
     (void)req, (void)code;
     set_deadline(cls, c, HTTP_REQUEST_S);
-}
-
-static void *guard(void *arg)
-{
-    obs_server *s = arg;
-    pthread_mutex_lock(&s->mu);
-    while (!s->stop) {
-        double now = mono_now();
-        for (http_conn *h = s->conns; h; h = h->next)
-            if (h->deadline > 0 && now > h->deadline) {
-                shutdown(h->fd, SHUT_RDWR); /* MHD reads the end of the stream and closes */
-                h->deadline = 0;
-            }
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
-        t.tv_nsec += 250000000L;
-        if (t.tv_nsec >= 1000000000L) {
-            t.tv_sec++;
-            t.tv_nsec -= 1000000000L;
-        }
-        if (!s->stop)
-            pthread_cond_timedwait(&s->cv, &s->mu, &t);
-    }
-    pthread_mutex_unlock(&s->mu);
-    return NULL;
 }
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
@@ -295,6 +232,12 @@ grit_err obs_serve(const obs_serve_opts *o, obs_server **out)
                         "so; run make deps (or npm install in %s)\n", probe, s->web_dir);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    if (conn_guard_start(&s->guard) != GRIT_OK) {
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->cv);
+        free(s);
+        return grit_errf(GRIT_EIO, "dashboard: cannot start the deadline thread");
+    }
     int loopback = (ntohl(sa.sin_addr.s_addr) >> 24) == 127;
     s->d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD, 0, NULL, NULL, handle, s,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
@@ -306,6 +249,7 @@ grit_err obs_serve(const obs_serve_opts *o, obs_server **out)
     if (!s->d) {
         grit_err rc = grit_errf(GRIT_EIO, "cannot serve the dashboard on %s:%d (port in use, or not an "
                                           "address of this machine?)", bind, o->port);
+        conn_guard_stop(s->guard);
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->cv);
         free(s);
@@ -315,8 +259,6 @@ grit_err obs_serve(const obs_serve_opts *o, obs_server **out)
     s->port = di ? di->port : o->port;
     if (s->live && pthread_create(&s->ticker, NULL, tick, s) == 0)
         s->ticking = 1;
-    if (pthread_create(&s->guard, NULL, guard, s) == 0)
-        s->guarding = 1;
     *out = s;
     return GRIT_OK;
 }
@@ -336,9 +278,8 @@ void obs_server_close(obs_server *s)
     pthread_mutex_unlock(&s->mu);
     if (s->ticking)
         pthread_join(s->ticker, NULL);
-    if (s->guarding)
-        pthread_join(s->guard, NULL);
     MHD_stop_daemon(s->d); /* closes the remaining connections (on_connection frees them) */
+    conn_guard_stop(s->guard);
     if (s->live) {
         obs_registry_save(s->run_dir);
         obs_power_close(); /* the ticker has stopped: nothing samples any more */

@@ -1,28 +1,32 @@
 /*
- * complete.c - POST /v1/completions (see serve.h): parse and check the request,
- * wait for the model, generate, answer in OpenAI's text_completion shape.
+ * complete.c - POST /v1/completions and POST /v1/chat/completions (see
+ * serve.h): parse and check the request, queue it for the worker (job.c),
+ * answer in OpenAI's shapes: text_completion / chat.completion as one JSON
+ * body, or with "stream": true as server-sent events (text/event-stream, chunked)
+ * that the connection's content reader takes from the job as the worker makes them.
  *
  * The request, every field checked (anything else is a 400 naming the field):
- *   prompt       string (tokenized with the served tokenizer; "" starts from
- *                <|endoftext|> as grit generate does) or an array of token ids
+ *   prompt       (completions) a string (tokenized with the served tokenizer; ""
+ *                starts from <|endoftext|> as grit generate does) or an array of ids
+ *   messages     (chat) a non-empty list of {"role", "content"} strings: role
+ *                "system" (first only), then "user" and "assistant" alternating,
+ *                user first and last; rendered with the server's chat template
  *   max_tokens   integer >= 0 (16); fewer when the context ends first
  *   temperature  number in [0, 100] (1; 0 is greedy); top_p in (0, 1] (1);
  *   top_k        integer >= 0 (0 = all); seed integer >= 0 (0)
  *   stop         a string or an array of up to 4 non-empty strings: the text ends
  *                before the first occurrence (finish_reason "stop")
- *   model        string (any: one model is served); user string (ignored)
- *   n            1 only; stream false only
- * Generation stops at <|endoftext|> (finish_reason "stop") or after max_tokens
- * ("length"). The draw is gxi_sample with rng stream "gen" seeded by seed, as in
- * grit generate, so the same request gives the same text.
+ *   stream       boolean (false)
+ *   model        string (any: one model is served); user string (ignored); n 1 only
  *
- * Text: the completion's bytes are the tokens' bytes; a byte sequence that is not
- * valid UTF-8 (a character cut between tokens) becomes U+FFFD in the JSON string, one
- * per maximal ill-formed part (as Python's decode(errors="replace")).
+ * A stream whose client goes away: MHD frees the response, whose free callback
+ * marks the job cancelled; the worker stops at its next token. Writes never
+ * raise SIGPIPE (MHD sends with MSG_NOSIGNAL; grit serve also ignores SIGPIPE).
  */
 #define _GNU_SOURCE
 #include <jansson.h>
 #include <math.h>
+#include <microhttpd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,33 +34,7 @@
 #include <time.h>
 
 #include "core/progress.h"
-#include "core/rng.h"
 #include "serve/serve_internal.h"
-
-#define STOP_MAX 4
-#define STOP_LEN 256
-
-/* One queued generation: the connection thread fills the request and waits for done. */
-struct serve__job {
-    struct creq *q;
-    char *text;
-    size_t tlen;
-    int made;
-    const char *finish;
-    char err[1200];
-    unsigned status;
-    int done;
-    serve__job *next;
-};
-
-typedef struct creq {
-    bpe_ids ids;
-    int max_tokens, top_k, nstop;
-    double temperature, top_p;
-    uint64_t seed;
-    char stop[STOP_MAX][STOP_LEN];
-    const char *prompt; /* into the parsed document, or NULL for ids */
-} creq;
 
 char *serve__error_body(const char *type, const char *param, const char *fmt, ...)
 {
@@ -101,24 +79,91 @@ static int get_num(json_t *o, const char *k, double lo, double hi, int lo_open, 
     return 0;
 }
 
-static const char *const known[] = {"prompt", "max_tokens", "temperature", "top_p", "top_k",
-                                    "seed",   "stop",       "model",       "user",  "n",
-                                    "stream", NULL};
+static const char *const known_common[] = {"max_tokens", "temperature", "top_p", "top_k", "seed",
+                                           "stop",       "model",       "user",  "n",     "stream",
+                                           NULL};
 
-/* Parses the request into q; on error fills err and *param (the field) and returns -1. */
-static int parse(serve_server *s, json_t *o, creq *q, char *err, size_t cap, const char **param)
+/* The chat's messages into j->msgs (pointers into the document). */
+static int parse_messages(json_t *v, serve__job *j, char *err, size_t cap, const char **param,
+                          char *pbuf, size_t pcap)
 {
-    const char *k;
+    *param = "messages";
+    if (!v) {
+        snprintf(err, cap, "missing field 'messages'");
+        return -1;
+    }
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > 4096) {
+        snprintf(err, cap, "'messages': expected a non-empty list of {\"role\", \"content\"} "
+                           "objects (at most 4096)");
+        return -1;
+    }
+    size_t n = json_array_size(v);
+    if (!(j->msgs = calloc(n, sizeof *j->msgs))) {
+        snprintf(err, cap, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = json_array_get(v, i);
+        const char *role = json_string_value(json_object_get(m, "role"));
+        const char *content = json_string_value(json_object_get(m, "content"));
+        int sys = role && !strcmp(role, "system"), usr = role && !strcmp(role, "user"),
+            ast = role && !strcmp(role, "assistant");
+        int want_user = i == 0 || (i == 1 && !strcmp(j->msgs[0].role, "system")) ||
+                        !strcmp(j->msgs[i - 1].role, "assistant");
+        snprintf(pbuf, pcap, "messages[%zu].role", i);
+        *param = pbuf;
+        if (!json_is_object(m)) {
+            snprintf(pbuf, pcap, "messages[%zu]", i);
+            snprintf(err, cap, "'%s': expected an object {\"role\", \"content\"}", pbuf);
+            return -1;
+        }
+        if (!sys && !usr && !ast) {
+            snprintf(err, cap, "'%s': expected \"system\", \"user\" or \"assistant\"%s", pbuf,
+                     role ? "" : " (missing or not a string)");
+            return -1;
+        }
+        if (sys && i != 0) {
+            snprintf(err, cap, "'%s': \"system\" only as the first message", pbuf);
+            return -1;
+        }
+        if (!sys && want_user != usr) {
+            snprintf(err, cap, "'%s': expected \"%s\" (user and assistant turns alternate, "
+                               "user first)", pbuf, want_user ? "user" : "assistant");
+            return -1;
+        }
+        if (!content) {
+            snprintf(pbuf, pcap, "messages[%zu].content", i);
+            snprintf(err, cap, "'%s': expected a string", pbuf);
+            return -1;
+        }
+        j->msgs[j->nmsgs++] = (sft_msg){role, content};
+    }
+    if (strcmp(j->msgs[n - 1].role, "user")) {
+        snprintf(pbuf, pcap, "messages[%zu].role", n - 1);
+        snprintf(err, cap, "'%s': the last message must be \"user\" (the model answers it)",
+                 pbuf);
+        return -1;
+    }
+    *param = NULL;
+    return 0;
+}
+
+/* Parses the request into j; on error fills err and *param (the field) and returns -1. */
+static int parse(serve_server *s, json_t *o, serve__job *j, char *err, size_t cap,
+                 const char **param, char *pbuf, size_t pcap)
+{
+    const char *k, *own = j->route == SERVE_ROUTE_CHAT ? "messages" : "prompt";
     json_t *v;
     json_object_foreach(o, k, v)
     {
-        int ok = 0;
-        for (const char *const *n = known; *n; n++)
+        int ok = !strcmp(k, own);
+        for (const char *const *n = known_common; *n; n++)
             ok |= !strcmp(k, *n);
         if (!ok) {
             *param = k;
-            snprintf(err, cap, "unknown field '%s'; expected one of: prompt, max_tokens, "
-                               "temperature, top_p, top_k, seed, stop, model, user, n, stream", k);
+            snprintf(err, cap, "unknown field '%s'; expected one of: %s, max_tokens, "
+                               "temperature, top_p, top_k, seed, stop, stream, model, user, n",
+                     k, own);
             return -1;
         }
     }
@@ -134,16 +179,17 @@ static int parse(serve_server *s, json_t *o, creq *q, char *err, size_t cap, con
     CHECK("top_k", get_int(o, "top_k", 0, 1 << 24, &tk, err, cap));
     CHECK("seed", get_int(o, "seed", 0, 0x7fffffffffffffffL, &seed, err, cap));
     CHECK("n", get_int(o, "n", 1, 1, &n, err, cap));
-    q->temperature = 1.0;
-    q->top_p = 1.0;
-    CHECK("temperature", get_num(o, "temperature", 0, 100, 0, &q->temperature, err, cap));
-    CHECK("top_p", get_num(o, "top_p", 0, 1, 1, &q->top_p, err, cap));
-    q->max_tokens = (int)mt;
-    q->top_k = (int)tk;
-    q->seed = (uint64_t)seed;
+    j->temperature = 1.0;
+    j->top_p = 1.0;
+    CHECK("temperature", get_num(o, "temperature", 0, 100, 0, &j->temperature, err, cap));
+    CHECK("top_p", get_num(o, "top_p", 0, 1, 1, &j->top_p, err, cap));
+    j->max_tokens = (int)mt;
+    j->top_k = (int)tk;
+    j->seed = (uint64_t)seed;
     v = json_object_get(o, "stream");
-    CHECK("stream", v && !json_is_null(v) && !json_is_false(v) &&
-                        snprintf(err, cap, "'stream': only false is supported (no streaming)"));
+    CHECK("stream", v && !json_is_null(v) && !json_is_boolean(v) &&
+                        snprintf(err, cap, "'stream': expected true or false"));
+    j->stream = json_is_true(v);
     for (const char *const *f = (const char *const[]){"model", "user", NULL}; *f; f++) {
         v = json_object_get(o, *f);
         CHECK(*f, v && !json_is_string(v) && snprintf(err, cap, "'%s': expected a string", *f));
@@ -152,36 +198,46 @@ static int parse(serve_server *s, json_t *o, creq *q, char *err, size_t cap, con
     *param = "stop";
     if (json_is_string(v) || json_is_array(v)) {
         size_t cnt = json_is_string(v) ? 1 : json_array_size(v);
-        if (cnt > STOP_MAX) {
-            snprintf(err, cap, "'stop': expected at most %d strings, got %zu", STOP_MAX, cnt);
+        if (cnt > SERVE_STOP_MAX) {
+            snprintf(err, cap, "'stop': expected at most %d strings, got %zu", SERVE_STOP_MAX,
+                     cnt);
             return -1;
         }
         for (size_t i = 0; i < cnt; i++) {
             json_t *e = json_is_string(v) ? v : json_array_get(v, i);
             if (!json_is_string(e) || !json_string_length(e) ||
-                json_string_length(e) >= STOP_LEN) {
+                json_string_length(e) >= SERVE_STOP_LEN) {
                 snprintf(err, cap, "'stop': expected non-empty strings shorter than %d bytes",
-                         STOP_LEN);
+                         SERVE_STOP_LEN);
                 return -1;
             }
-            memcpy(q->stop[q->nstop++], json_string_value(e), json_string_length(e) + 1);
+            memcpy(j->stop[j->nstop++], json_string_value(e), json_string_length(e) + 1);
         }
     } else if (v && !json_is_null(v)) {
         snprintf(err, cap, "'stop': expected a string or an array of strings");
         return -1;
     }
+#undef CHECK
+    if (j->route == SERVE_ROUTE_CHAT) {
+        if (!s->chat_ok) {
+            *param = NULL;
+            snprintf(err, cap, "this server has no chat template: %s", s->chat_why);
+            return -1;
+        }
+        return parse_messages(json_object_get(o, "messages"), j, err, cap, param, pbuf, pcap);
+    }
     *param = "prompt";
     v = json_object_get(o, "prompt");
     if (json_is_string(v)) {
-        q->prompt = json_string_value(v);
+        j->prompt = json_string_value(v);
     } else if (json_is_array(v)) {
         size_t cnt = json_array_size(v);
-        q->ids.v = malloc(sizeof *q->ids.v * (cnt ? cnt : 1));
-        if (!q->ids.v) {
+        j->ids.v = malloc(sizeof *j->ids.v * (cnt ? cnt : 1));
+        if (!j->ids.v) {
             snprintf(err, cap, "out of memory");
             return -1;
         }
-        q->ids.cap = cnt ? cnt : 1;
+        j->ids.cap = cnt ? cnt : 1;
         for (size_t i = 0; i < cnt; i++) {
             json_t *e = json_array_get(v, i);
             if (!json_is_integer(e) || json_integer_value(e) < 0 ||
@@ -190,258 +246,211 @@ static int parse(serve_server *s, json_t *o, creq *q, char *err, size_t cap, con
                          s->m.cfg.vocab);
                 return -1;
             }
-            q->ids.v[q->ids.n++] = (uint32_t)json_integer_value(e);
+            j->ids.v[j->ids.n++] = (uint32_t)json_integer_value(e);
         }
     } else {
         snprintf(err, cap, v ? "'prompt': expected a string or an array of token ids"
                              : "missing field 'prompt'");
         return -1;
     }
-#undef CHECK
     *param = NULL;
     return 0;
 }
 
-/* Copies b[0..n) with every ill-formed part replaced by U+FFFD, one per maximal
- * subpart of a valid sequence (Unicode's recommended practice, as Python's
- * decode(errors="replace") does); *outlen its length. */
-static char *utf8_clean(const char *b, size_t n, size_t *outlen)
+/* The whole answer of a finished job (a JSON body, malloc'd; NULL without memory). */
+static char *answer(serve_server *s, serve__job *j)
 {
-    char *o = malloc(3 * n + 1);
-    size_t j = 0;
-    if (!o)
+    size_t clen;
+    char *clean = serve__utf8_clean(j->text, j->tlen, &clen);
+    if (!clean)
         return NULL;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)b[i];
-        size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-                                 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-        size_t k = len ? 1 : 0;
-        while (k && k < len && i + k < n) {
-            unsigned char d = (unsigned char)b[i + k], lo = 0x80, hi = 0xbf;
-            if (k == 1) { /* no overlongs, surrogates or code points past U+10FFFF */
-                lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : lo;
-                hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : hi;
-            }
-            if (d < lo || d > hi)
-                break;
-            k++;
-        }
-        if (len && k == len) {
-            memcpy(o + j, b + i, len);
-            j += len;
-            i += len;
-        } else {
-            memcpy(o + j, "\xef\xbf\xbd", 3);
-            j += 3;
-            i += k ? k : 1;
-        }
-    }
-    o[j] = 0;
-    *outlen = j;
-    return o;
+    json_t *usage = json_pack("{s:i,s:i,s:i}", "prompt_tokens", (int)j->ids.n,
+                              "completion_tokens", j->made, "total_tokens",
+                              (int)j->ids.n + j->made);
+    json_t *r;
+    if (j->route == SERVE_ROUTE_CHAT)
+        r = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:{s:s,s:s%},s:n,s:s}],s:o}", "id", j->cid,
+                      "object", "chat.completion", "created", (json_int_t)j->created, "model",
+                      s->model_id, "choices", "index", 0, "message", "role", "assistant",
+                      "content", clean, clen, "logprobs", "finish_reason", j->finish, "usage",
+                      usage);
+    else
+        r = json_pack("{s:s,s:s,s:I,s:s,s:[{s:s%,s:i,s:n,s:s}],s:o}", "id", j->cid, "object",
+                      "text_completion", "created", (json_int_t)j->created, "model",
+                      s->model_id, "choices", "text", clean, clen, "index", 0, "logprobs",
+                      "finish_reason", j->finish, "usage", usage);
+    free(clean);
+    char *out = r ? json_dumps(r, JSON_COMPACT) : NULL;
+    json_decref(r);
+    return out;
 }
 
-/* Generates (on the worker thread). Returns 0, or an HTTP status with err filled. */
-static unsigned generate(serve_server *s, creq *q, char **text, size_t *tlen, int *made,
-                         const char **finish, char *err, size_t cap)
-{
-    int ctxlen = s->st.max_t, want;
-    if (q->prompt && *q->prompt &&
-        bpe_encode(s->ctx, q->prompt, strlen(q->prompt), s->hf ? BPE_ALLOW_SPECIAL : 0,
-                   &q->ids) != GRIT_OK) {
-        snprintf(err, cap, "'prompt': cannot tokenize: %s", grit_errmsg());
-        return 400;
-    }
-    if (q->ids.n == 0) {
-        if (!s->has_eod) {
-            snprintf(err, cap, "'prompt': empty, and the tokenizer has no <|endoftext|> token to "
-                               "start from");
-            return 400;
-        }
-        if (!q->ids.cap && !(q->ids.v = malloc(sizeof *q->ids.v))) {
-            snprintf(err, cap, "out of memory");
-            return 500;
-        }
-        q->ids.cap = q->ids.cap ? q->ids.cap : 1;
-        q->ids.v[q->ids.n++] = s->eod;
-    }
-    if ((int)q->ids.n >= ctxlen) {
-        snprintf(err, cap, "'prompt': %zu tokens; the model's context is %d (prompt and "
-                           "completion together)", q->ids.n, ctxlen);
-        return 400;
-    }
-    want = q->max_tokens < ctxlen - (int)q->ids.n ? q->max_tokens : ctxlen - (int)q->ids.n;
-    size_t cap_text = 4096, n = 0;
-    char *t = malloc(cap_text);
-    if (!t) {
-        snprintf(err, cap, "out of memory");
-        return 500;
-    }
-    rng_t rng;
-    rng_seed(&rng, q->seed, 0x67656e); /* stream "gen", as grit generate */
-    gxi_reset(&s->st);
-    grit_err rc = gxi_forward(&s->st, (const int32_t *)q->ids.v, (int)q->ids.n, s->logits, NULL);
-    *finish = "length";
-    *made = 0;
-    for (; rc == GRIT_OK && *made < want; (*made)++) {
-        int32_t next = gxi_sample(&s->st, s->logits, q->temperature, q->top_k, q->top_p, &rng);
-        if (s->has_eod && (uint32_t)next == s->eod) {
-            *finish = "stop";
-            break;
-        }
-        size_t len;
-        const char *b = bpe_token_bytes(s->tok, (uint32_t)next, &len);
-        if (b && len) {
-            if (n + len + 1 > cap_text) {
-                char *p = realloc(t, cap_text = 2 * (n + len + 1));
-                if (!p) {
-                    free(t);
-                    snprintf(err, cap, "out of memory");
-                    return 500;
-                }
-                t = p;
-            }
-            size_t from = n;
-            memcpy(t + n, b, len);
-            n += len;
-            int hit = 0;
-            for (int k = 0; k < q->nstop && !hit; k++) { /* only where the new bytes can end one */
-                size_t sl = strlen(q->stop[k]), at = from >= sl ? from - sl + 1 : 0;
-                char *f = memmem(t + at, n - at, q->stop[k], sl);
-                if (f) {
-                    n = (size_t)(f - t);
-                    hit = 1;
-                }
-            }
-            if (hit) {
-                (*made)++;
-                *finish = "stop";
-                break;
-            }
-        }
-        if (*made + 1 < want)
-            rc = gxi_forward(&s->st, &next, 1, s->logits, NULL);
-    }
-    if (rc != GRIT_OK) {
-        free(t);
-        snprintf(err, cap, "generation failed: %s", grit_errmsg());
-        return 500;
-    }
-    *text = t;
-    *tlen = n;
-    return 0;
-}
+/* A stream's content reader: the events the worker has made, waiting for more. */
+typedef struct sse_ctx {
+    serve_server *s;
+    serve__job *j;
+    struct MHD_Connection *c;
+} sse_ctx;
 
-void *serve__worker(void *arg)
+static void account_job(serve_server *s, serve__job *j, int cancelled)
 {
-    serve_server *s = arg;
-    pthread_mutex_lock(&s->mu);
-    while (!s->stop_worker || s->qhead) {
-        serve__job *j = s->qhead;
-        if (!j) {
-            pthread_cond_wait(&s->job_cv, &s->mu);
-            continue;
-        }
-        s->qhead = j->next;
-        if (!s->qhead)
-            s->qtail = NULL;
-        s->waiting--;
-        s->running = 1;
-        pthread_mutex_unlock(&s->mu);
-        double t0 = now_seconds();
-        j->status = generate(s, j->q, &j->text, &j->tlen, &j->made, &j->finish, j->err,
-                             sizeof j->err);
-        double dt = now_seconds() - t0;
-        pthread_mutex_lock(&s->mu);
-        s->running = 0;
-        s->gen_seconds += dt;
-        j->done = 1;
-        pthread_cond_broadcast(&s->done_cv);
-    }
+    /* under s->mu: take the numbers, count once */
+    int nin = (int)j->ids.n, nout = j->made, route = j->route;
+    double ttft = j->ttft, dt = now_seconds() - j->t0;
+    j->accounted = 1;
     pthread_mutex_unlock(&s->mu);
-    return NULL;
+    serve__account(s, route, 200, nin, nout, dt, ttft, cancelled);
+    pthread_mutex_lock(&s->mu);
 }
 
-void serve__complete(serve_server *s, const char *body, size_t len, unsigned *status, char **out,
-                     int *ntok_in, int *ntok_out)
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
-    char perr[1200] = "";
-    const char *param = NULL;
-    creq q;
-    memset(&q, 0, sizeof q);
-    json_error_t je;
-    *ntok_in = *ntok_out = 0;
-    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (!o || !json_is_object(o)) {
-        *status = 400;
-        *out = o ? serve__error_body("invalid_request_error", NULL,
-                                     "the request body must be a JSON object")
-                 : serve__error_body("invalid_request_error", NULL,
-                                     "malformed JSON at line %d, column %d: %s", je.line,
-                                     je.column, je.text);
-        json_decref(o);
-        return;
+    (void)pos;
+    sse_ctx *x = cls;
+    serve_server *s = x->s;
+    serve__job *j = x->j;
+    pthread_mutex_lock(&s->mu);
+    while (j->sse_off == j->sse_len && !j->done)
+        pthread_cond_wait(&s->done_cv, &s->mu);
+    size_t n = j->sse_len - j->sse_off;
+    if (n == 0) { /* counted before the client sees the end, so /metrics then includes it */
+        if (!j->accounted)
+            account_job(s, j, 0);
+        pthread_mutex_unlock(&s->mu);
+        serve__set_deadline(s, x->c, SERVE_RESPONSE_S); /* the stream's end must be taken */
+        return MHD_CONTENT_READER_END_OF_STREAM;
     }
-    if (parse(s, o, &q, perr, sizeof perr, &param) != 0) {
-        *status = 400;
-        *out = serve__error_body("invalid_request_error", param, "%s", perr);
+    n = n < max ? n : max;
+    memcpy(buf, j->sse + j->sse_off, n);
+    j->sse_off += n;
+    pthread_mutex_unlock(&s->mu);
+    return (ssize_t)n;
+}
+
+/* The response is gone (sent, or the client disconnected): the worker stops. */
+static void sse_free(void *cls)
+{
+    sse_ctx *x = cls;
+    serve_server *s = x->s;
+    pthread_mutex_lock(&s->mu);
+    if (!x->j->done) /* the worker stops at its next token and counts the request then */
+        x->j->cancelled = 1;
+    else if (!x->j->accounted) /* made, but the client left before the end */
+        account_job(s, x->j, 1);
+    serve__job_release(s, x->j);
+    pthread_mutex_unlock(&s->mu);
+    free(x);
+}
+
+int serve__generate_route(serve_server *s, struct MHD_Connection *c, int route, const char *body,
+                          size_t len, double t0)
+{
+    char perr[1200] = "", pbuf[64];
+    const char *param = NULL;
+    unsigned status = 400;
+    char *out = NULL;
+    int nin = 0, nout = 0;
+    double ttft = -1;
+    json_error_t je;
+    serve__job *j = calloc(1, sizeof *j);
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!j) {
+        status = 500;
+        out = serve__error_body("server_error", NULL, "out of memory");
         goto done;
     }
-    /* queue for the worker, or refuse when the queue is full */
-    serve__job job;
-    memset(&job, 0, sizeof job);
-    job.q = &q;
-    job.finish = "length";
-    pthread_mutex_lock(&s->mu);
+    j->route = route;
+    j->t0 = t0;
+    j->ttft = -1;
+    j->refs = 1;
+    if (!o || !json_is_object(o)) {
+        out = o ? serve__error_body("invalid_request_error", NULL,
+                                    "the request body must be a JSON object")
+                : serve__error_body("invalid_request_error", NULL,
+                                    "malformed JSON at line %d, column %d: %s", je.line,
+                                    je.column, je.text);
+        goto done;
+    }
+    if (parse(s, o, j, perr, sizeof perr, &param, pbuf, sizeof pbuf) != 0) {
+        out = serve__error_body("invalid_request_error", param, "%s", perr);
+        goto done;
+    }
+    serve__set_deadline(s, c, INFINITY); /* queued or generating: the queue bound applies */
+    pthread_mutex_lock(&s->mu); /* queue for the worker, or refuse when the queue is full */
     if (s->waiting >= s->max_queue) {
         pthread_mutex_unlock(&s->mu);
-        *status = 503;
-        *out = serve__error_body("server_error", NULL, "busy: %d requests are waiting; retry later",
-                                 s->max_queue);
+        status = 503;
+        out = serve__error_body("server_error", NULL, "busy: %d requests are waiting; retry later",
+                                s->max_queue);
         goto done;
     }
+    snprintf(j->cid, sizeof j->cid, "%s-grit-%llu",
+             route == SERVE_ROUTE_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)++s->next_id);
+    j->created = (long long)time(NULL);
+    j->refs = 2; /* the worker's and ours */
     s->waiting++;
     if (s->qtail)
-        s->qtail->next = &job;
+        s->qtail->next = j;
     else
-        s->qhead = &job;
-    s->qtail = &job;
+        s->qhead = j;
+    s->qtail = j;
     pthread_cond_signal(&s->job_cv);
-    while (!job.done)
+    while (!(j->stream ? j->started : j->done))
         pthread_cond_wait(&s->done_cv, &s->mu);
-    uint64_t id = ++s->next_id;
+    status = j->status;
+    nin = (int)j->ids.n;
     pthread_mutex_unlock(&s->mu);
-    char *text = job.text, *err = job.err;
-    size_t tlen = job.tlen;
-    int made = job.made;
-    const char *finish = job.finish;
-    unsigned st = job.status;
-    *ntok_in = (int)q.ids.n;
-    if (st) {
-        *status = st;
-        *out = serve__error_body(st == 400 ? "invalid_request_error" : "server_error",
-                                 st == 400 ? "prompt" : NULL, "%s", err);
+    if (status) {
+        out = serve__error_body(status == 400 ? "invalid_request_error" : "server_error",
+                                j->param, "%s", j->err);
         goto done;
     }
-    size_t clen;
-    char *clean = utf8_clean(text, tlen, &clen);
-    free(text);
-    char cid[64];
-    snprintf(cid, sizeof cid, "cmpl-grit-%llu", (unsigned long long)id);
-    json_t *r = clean ? json_pack("{s:s,s:s,s:I,s:s,s:[{s:s%,s:i,s:n,s:s}],s:{s:i,s:i,s:i}}",
-                                  "id", cid, "object", "text_completion", "created",
-                                  (json_int_t)time(NULL), "model", s->model_id, "choices",
-                                  "text", clean, clen, "index", 0, "logprobs", "finish_reason",
-                                  finish, "usage", "prompt_tokens", (int)q.ids.n,
-                                  "completion_tokens", made, "total_tokens",
-                                  (int)q.ids.n + made)
-                      : NULL;
-    free(clean);
-    *out = r ? json_dumps(r, JSON_COMPACT) : NULL;
-    json_decref(r);
-    *status = *out ? 200 : 500;
-    *ntok_out = made;
+    if (j->stream) { /* the events go out as the worker makes them; the job is the reader's */
+        sse_ctx *x = malloc(sizeof *x);
+        struct MHD_Response *r =
+            x ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, x, sse_free)
+              : NULL;
+        json_decref(o);
+        if (!r) {
+            free(x);
+            pthread_mutex_lock(&s->mu);
+            j->cancelled = 1;
+            serve__job_release(s, j);
+            pthread_mutex_unlock(&s->mu);
+            return MHD_NO;
+        }
+        *x = (sse_ctx){s, j, c};
+        serve__conn *h = serve__conn_of(c);
+        pthread_mutex_lock(&s->mu);
+        int ended = j->done;
+        if (h && !ended) { /* the worker starts the response deadline at the end */
+            if (h->job && h->job != j)
+                h->job->conn = NULL;
+            j->conn = h;
+            h->job = j;
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (ended)
+            serve__set_deadline(s, c, SERVE_RESPONSE_S);
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-store");
+        MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+        enum MHD_Result ret = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    nout = j->made;
+    ttft = j->ttft;
+    out = answer(s, j);
+    status = out ? 200 : 500;
 done:
-    bpe_ids_free(&q.ids);
+    serve__set_deadline(s, c, SERVE_RESPONSE_S);
+    serve__account(s, route, status, nin, nout, now_seconds() - t0, ttft, 0);
+    if (j) {
+        pthread_mutex_lock(&s->mu);
+        serve__job_release(s, j);
+        pthread_mutex_unlock(&s->mu);
+    }
     json_decref(o);
+    return serve__reply(c, status, "application/json", out);
 }

@@ -5,10 +5,9 @@
  *
  * A thread per connection (at most SERVE_SLOTS) so that a request waiting for
  * the model, or generating, never blocks /health or another client's upload.
- * The deadline guard works as the dashboard's (obs/http.c): each connection has
- * an absolute deadline that a trickling client cannot extend; a guard thread
- * shuts down the sockets past theirs four times a second, and libmicrohttpd
- * then sees the end of the stream and frees the slot. While a request waits
+ * The deadline guard is the dashboard's (core/connguard.h): each connection has
+ * an absolute deadline that a trickling client cannot extend; the guard shuts
+ * down the sockets past theirs and libmicrohttpd then frees the slot. While a request waits
  * for the model or generates, its connection has no deadline (the queue is
  * bounded instead); its response then has SERVE_RESPONSE_S to be taken. The
  * model runs on one worker thread (complete.c) that takes the queued requests in
@@ -28,16 +27,16 @@
 #include <unistd.h>
 
 #include "ckpt/pretrained.h"
+#include "core/connguard.h"
 #include "core/progress.h"
 #include "serve/serve_internal.h"
 
-const double serve__buckets[8] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
-
-struct serve__conn {
-    int fd;
-    double deadline; /* CLOCK_MONOTONIC seconds; 0: shut down already; INFINITY: none */
-    serve__conn *prev, *next;
-};
+const double serve__lat_buckets[SERVE_NLAT] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+const double serve__ttft_buckets[SERVE_NTTFT] = {0.005, 0.01, 0.025, 0.05, 0.1,
+                                                 0.25,  0.5,  1,     2.5,  10};
+const unsigned serve__codes[SERVE_NCODES] = {200, 400, 401, 404, 405, 413, 500, 503, 0};
+const char *const serve__route_names[SERVE_NROUTES] = {"/v1/completions",
+                                                       "/v1/chat/completions"};
 
 /* One request in progress: its body so far. */
 typedef struct sreq {
@@ -47,57 +46,46 @@ typedef struct sreq {
     double t0;
 } sreq;
 
-static double mono_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
-
+/* A connection opened or closed (closed comes before its socket closes). Its socket
+ * context is a serve__conn: the guard's entry and the stream it carries, if any. */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
     serve_server *s = cls;
-    pthread_mutex_lock(&s->mu);
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         serve__conn *h = ci ? calloc(1, sizeof *h) : NULL;
-        if (h) { /* without memory the connection goes unguarded: MHD's idle timeout remains */
-            h->fd = ci->connect_fd;
-            h->deadline = mono_now() + SERVE_REQUEST_S;
-            h->next = s->conns;
-            if (s->conns)
-                s->conns->prev = h;
-            s->conns = h;
+        /* without memory the connection goes unguarded: MHD's idle timeout remains */
+        if (h && !(h->e = conn_guard_add(s->guard, ci->connect_fd, SERVE_REQUEST_S))) {
+            free(h);
+            h = NULL;
         }
         *socket_context = h;
     } else if (*socket_context) {
         serve__conn *h = *socket_context;
-        if (h->prev)
-            h->prev->next = h->next;
-        else
-            s->conns = h->next;
-        if (h->next)
-            h->next->prev = h->prev;
+        pthread_mutex_lock(&s->mu);
+        if (h->job) /* the worker must not reach this connection any more */
+            h->job->conn = NULL;
+        pthread_mutex_unlock(&s->mu);
+        conn_guard_remove(s->guard, h->e);
         free(h);
         *socket_context = NULL;
     }
-    pthread_mutex_unlock(&s->mu);
 }
 
-/* Sets the connection's deadline to now + seconds (INFINITY: none). */
-static void set_deadline(serve_server *s, struct MHD_Connection *c, double seconds)
+serve__conn *serve__conn_of(struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    if (!ci || !ci->socket_context)
-        return;
-    pthread_mutex_lock(&s->mu);
-    serve__conn *h = ci->socket_context;
-    if (h->deadline > 0)
-        h->deadline = isinf(seconds) ? INFINITY : mono_now() + seconds;
-    pthread_mutex_unlock(&s->mu);
+    return ci ? ci->socket_context : NULL;
+}
+
+void serve__set_deadline(serve_server *s, struct MHD_Connection *c, double seconds)
+{
+    serve__conn *h = serve__conn_of(c);
+    if (h)
+        conn_guard_set(s->guard, h->e, seconds);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **req,
@@ -110,36 +98,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req,
         free(r);
         *req = NULL;
     }
-    set_deadline(cls, c, SERVE_REQUEST_S); /* the next request on this connection */
+    serve__set_deadline(cls, c, SERVE_REQUEST_S); /* the next request on this connection */
 }
 
-static void *guard(void *arg)
-{
-    serve_server *s = arg;
-    pthread_mutex_lock(&s->mu);
-    while (!s->stop) {
-        double now = mono_now();
-        for (serve__conn *h = s->conns; h; h = h->next)
-            if (h->deadline > 0 && now > h->deadline) {
-                shutdown(h->fd, SHUT_RDWR);
-                h->deadline = 0;
-            }
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
-        t.tv_nsec += 250000000L;
-        if (t.tv_nsec >= 1000000000L) {
-            t.tv_sec++;
-            t.tv_nsec -= 1000000000L;
-        }
-        if (!s->stop)
-            pthread_cond_timedwait(&s->cv, &s->mu, &t);
-    }
-    pthread_mutex_unlock(&s->mu);
-    return NULL;
-}
-
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
-                             char *body)
+int serve__reply(struct MHD_Connection *c, unsigned status, const char *type, char *body)
 {
     if (!body)
         return MHD_NO;
@@ -173,42 +135,95 @@ static int token_ok(const serve_server *s, struct MHD_Connection *c)
     return diff == 0;
 }
 
+void serve__account(serve_server *s, int route, unsigned status, int nin, int nout, double dt,
+                    double ttft, int cancelled)
+{
+    int k = 0;
+    while (k < SERVE_NCODES - 1 && serve__codes[k] != status)
+        k++;
+    pthread_mutex_lock(&s->mu);
+    s->requests[route][k]++;
+    s->prompt_tokens += (uint64_t)nin;
+    s->completion_tokens += (uint64_t)nout;
+    s->cancelled += (uint64_t)cancelled;
+    s->latency_sum += dt;
+    s->latency_count++;
+    for (int i = 0; i < SERVE_NLAT; i++)
+        s->latency_bucket[i] += dt <= serve__lat_buckets[i];
+    if (ttft >= 0) {
+        s->ttft_sum += ttft;
+        s->ttft_count++;
+        for (int i = 0; i < SERVE_NTTFT; i++)
+            s->ttft_bucket[i] += ttft <= serve__ttft_buckets[i];
+    }
+    if (s->log) /* never a header: the token stays out of logs */
+        fprintf(s->log, "grit serve: POST %s %u prompt %d completion %d tokens %.3fs%s\n",
+                serve__route_names[route], status, nin, nout, dt,
+                cancelled ? " (client gone)" : "");
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Appends a Prometheus histogram (name, buckets, cumulative counts) to *at. */
+static size_t histogram(char *out, size_t cap, const char *name, const char *help,
+                        const double *le, const uint64_t *cnt, int n, double sum,
+                        uint64_t count)
+{
+    size_t at = (size_t)snprintf(out, cap, "# HELP %s %s\n# TYPE %s histogram\n", name, help,
+                                 name);
+    for (int i = 0; i < n && at < cap; i++)
+        at += (size_t)snprintf(out + at, cap - at, "%s_bucket{le=\"%g\"} %llu\n", name, le[i],
+                               (unsigned long long)cnt[i]);
+    if (at < cap)
+        at += (size_t)snprintf(out + at, cap - at,
+                               "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
+                               (unsigned long long)count, name, sum, name,
+                               (unsigned long long)count);
+    return at < cap ? at : cap - 1;
+}
+
 static char *metrics_text(serve_server *s)
 {
-    char *out = NULL;
+    char *out = NULL, req[4096], lat[2048], ttft[2048];
     pthread_mutex_lock(&s->mu);
-    char hist[1024];
-    size_t at = 0;
-    for (int i = 0; i < 8; i++)
-        at += (size_t)snprintf(hist + at, sizeof hist - at,
-                               "grit_serve_request_seconds_bucket{le=\"%g\"} %llu\n",
-                               serve__buckets[i], (unsigned long long)s->latency_bucket[i]);
+    size_t at = (size_t)snprintf(req, sizeof req,
+                                 "# HELP grit_serve_requests_total Generation requests answered, "
+                                 "by route and HTTP status.\n"
+                                 "# TYPE grit_serve_requests_total counter\n");
+    for (int r = 0; r < SERVE_NROUTES; r++)
+        for (int k = 0; k < SERVE_NCODES && at < sizeof req; k++)
+            if (s->requests[r][k] || serve__codes[k] == 200)
+                at += (size_t)snprintf(req + at, sizeof req - at,
+                                       "grit_serve_requests_total{route=\"%s\",code=\"%s%.0u\"} "
+                                       "%llu\n",
+                                       serve__route_names[r], serve__codes[k] ? "" : "other",
+                                       serve__codes[k], (unsigned long long)s->requests[r][k]);
+    histogram(lat, sizeof lat, "grit_serve_request_seconds",
+              "Generation request latency, arrival to the last byte made (every status).",
+              serve__lat_buckets, s->latency_bucket, SERVE_NLAT, s->latency_sum,
+              s->latency_count);
+    histogram(ttft, sizeof ttft, "grit_serve_time_to_first_token_seconds",
+              "Arrival to the first generated token (queueing included).", serve__ttft_buckets,
+              s->ttft_bucket, SERVE_NTTFT, s->ttft_sum, s->ttft_count);
     int rc = asprintf(
         &out,
-        "# HELP grit_serve_requests_total Completion requests answered.\n"
-        "# TYPE grit_serve_requests_total counter\ngrit_serve_requests_total %llu\n"
-        "# HELP grit_serve_requests_failed_total Completion requests answered with an error.\n"
-        "# TYPE grit_serve_requests_failed_total counter\ngrit_serve_requests_failed_total %llu\n"
+        "%s"
         "# HELP grit_serve_prompt_tokens_total Prompt tokens read.\n"
         "# TYPE grit_serve_prompt_tokens_total counter\ngrit_serve_prompt_tokens_total %llu\n"
         "# HELP grit_serve_completion_tokens_total Tokens generated.\n"
         "# TYPE grit_serve_completion_tokens_total counter\n"
         "grit_serve_completion_tokens_total %llu\n"
+        "# HELP grit_serve_streams_cancelled_total Streams whose client went away first.\n"
+        "# TYPE grit_serve_streams_cancelled_total counter\n"
+        "grit_serve_streams_cancelled_total %llu\n"
         "# HELP grit_serve_generation_seconds_total Time the model spent on requests.\n"
         "# TYPE grit_serve_generation_seconds_total counter\n"
         "grit_serve_generation_seconds_total %.6f\n"
         "# HELP grit_serve_queue_depth Requests waiting for the model.\n"
         "# TYPE grit_serve_queue_depth gauge\ngrit_serve_queue_depth %d\n"
         "# HELP grit_serve_busy 1 while a request is generating.\n"
-        "# TYPE grit_serve_busy gauge\ngrit_serve_busy %d\n"
-        "# HELP grit_serve_request_seconds Completion request latency.\n"
-        "# TYPE grit_serve_request_seconds histogram\n%s"
-        "grit_serve_request_seconds_bucket{le=\"+Inf\"} %llu\n"
-        "grit_serve_request_seconds_sum %.6f\ngrit_serve_request_seconds_count %llu\n",
-        (unsigned long long)s->requests, (unsigned long long)s->failed,
-        (unsigned long long)s->prompt_tokens, (unsigned long long)s->completion_tokens,
-        s->gen_seconds, s->waiting, s->running, hist, (unsigned long long)s->requests,
-        s->latency_sum, (unsigned long long)s->requests);
+        "# TYPE grit_serve_busy gauge\ngrit_serve_busy %d\n%s%s",
+        req, (unsigned long long)s->prompt_tokens, (unsigned long long)s->completion_tokens,
+        (unsigned long long)s->cancelled, s->gen_seconds, s->waiting, s->running, lat, ttft);
     pthread_mutex_unlock(&s->mu);
     return rc < 0 ? NULL : out;
 }
@@ -229,7 +244,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *req = r;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > SERVE_MAX_BODY) /* refused unread */
-            return reply(c, 413, JSON_CT,
+            return serve__reply(c, 413, JSON_CT,
                          serve__error_body("invalid_request_error", NULL,
                                            "request body of %s bytes; the limit is %d", cl,
                                            SERVE_MAX_BODY));
@@ -259,7 +274,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     /* the whole request is in */
     int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
     if (r->too_big)
-        return reply(c, 413, JSON_CT,
+        return serve__reply(c, 413, JSON_CT,
                      serve__error_body("invalid_request_error", NULL,
                                        "request body over the limit of %d bytes", SERVE_MAX_BODY));
     if (!strcmp(url, "/health") && get) {
@@ -268,57 +283,47 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         int rc = asprintf(&b, "{\"status\":\"ok\",\"model\":\"%s\",\"queue_depth\":%d}",
                           s->model_id, s->waiting);
         pthread_mutex_unlock(&s->mu);
-        return reply(c, 200, JSON_CT, rc < 0 ? NULL : b);
+        return serve__reply(c, 200, JSON_CT, rc < 0 ? NULL : b);
     }
     if (!strcmp(url, "/metrics") && get)
-        return reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", metrics_text(s));
-    int completions = !strcmp(url, "/v1/completions"), models = !strcmp(url, "/v1/models");
-    if (!completions && !models)
-        return reply(c, 404, JSON_CT,
-                     serve__error_body("invalid_request_error", NULL,
-                                       "no route %s %s (POST /v1/completions, GET /v1/models, "
-                                       "GET /health, GET /metrics)",
-                                       method, url));
-    if (!token_ok(s, c))
-        return reply(c, 401, JSON_CT,
-                     serve__error_body("authentication_error", NULL,
-                                       "missing or wrong bearer token (Authorization: Bearer "
-                                       "TOKEN, the job's secret)"));
+        return serve__reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", metrics_text(s));
+    int route = !strcmp(url, "/v1/completions")        ? SERVE_ROUTE_COMPLETIONS
+                : !strcmp(url, "/v1/chat/completions") ? SERVE_ROUTE_CHAT
+                                                       : -1;
+    int models = !strcmp(url, "/v1/models");
+    if (route < 0 && !models)
+        return serve__reply(c, 404, JSON_CT,
+                            serve__error_body("invalid_request_error", NULL,
+                                              "no route %s %s (POST /v1/completions, POST "
+                                              "/v1/chat/completions, GET /v1/models, GET "
+                                              "/health, GET /metrics)",
+                                              method, url));
+    if (!token_ok(s, c)) {
+        if (route >= 0)
+            serve__account(s, route, 401, 0, 0, now_seconds() - r->t0, -1, 0);
+        return serve__reply(c, 401, JSON_CT,
+                            serve__error_body("authentication_error", NULL,
+                                              "missing or wrong bearer token (Authorization: "
+                                              "Bearer TOKEN, the job's secret)"));
+    }
     if (models) {
         if (!get)
-            return reply(c, 405, JSON_CT,
-                         serve__error_body("invalid_request_error", NULL, "use GET /v1/models"));
+            return serve__reply(c, 405, JSON_CT,
+                                serve__error_body("invalid_request_error", NULL,
+                                                  "use GET /v1/models"));
         char *b = NULL;
         int rc = asprintf(&b, "{\"object\":\"list\",\"data\":[{\"id\":\"%s\",\"object\":"
                               "\"model\",\"owned_by\":\"grit\"}]}",
                           s->model_id);
-        return reply(c, 200, JSON_CT, rc < 0 ? NULL : b);
+        return serve__reply(c, 200, JSON_CT, rc < 0 ? NULL : b);
     }
-    if (!post)
-        return reply(c, 405, JSON_CT,
-                     serve__error_body("invalid_request_error", NULL,
-                                       "use POST /v1/completions"));
-    set_deadline(s, c, INFINITY); /* queued or generating: the queue bound applies instead */
-    unsigned status;
-    char *out = NULL;
-    int nin, nout;
-    serve__complete(s, r->body ? r->body : "", r->len, &status, &out, &nin, &nout);
-    set_deadline(s, c, SERVE_RESPONSE_S);
-    double dt = now_seconds() - r->t0;
-    pthread_mutex_lock(&s->mu);
-    s->requests++;
-    s->failed += status != 200;
-    s->prompt_tokens += (uint64_t)nin;
-    s->completion_tokens += (uint64_t)nout;
-    s->latency_sum += dt;
-    for (int i = 0; i < 8; i++)
-        s->latency_bucket[i] += dt <= serve__buckets[i];
-    if (s->log) /* never a header: the token stays out of logs */
-        fprintf(s->log, "grit serve: POST /v1/completions %u prompt %d completion %d tokens "
-                        "%.3fs\n",
-                status, nin, nout, dt);
-    pthread_mutex_unlock(&s->mu);
-    return reply(c, status, JSON_CT, out);
+    if (!post) {
+        serve__account(s, route, 405, 0, 0, now_seconds() - r->t0, -1, 0);
+        return serve__reply(c, 405, JSON_CT,
+                            serve__error_body("invalid_request_error", NULL, "use POST %s",
+                                              serve__route_names[route]));
+    }
+    return serve__generate_route(s, c, route, r->body ? r->body : "", r->len, r->t0);
 }
 
 /* The model id: the name of the folder loaded (a step folder or a Hugging Face folder). */
@@ -353,7 +358,6 @@ grit_err serve_open(const serve_opts *o, serve_server **out)
     if (!s)
         return grit_errf(GRIT_ENOMEM, "out of memory");
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
     pthread_cond_init(&s->job_cv, NULL);
     pthread_cond_init(&s->done_cv, NULL);
     snprintf(s->token, sizeof s->token, "%s", o->token);
@@ -373,9 +377,29 @@ grit_err serve_open(const serve_opts *o, serve_server **out)
             rc = bpe_open_hf(&s->tok, tp);
         s->hf = 1;
     }
-    if (rc == GRIT_OK) {
-        s->has_eod = bpe_token_id(s->tok, "<|endoftext|>", 13, &s->eod) == GRIT_OK;
+    if (rc == GRIT_OK) { /* the end tokens grit generate stops at; the first starts "" */
+        static const char *const ends[SERVE_END_MAX] = {"<|endoftext|>", "</s>",
+                                                        "<|end_of_text|>", "<|eot_id|>",
+                                                        "<|im_end|>"};
+        for (int k = 0; k < SERVE_END_MAX; k++)
+            if (bpe_token_id(s->tok, ends[k], strlen(ends[k]), &s->ends[s->nends]) == GRIT_OK)
+                s->nends++;
+        s->has_eod = s->nends > 0;
+        s->eod = s->ends[0];
         rc = bpe_ctx_open(&s->ctx, s->tok);
+    }
+    if (rc == GRIT_OK) { /* the chat template: named, or the tokenizer config's */
+        sft_template t = SFT_TPL_AUTO;
+        if (o->chat && (rc = sft_template_parse(o->chat, &t)) != GRIT_OK)
+            rc = grit_errf(GRIT_EINVAL, "serve --chat '%s': expected auto, llama2, llama3, "
+                                        "chatml, zephyr or plain", o->chat);
+        else if (sft_template_resolve(o->tokenizer ? o->tokenizer : tj, t, &s->chat) == GRIT_OK)
+            s->chat_ok = 1;
+        else if (o->chat) /* asked for explicitly: it must work */
+            rc = grit_errf(GRIT_EINVAL, "serve --chat %s: %s", o->chat, grit_errmsg());
+        else
+            snprintf(s->chat_why, sizeof s->chat_why, "%s; start grit serve with --chat "
+                     "TEMPLATE (llama2, llama3, chatml, zephyr, plain)", grit_errmsg());
     }
     if (rc == GRIT_OK &&
         (rc = gxi_init(&s->st, &s->m, s->m.cfg.max_positions, 256, nt)) == GRIT_OK &&
@@ -387,6 +411,10 @@ grit_err serve_open(const serve_opts *o, serve_server **out)
     }
     model_id(s->where, s->model_id, sizeof s->model_id);
     openblas_set_num_threads(nt); /* the worker's OpenMP team is sized by gxi (nthreads) */
+    if (conn_guard_start(&s->guard) != GRIT_OK) {
+        serve_close(s);
+        return grit_errf(GRIT_EIO, "serve: cannot start the deadline thread");
+    }
     if (pthread_create(&s->worker, NULL, serve__worker, s) != 0) {
         serve_close(s);
         return grit_errf(GRIT_EIO, "serve: cannot start the model thread");
@@ -409,8 +437,6 @@ grit_err serve_open(const serve_opts *o, serve_server **out)
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : o->port;
-    if (pthread_create(&s->guard, NULL, guard, s) == 0)
-        s->guarding = 1;
     *out = s;
     return GRIT_OK;
 }
@@ -430,13 +456,11 @@ void serve_close(serve_server *s)
     if (!s)
         return;
     pthread_mutex_lock(&s->mu);
-    s->stop = 1;
-    pthread_cond_broadcast(&s->cv);
+    s->closing = 1; /* streams end at their next token */
     pthread_mutex_unlock(&s->mu);
-    if (s->guarding)
-        pthread_join(s->guard, NULL);
     if (s->d) /* joins the connection threads; the worker still finishes their jobs */
         MHD_stop_daemon(s->d);
+    conn_guard_stop(s->guard);
     pthread_mutex_lock(&s->mu);
     s->stop_worker = 1;
     pthread_cond_broadcast(&s->job_cv);
@@ -450,7 +474,6 @@ void serve_close(serve_server *s)
     bpe_close(s->tok);
     explicit_bzero(s->token, sizeof s->token);
     pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->job_cv);
     pthread_cond_destroy(&s->done_cv);
     free(s);

@@ -3,6 +3,7 @@
  *
  * Routes (docs/serve.md):
  *   POST /v1/completions   OpenAI-compatible completion (prompt -> text)  [token]
+ *   POST /v1/chat/completions  chat (messages -> message), chat template  [token]
  *   GET  /v1/models        the one model served                           [token]
  *   GET  /health           {"status":"ok", ...}: liveness, no secret in it
  *   GET  /metrics          Prometheus text: requests, tokens, queue depth, latency
@@ -16,13 +17,15 @@
  * same KV cache, sampling and seed stream), so a greedy completion equals
  * `grit generate` on the same prompt. One inference state, on one worker thread,
  * serves one request at a time; requests wait in a bounded first-come queue
- * (serve_opts.max_queue; past it: 503).
- * Not here: continuous batching, streaming, chat templates.
+ * (serve_opts.max_queue; past it: 503). "stream": true answers with server-sent
+ * events as the tokens come (complete.c, job.c); a client that disconnects
+ * mid-stream stops its generation. Not here: continuous batching.
  *
- * Deadlines (no slow client holds a slot for long): a whole request (headers and
- * body) must arrive within SERVE_REQUEST_S of the connection opening or of its
- * previous response, and a response must be taken within SERVE_RESPONSE_S; a
- * guard thread shuts down the sockets past their deadline. Bodies over
+ * Deadlines (no slow client holds a slot for long; core/connguard.h): a whole
+ * request (headers and body) must arrive within SERVE_REQUEST_S of the connection
+ * opening or of its previous response, and a response must be taken within
+ * SERVE_RESPONSE_S of its generation's end; the guard shuts down the sockets past
+ * their deadline. Bodies over
  * SERVE_MAX_BODY bytes get a 413 without being read; malformed JSON, unknown
  * fields, wrong types, out-of-range values and prompts longer than the context
  * get a 400 naming the field; nothing a client sends can crash the server.
@@ -46,6 +49,8 @@
 typedef struct serve_opts {
     const char *checkpoint; /* run directory, step folder or Hugging Face folder */
     const char *tokenizer;  /* tokenizer.json; NULL: CHECKPOINT/tokenizer.json */
+    const char *chat;       /* chat template name (data/sft.h); NULL: tokenizer_config.json's
+                               chat_template when grit recognises it, else no chat route */
     const char *bind;       /* IPv4 address; NULL or "localhost": 127.0.0.1 */
     int port;               /* 0: any free port (serve_port says which) */
     const char *token;      /* the bearer token (>= SERVE_TOKEN_MIN characters); copied */

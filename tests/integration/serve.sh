@@ -2,7 +2,8 @@
 # serve.sh GRIT PYTHON TOKENIZER_JSON - `grit serve` as a real process on loopback:
 # trains a tiny GPT-NeoX, starts the server (port 0, a token file it creates), runs
 # serve_client.py against it (auth, greedy = grit generate, seeds, stop, concurrency, bad
-# requests, slow clients, metrics, the secret kept out of logs), ends it by PID with
+# requests, slow clients, streaming, chat = grit generate --chat zephyr, malformed chats,
+# metrics histograms, the secret kept out of logs), ends it by PID with
 # SIGTERM (clean exit 0); then a server without a secret, and with a bad checkpoint, must
 # refuse to start with a clear error.
 set -uo pipefail
@@ -25,7 +26,7 @@ JSON
 step=$tmp/run/ckpt/$(ls "$tmp/run/ckpt" | grep '^step_' | tail -1)
 
 env -u GRIT_SERVE_TOKEN "$grit" serve "$step" --tokenizer "$neox" --token-file "$tmp/token" \
-  --port 0 --threads 2 2> "$tmp/serve.log" &
+  --port 0 --threads 2 --chat zephyr 2> "$tmp/serve.log" &
 pid=$!
 port=""
 for _ in $(seq 1 300); do

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """serve_client.py PORT TOKEN_FILE GRIT CHECKPOINT TOKENIZER LOG - checks a running
-`grit serve` over loopback (tests/integration/serve.sh starts and ends it).
+`grit serve --chat zephyr` over loopback (tests/integration/serve.sh starts and ends it).
 
   - /health without the token; /v1/* refuse a missing or wrong token (401, OpenAI error body);
   - greedy completions equal `grit generate` (bytes decoded as UTF-8 with replacement);
@@ -9,8 +9,15 @@
   - malformed JSON, unknown fields, wrong types, a prompt past the context, a body past the
     limit, a missing prompt, wrong methods and routes: the right 4xx with an error body;
   - a client that trickles its request is cut off by the deadline while others are served;
-  - /metrics counts the requests; the log never holds the token.
+  - "stream": true: the server-sent events concatenate to the non-streaming greedy answer
+    (= grit generate); 8 concurrent streaming clients each get their solo answer; clients that
+    close mid-stream disturb no one and the server keeps serving;
+  - /v1/chat/completions equals grit generate --chat zephyr (whole and streamed); malformed
+    messages get a 400 naming the field;
+  - /metrics: the latency and time-to-first-token histograms parse, are cumulative, and their
+    _count is the number of generation requests made; the log never holds the token.
 Exits 1 on the first failed group, printing what differs."""
+import http.client
 import json
 import os
 import socket
@@ -26,6 +33,7 @@ PORT, TOKEN_FILE, GRIT, CKPT, TOK, LOG = sys.argv[1:7]
 BASE = f"http://127.0.0.1:{PORT}"
 TOKEN = open(TOKEN_FILE).read().strip()
 fails = 0
+made = 0  # generation requests the server must count (all but the 413s, answered before routing)
 
 
 def fail(msg):
@@ -35,6 +43,9 @@ def fail(msg):
 
 
 def call(method, path, body=None, token=TOKEN, raw=None, timeout=60):
+    global made
+    if path in ("/v1/completions", "/v1/chat/completions"):
+        made += 1
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     req = urllib.request.Request(BASE + path, data=data, method=method)
     if token:
@@ -70,11 +81,69 @@ def complete(prompt, **kw):
     return call("POST", "/v1/completions", body)
 
 
-def generate(prompt, n):
+def generate(prompt, n, chat=None):
     out = subprocess.run([GRIT, "generate", "--checkpoint", CKPT, "--tokenizer", TOK, "--threads", "2",
-                          "--max-tokens", str(n), "--quiet", prompt], capture_output=True, check=True).stdout
+                          "--max-tokens", str(n), "--quiet"] + (["--chat", chat] if chat else []) + [prompt],
+                         capture_output=True, check=True).stdout
+    if chat:  # only the answer
+        return out[:-1].decode("utf-8", errors="replace")
     assert out.startswith(prompt.encode()) and out.endswith(b"\n"), out
     return out[len(prompt.encode()):-1].decode("utf-8", errors="replace")
+
+
+def stream(path, body, close_after=None):
+    """POSTs body with "stream": true; returns (status, text, finish_reason, events, err). Reads
+    the server-sent events to data: [DONE]; close_after=k closes the socket after k events."""
+    global made
+    made += 1
+    conn = http.client.HTTPConnection("127.0.0.1", int(PORT), timeout=60)
+    conn.request("POST", path, json.dumps(dict(body, stream=True)),
+                 {"Authorization": "Bearer " + TOKEN, "Content-Type": "application/json"})
+    r = conn.getresponse()
+    if r.status != 200:
+        st, b = r.status, r.read()
+        conn.close()
+        return st, None, None, 0, b
+    if not r.getheader("Content-Type", "").startswith("text/event-stream"):
+        conn.close()
+        return r.status, None, None, 0, f"Content-Type {r.getheader('Content-Type')}"
+    text, finish, events, done, chat = [], None, 0, False, path.endswith("chat/completions")
+    while True:
+        line = r.readline()
+        if not line:
+            break
+        line = line.decode().rstrip("\n")
+        if not line:
+            continue
+        if not line.startswith("data: "):
+            conn.close()
+            return 200, None, None, events, f"not an event line: {line!r}"
+        data = line[6:]
+        if data == "[DONE]":
+            done = True
+            break
+        ev = json.loads(data)
+        events += 1
+        want = "chat.completion.chunk" if chat else "text_completion"
+        if ev.get("object") != want or len(ev["choices"]) != 1:
+            conn.close()
+            return 200, None, None, events, f"event shape: {ev}"
+        c = ev["choices"][0]
+        if chat and (events == 1) != (c["delta"].get("role") == "assistant"):
+            conn.close()
+            return 200, None, None, events, f"role only in the first delta: {ev}"
+        piece = c["delta"].get("content", "") if chat else c["text"]
+        text.append(piece)
+        if c.get("finish_reason"):
+            finish = c["finish_reason"]
+        if close_after and events >= close_after:
+            conn.sock.shutdown(socket.SHUT_RDWR)
+            conn.close()
+            return 200, "".join(text), None, events, "closed"
+    conn.close()
+    if not done:
+        return 200, None, None, events, "no data: [DONE]"
+    return 200, "".join(text), finish, events, None
 
 
 # --- auth -------------------------------------------------------------------------------------
@@ -154,9 +223,10 @@ cases = [
     ("missing prompt", dict(body={"max_tokens": 3}), 400, None, "prompt", "missing"),
     ("prompt past the context", dict(body={"prompt": [1] * 70}), 400, None, "prompt", "context"),
     ("token id past the vocabulary", dict(body={"prompt": [1, 99999999]}), 400, None, "prompt", None),
-    ("stream", dict(body={"prompt": "x", "stream": True}), 400, None, "stream", None),
+    ("stream not a boolean", dict(body={"prompt": "x", "stream": "yes"}), 400, None, "stream", None),
     ("huge body", dict(body={"prompt": "word " * 40000}), 413, None, None, "limit"),
 ]
+made -= 1  # the huge body: a 413 before routing
 for name, args, code, typ, param, text in cases:
     st, b = call("POST", "/v1/completions", **args)
     e = error_of(st, b, code, typ, param, text)
@@ -202,15 +272,132 @@ if None in closed_at or max(closed_at) > 13 or served < 5:
 else:
     print(f"ok   4 trickling clients cut off after {max(closed_at):.1f} s; {served} requests served meanwhile")
 
+# --- streaming --------------------------------------------------------------------------------
+for p in prompts:
+    st, text, finish, events, err = stream("/v1/completions", dict(prompt=p, max_tokens=12, temperature=0))
+    if err or text != solo[p] or finish not in ("stop", "length") or events < 2:
+        fail(f"stream {p!r}: {st} {text!r} (finish {finish}, {events} events, {err}) != {solo[p]!r}")
+if full and len(full) > 6:  # a stop string: streamed pieces hold back what it could still cut
+    st, text, finish, events, err = stream("/v1/completions", dict(prompt="Once upon a time", max_tokens=12,
+                                                                   temperature=0, stop=[cut, "never-in-this-text"]))
+    if err or text != full[:full.index(cut)] or finish != "stop":
+        fail(f"stream with stop {cut!r}: {text!r} {finish} {err} from {full!r}")
+print(f"ok   streamed greedy text equals the whole answer and grit generate for {len(prompts)} prompts")
+
+sres = {}
+
+
+def sworker(i, close):
+    p = prompts[i % len(prompts)]
+    sres[i] = (p, close) + stream("/v1/completions", dict(prompt=p, max_tokens=40 if close else 12,
+                                                          temperature=0), close_after=2 if close else None)
+
+
+threads = [threading.Thread(target=sworker, args=(i, i in (3, 9))) for i in range(10)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+bad = [(i, r) for i, r in sres.items() if not r[1] and (r[2] != 200 or r[3] != solo[r[0]] or r[6])]
+if bad or len(sres) != 10:
+    fail(f"concurrent streams: {bad[:3]}")
+st, text, _, _, err = stream("/v1/completions", dict(prompt=prompts[0], max_tokens=12, temperature=0))
+if err or text != solo[prompts[0]] or call("GET", "/health", token=None)[0] != 200:
+    fail(f"after clients closed mid-stream: {st} {text!r} {err}")
+print("ok   8 concurrent streaming clients got their solo answers beside 2 that closed mid-stream; "
+      "the server serves on")
+
+# --- chat --------------------------------------------------------------------------------------
+for p in prompts[:2]:
+    want = generate(p, 12, chat="zephyr")
+    st, b = call("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": p}],
+                                                  "max_tokens": 12, "temperature": 0})
+    ch = b["choices"][0] if st == 200 else {}
+    if st != 200 or b.get("object") != "chat.completion" or ch["message"] != {"role": "assistant", "content": want} \
+            or ch["finish_reason"] not in ("stop", "length") or b["usage"]["completion_tokens"] > 12:
+        fail(f"chat {p!r}: {st} {b} != grit generate --chat zephyr {want!r}")
+    st, text, finish, events, err = stream("/v1/chat/completions", {"messages": [{"role": "user", "content": p}],
+                                                                     "max_tokens": 12, "temperature": 0})
+    if err or text != want:
+        fail(f"streamed chat {p!r}: {st} {text!r} {err} != {want!r}")
+two = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+       {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "The cat sat"}]
+mfile = os.path.join(os.path.dirname(LOG), "messages.json")
+with open(mfile, "w") as f:
+    json.dump(two, f)
+out = subprocess.run([GRIT, "generate", "--checkpoint", CKPT, "--tokenizer", TOK, "--threads", "2",
+                      "--max-tokens", "8", "--quiet", "--chat", "zephyr", "--messages", mfile],
+                     capture_output=True, check=True).stdout
+want = out[:-1].decode("utf-8", errors="replace")
+st, b = call("POST", "/v1/chat/completions", {"messages": two, "max_tokens": 8, "temperature": 0})
+if st != 200 or b["usage"]["prompt_tokens"] <= 8 or b["choices"][0]["message"]["content"] != want:
+    fail(f"multi-turn chat: {st} {b} != grit generate --messages {want!r}")
+print(f"ok   chat completions equal grit generate --chat zephyr (whole, streamed, and a system + "
+      f"3-turn conversation via --messages: {want!r})")
+M = "/v1/chat/completions"
+chat_cases = [
+    ("no messages", {"max_tokens": 3}, "messages", "missing"),
+    ("empty list", {"messages": []}, "messages", "non-empty"),
+    ("not a list", {"messages": "hi"}, "messages", None),
+    ("missing role", {"messages": [{"content": "hi"}]}, "messages[0].role", None),
+    ("unknown role", {"messages": [{"role": "wizard", "content": "hi"}]}, "messages[0].role", "wizard" and "user"),
+    ("missing content", {"messages": [{"role": "user"}]}, "messages[0].content", None),
+    ("content not a string", {"messages": [{"role": "user", "content": 3}]}, "messages[0].content", None),
+    ("message not an object", {"messages": ["hi"]}, "messages[0]", None),
+    ("system not first", {"messages": [{"role": "user", "content": "a"}, {"role": "system", "content": "b"}]},
+     "messages[1].role", "system"),
+    ("assistant last", {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]},
+     "messages[1].role", "last"),
+    ("prompt on chat", {"messages": [{"role": "user", "content": "a"}], "prompt": "x"}, "prompt", "unknown field"),
+]
+for name, body, param, text in chat_cases:
+    st, b = call("POST", M, body)
+    e = error_of(st, b, 400, "invalid_request_error", param, text)
+    if e:
+        fail(f"chat {name}: {e}")
+print(f"ok   {len(chat_cases)} malformed chat bodies: 400 naming the field")
+
 # --- metrics, the secret ----------------------------------------------------------------------
-with urllib.request.urlopen(BASE + "/metrics", timeout=10) as r:
-    prom = r.read().decode()
+def histogram(prom, name):
+    le, count, total = [], None, None
+    for l in prom.splitlines():
+        if l.startswith(name + "_bucket{le=\""):
+            bound = l.split('"')[1]
+            le.append((float("inf") if bound == "+Inf" else float(bound), float(l.split()[1])))
+        elif l.startswith(name + "_count "):
+            count = float(l.split()[1])
+        elif l.startswith(name + "_sum "):
+            total = float(l.split()[1])
+    if f"# TYPE {name} histogram" not in prom or not le or count is None or total is None:
+        return None, f"{name}: missing"
+    if [b for b, _ in le] != sorted(b for b, _ in le) or [c for _, c in le] != sorted(c for _, c in le) \
+            or le[-1] != (float("inf"), count):
+        return None, f"{name}: buckets not cumulative or +Inf != _count: {le} {count}"
+    return count, None
+
+
+for _ in range(20):  # a stream closed mid-way is counted when the server notices
+    with urllib.request.urlopen(BASE + "/metrics", timeout=10) as r:
+        prom = r.read().decode()
+    lat, e1 = histogram(prom, "grit_serve_request_seconds")
+    if lat == made:
+        break
+    time.sleep(0.25)
+ttft, e2 = histogram(prom, "grit_serve_time_to_first_token_seconds")
+by_status = sum(float(l.split()[1]) for l in prom.splitlines() if l.startswith("grit_serve_requests_total{"))
+if e1 or e2 or lat != made or by_status != made or not 0 < ttft <= made:
+    fail(f"/metrics: {e1} {e2}: request_seconds_count {lat}, requests_total {by_status}, ttft count {ttft}; "
+         f"made {made} requests")
 vals = {l.split()[0]: float(l.split()[1]) for l in prom.splitlines() if l and not l.startswith("#")}
-if vals.get("grit_serve_requests_total", 0) < 20 or vals.get("grit_serve_completion_tokens_total", 0) < 12 * 10:
-    fail(f"/metrics: {prom[:400]}")
+if vals.get('grit_serve_requests_total{route="/v1/completions",code="200"}', 0) < 20 or \
+        vals.get('grit_serve_requests_total{route="/v1/chat/completions",code="400"}', 0) != len(chat_cases) or \
+        vals.get("grit_serve_completion_tokens_total", 0) < 12 * 10 or "grit_serve_queue_depth" not in vals:
+    fail(f"/metrics: {prom[:1500]}")
 if TOKEN in open(LOG, errors="replace").read():
     fail("the token appears in the server log")
 if stat.S_IMODE(os.stat(TOKEN_FILE).st_mode) != 0o600:
     fail(f"token file mode {oct(os.stat(TOKEN_FILE).st_mode)}")
-print("ok   /metrics counts requests and tokens; the token is in no log line; token file 0600")
+print(f"ok   /metrics: histograms count all {made} generation requests (ttft {ttft:.0f}), by status too; "
+      f"{vals.get('grit_serve_streams_cancelled_total', 0):.0f} streams cancelled; the token is in no log "
+      "line; token file 0600")
 sys.exit(1 if fails else 0)
