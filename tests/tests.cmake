@@ -460,3 +460,10 @@ add_test(NAME integration.serve
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/serve.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
           ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
 set_tests_properties(integration.serve PROPERTIES TIMEOUT 300 LABELS "integration;san")
+
+# grit launch --on-no-spare (a node asked for when the spares ran out: called once, the run
+# resumes on it bitwise equal; a failing, slow or garbage-printing command gives up with the
+# reason) and --strikes (a node that failed twice is quarantined, kept across a restart)
+add_test(NAME integration.no_spare
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/no_spare.sh $<TARGET_FILE:grit>)
+set_tests_properties(integration.no_spare PROPERTIES TIMEOUT 300 LABELS "integration;mpi")

@@ -120,7 +120,7 @@ typedef struct sup {
     /* REPAIRING -> PROVISIONING: the node sup_repair must replace and has no spare for */
     char prov_node[64], prov_why[200];
     int nprov; /* --on-no-spare commands run by this supervisor */
-    char end_reason[400]; /* why it gave up, for the summary ("" none) */
+    char end_reason[512]; /* why it gave up, for the summary ("" none) */
     struct sup_quar { /* quarantined nodes (the ledger keeps them; capacity quar_cap) */
         char node[64], why[200];
         double ts; /* Unix seconds */

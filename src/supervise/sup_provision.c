@@ -247,10 +247,11 @@ int sup_provision(sup *s)
     }
     double took = now_seconds() - t0;
     if (rc != 0) {
-        char reason[400];
-        snprintf(reason, sizeof reason, "node %.60s failed (%.80s) and no spare is left; "
-                 "--on-no-spare %.60s %.140s", s->prov_node, s->prov_why, s->o->on_no_spare[0],
-                 why);
+        char reason[512];
+        const char *cmd = strrchr(s->o->on_no_spare[0], '/');
+        snprintf(reason, sizeof reason, "node %.60s failed and no spare is left; --on-no-spare "
+                 "%.60s %.150s; %.60s: %.80s", s->prov_node, cmd ? cmd + 1 : s->o->on_no_spare[0],
+                 why, s->prov_node, s->prov_why);
         if (s->be->cordoned) /* the bad node stays out of the next allocation too */
             s->be->cordoned(s->o, s->prov_node, s->prov_why);
         snprintf(s->end_reason, sizeof s->end_reason, "%s", reason);
