@@ -395,7 +395,7 @@ endforeach()
 # grit cluster (src/cluster, local provider): each scenario makes its own cluster of
 # network-namespace hosts on a private bridge (gcltest0, 10.79.60.0/24) with real Slurm,
 # so they run serially. Exit 77: skipped (not root, no Slurm, no namespaces), said loudly.
-foreach(scenario lifecycle resume scale heal mpi)
+foreach(scenario lifecycle resume scale heal mpi spare)
   add_test(NAME integration.cluster.${scenario}
     COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/cluster.sh $<TARGET_FILE:grit> ${scenario})
   set_tests_properties(integration.cluster.${scenario} PROPERTIES TIMEOUT 600

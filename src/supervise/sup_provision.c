@@ -170,7 +170,8 @@ static int run_command(sup *s, const char *log, char *out, size_t *n, char *why,
         waitpid(pid, &status, 0);
         return rc;
     }
-    kill(-pid, SIGKILL); /* what it left behind in its group */
+    /* what it left running after a normal exit is left alone: a provider may have
+     * started the new node's daemons from it */
     if (rc)
         return rc;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
