@@ -465,5 +465,8 @@ set_tests_properties(integration.serve PROPERTIES TIMEOUT 300 LABELS "integratio
 # resumes on it bitwise equal; a failing, slow or garbage-printing command gives up with the
 # reason) and --strikes (a node that failed twice is quarantined, kept across a restart)
 add_test(NAME integration.no_spare
-  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/no_spare.sh $<TARGET_FILE:grit>)
-set_tests_properties(integration.no_spare PROPERTIES TIMEOUT 300 LABELS "integration;mpi")
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/no_spare.sh $<TARGET_FILE:grit> provider)
+add_test(NAME integration.strikes
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/no_spare.sh $<TARGET_FILE:grit> strikes)
+set_tests_properties(integration.no_spare integration.strikes PROPERTIES TIMEOUT 300
+  LABELS "integration;mpi")

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# no_spare.sh GRIT - grit launch asks for a node when its spares ran out (--on-no-spare,
+# no_spare.sh GRIT PART - grit launch asks for a node when its spares ran out (--on-no-spare,
 # src/supervise/sup_provision.c), and quarantines a node that keeps failing (--strikes,
 # src/supervise/sup_strikes.c). Real processes: grit launch, mpirun, grit train, and a
-# small provider script per case that records each call.
+# small provider script per case that records each call. PART: provider (ok, fails,
+# timeout, garbage) or strikes, two CTest tests so each stays under a minute.
 #   ok        2 nodes, 0 spares, node1 killed: the script is called once with
 #             GRIT_FAILED_NODE=node1 and GRIT_RUN, prints node7; the run resumes on
 #             node0,node7 and ends DONE, bitwise equal to a fault-free run
@@ -16,7 +17,8 @@
 #             set node1 back to "spare" cordons it again; with no spare left, a provider
 #             that hands node1 back is refused
 set -euo pipefail
-grit=$1
+grit=$1 part=${2:-provider}
+case $part in provider | strikes) ;; *) echo "usage: no_spare.sh GRIT provider|strikes"; exit 2 ;; esac
 tmp=$(mktemp -d)
 cleanup() { rm -rf "$tmp"; }
 trap cleanup EXIT
@@ -50,6 +52,7 @@ calls() { [ -f "$tmp/$1.calls" ] && wc -l < "$tmp/$1.calls" || echo 0; }
 
 L "$tmp/ref" 0 || fail "reference run failed: $(tail -3 "$tmp/ref.out")"
 
+if [ "$part" = provider ]; then
 # --- ok: the script gives node7 -------------------------------------------------------
 provider ok 'echo node7'
 rc=0; L "$tmp/ok" 0 --on-no-spare "$tmp/ok.sh" --inject kill:node=node1:step=6 || rc=$?
@@ -117,6 +120,9 @@ rc=0; "$grit" launch --run "$tmp/x" --no-spare wait --on-no-spare /bin/true -- t
 [ $rc -eq 2 ] && grep -q -- "--on-no-spare with --no-spare wait: expected give_up" "$tmp/x.out" &&
   echo "ok   --on-no-spare with --no-spare wait: refused (exit 2)" || fail "usage: rc=$rc $(cat "$tmp/x.out")"
 
+fi
+
+if [ "$part" = strikes ]; then
 # --- strikes: rank 1 (node1) killed on attempt 0 and again on attempt 1 --------------
 two_kills=kill:rank=1:step=6,kill:rank=1:step=14:attempt=1
 rc=0; L "$tmp/st" 1 --inject "$two_kills" || rc=$?
@@ -156,6 +162,8 @@ if [ $rc -eq 1 ] && [ "$(calls same)" -eq 1 ] && grep -q '"event":"quarantined",
   echo "ok   strikes: a provider that hands the quarantined node back is refused"
 else
   fail "strikes + provider: rc=$rc calls=$(calls same) $(grep -E 'giving|quarant' "$tmp/sq.out" | head -3)"
+fi
+
 fi
 
 if [ "$fails" -eq 0 ]; then echo "no_spare: all cases passed"; else echo "no_spare: $fails failure(s)"; fi
