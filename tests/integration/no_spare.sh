@@ -10,6 +10,7 @@
 #   fails     the script exits 3: gave up, its reason (and its stderr) in events.jsonl,
 #             on stderr and in the summary
 #   timeout   the script sleeps: killed after --on-no-spare-timeout (its child too)
+#   stop      SIGTERM to grit launch while the command runs: it is ended, STOPPED, 143
 #   garbage   two lines, a bad name, a node the job runs on: each refused, gave up
 #   strikes   rank 1 killed twice (2 nodes + 1 spare): the first time node1 is healthy
 #             and reused (as before), the second time quarantined, node2 takes its
@@ -20,7 +21,8 @@ set -euo pipefail
 grit=$1 part=${2:-provider}
 case $part in provider | strikes) ;; *) echo "usage: no_spare.sh GRIT provider|strikes"; exit 2 ;; esac
 tmp=$(mktemp -d)
-cleanup() { rm -rf "$tmp"; }
+bg=""
+cleanup() { [ -n "$bg" ] && kill -9 "$bg" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (make deps)"; exit 1; }
 fails=0
@@ -103,6 +105,25 @@ child=$(cat "$tmp/slow.child" 2>/dev/null || echo "")
 if [ -n "$child" ] && kill -0 "$child" 2>/dev/null &&
    [ "$(awk '{print $3}' "/proc/$child/stat" 2>/dev/null)" != Z ]; then
   fail "timeout: the command's child $child still runs"; kill -9 "$child"
+fi
+
+# --- stop: SIGTERM to grit launch while it waits for the command: STOPPED, command ended
+provider hold "echo \$\$ > $tmp/hold.pid; sleep 60 & wait"
+"$grit" launch --nodes 2 --spares 0 --run "$tmp/stop" --hang-timeout 3 --backoff 0.1 \
+  --straggler-factor 0 --no-dashboard --on-no-spare "$tmp/hold.sh" --on-no-spare-timeout 120 \
+  --inject kill:node=node1:step=2 -- "$grit" train "$tmp/job.json" --run-dir "$tmp/stop" --quiet \
+  > "$tmp/stop.out" 2>&1 &
+bg=$!
+for _ in $(seq 1 600); do [ -s "$tmp/hold.pid" ] && break; sleep 0.1; done
+kill -TERM "$bg"; rc=0; wait "$bg" || rc=$?; bg=""
+hp=$(cat "$tmp/hold.pid" 2>/dev/null || echo "")
+e="$tmp/stop/events.jsonl"
+if [ $rc -eq 143 ] && grep -q '"from":"PROVISIONING","to":"STOPPED"' "$e" &&
+   grep -q '"event":"spare_request_ended"' "$e" && grep -qE '^  result +STOPPED' "$tmp/stop.out" &&
+   { [ -z "$hp" ] || ! kill -0 "$hp" 2>/dev/null || [ "$(awk '{print $3}' "/proc/$hp/stat" 2>/dev/null)" = Z ]; }; then
+  echo "ok   stop: SIGTERM while asking: the command ended, STOPPED, exit 143"
+else
+  fail "stop while asking: rc=$rc $(grep -E 'STOPPED|stop' "$tmp/stop.out" | head -3)"
 fi
 
 # --- garbage: two lines; a bad name; a node the job already runs on -------------------
