@@ -395,7 +395,7 @@ endforeach()
 # grit cluster (src/cluster, local provider): each scenario makes its own cluster of
 # network-namespace hosts on a private bridge (gcltest0, 10.79.60.0/24) with real Slurm,
 # so they run serially. Exit 77: skipped (not root, no Slurm, no namespaces), said loudly.
-foreach(scenario lifecycle resume scale heal mpi)
+foreach(scenario lifecycle resume scale heal mpi spare)
   add_test(NAME integration.cluster.${scenario}
     COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/cluster.sh $<TARGET_FILE:grit> ${scenario})
   set_tests_properties(integration.cluster.${scenario} PROPERTIES TIMEOUT 600
@@ -460,3 +460,13 @@ add_test(NAME integration.serve
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/serve.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
           ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
 set_tests_properties(integration.serve PROPERTIES TIMEOUT 300 LABELS "integration;san")
+
+# grit launch --on-no-spare (a node asked for when the spares ran out: called once, the run
+# resumes on it bitwise equal; a failing, slow or garbage-printing command gives up with the
+# reason) and --strikes (a node that failed twice is quarantined, kept across a restart)
+add_test(NAME integration.no_spare
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/no_spare.sh $<TARGET_FILE:grit> provider)
+add_test(NAME integration.strikes
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/no_spare.sh $<TARGET_FILE:grit> strikes)
+set_tests_properties(integration.no_spare integration.strikes PROPERTIES TIMEOUT 300
+  LABELS "integration;mpi")

@@ -1,5 +1,6 @@
 /* cmd_cluster.c - `grit cluster`: a Slurm cluster's lifecycle from a HyperPod-style spec. */
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -40,6 +41,10 @@ static void usage(FILE *f)
             "  replace-node NAME NODE        a fresh node in NODE's place (same Slurm name):\n"
             "                                lifecycle, admission check, rejoin\n"
             "  reboot-node NAME NODE         restart the node's processes (slurmd)\n"
+            "  provide-spare NAME            for grit launch --on-no-spare: a node for the job\n"
+            "                                on stdout (one line): the worker named by\n"
+            "                                $GRIT_FAILED_NODE replaced (same name), else a\n"
+            "                                Running warm spare not in $GRIT_CLUSTER_JSON\n"
             "  delete NAME                   remove every node, process, namespace and file\n"
             "  agent NAME                    the healing agent (create starts it, delete stops\n"
             "                                it): replaces nodes marked Action:Replace, drained\n"
@@ -182,6 +187,92 @@ static void print_node(json_t *d)
                out[strlen(out) - 1] == '\n' ? "" : "\n");
 }
 
+/* Whether the job's RUN/cluster.json (path; NULL: none) holds a slot called node. */
+static int job_holds(const char *path, const char *node)
+{
+    json_t *j = path && *path ? json_load_file(path, 0, NULL) : NULL, *x;
+    size_t i;
+    int held = 0;
+    json_array_foreach(json_object_get(j, "nodes"), i, x)
+        held |= !strcmp(jstr(x, "name"), node);
+    json_decref(j);
+    return held;
+}
+
+/* The cluster's node called node (PrivateDnsHostname) in a ListClusterNodes answer. */
+static json_t *node_named(json_t *list, const char *node)
+{
+    size_t i;
+    json_t *x;
+    json_array_foreach(json_object_get(list, "ClusterNodeSummaries"), i, x)
+        if (!strcmp(jstr(x, "PrivateDnsHostname"), node))
+            return x;
+    return NULL;
+}
+
+static int running(json_t *n)
+{
+    return n && !strcmp(jstr(json_object_get(n, "InstanceStatus"), "Status"), "Running");
+}
+
+/* provide-spare NAME (docs/cluster.md, docs/supervisor.md): grit launch --on-no-spare
+ * asks for a node. A worker of the cluster named $GRIT_FAILED_NODE is replaced (a fresh
+ * node under the same name: lifecycle, admission, rejoin) and that name printed; else a
+ * Running warm spare the job does not hold ($GRIT_CLUSTER_JSON). stdout carries only
+ * the name: everything else (progress, helpers) goes to stderr. */
+static int provide_spare(const cluster_opts *o, const char *name)
+{
+    const char *failed = getenv("GRIT_FAILED_NODE"), *held = getenv("GRIT_CLUSTER_JSON");
+    char pick[64] = "", why[300] = "";
+    json_t *list = NULL;
+    fflush(stdout);
+    /* close-on-exec: the node's daemons started below must not hold the caller's pipe
+     * (a $(...) or grit launch waits for its end) */
+    int out = fcntl(1, F_DUPFD_CLOEXEC, 3);
+    dup2(2, 1);
+    grit_err rc = cluster_list_nodes(o, name, &list);
+    json_t *f = rc == GRIT_OK && failed ? node_named(list, failed) : NULL;
+    if (f && !strcmp(jstr(f, "Role"), "worker")) {
+        rc = cluster_replace_node(o, name, failed);
+        json_decref(list);
+        list = NULL;
+        if (rc == GRIT_OK)
+            rc = cluster_list_nodes(o, name, &list);
+        if (rc == GRIT_OK && running(node_named(list, failed)))
+            snprintf(pick, sizeof pick, "%s", failed);
+        else if (rc == GRIT_OK)
+            snprintf(why, sizeof why, "the replacement of %s did not come up Running", failed);
+    } else if (rc == GRIT_OK) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(json_object_get(list, "ClusterNodeSummaries"), i, x)
+            if (!pick[0] && running(x) && json_is_true(json_object_get(x, "WarmSpare")) &&
+                !strcmp(jstr(x, "Role"), "worker") &&
+                (!failed || strcmp(jstr(x, "PrivateDnsHostname"), failed)) &&
+                !job_holds(held, jstr(x, "PrivateDnsHostname")))
+                snprintf(pick, sizeof pick, "%s", jstr(x, "PrivateDnsHostname"));
+        if (!pick[0])
+            snprintf(why, sizeof why, "no Running warm spare left in cluster %s that the job "
+                     "does not hold, and GRIT_FAILED_NODE (%s) is not one of its workers", name,
+                     failed ? failed : "unset");
+    }
+    json_decref(list);
+    fflush(stdout);
+    dup2(out, 1);
+    close(out);
+    if (rc != GRIT_OK) {
+        fprintf(stderr, "grit cluster provide-spare: %s\n",
+                *grit_errmsg() ? grit_errmsg() : grit_strerror(rc));
+        return 1;
+    }
+    if (!pick[0]) {
+        fprintf(stderr, "grit cluster provide-spare: %s\n", why);
+        return 1;
+    }
+    printf("%s\n", pick);
+    return 0;
+}
+
 int cmd_cluster(int argc, char **argv)
 {
     cluster_opts o;
@@ -256,7 +347,7 @@ int cmd_cluster(int argc, char **argv)
                 {"update", 2, "update NAME SPEC.json"},
                 {"replace-node", 2, "replace-node NAME NODE"},
                 {"reboot-node", 2, "reboot-node NAME NODE"}, {"delete", 1, "delete NAME"},
-                {"agent", 1, "agent NAME"}};
+                {"agent", 1, "agent NAME"}, {"provide-spare", 1, "provide-spare NAME"}};
     int c = -1;
     for (int k = 0; k < (int)(sizeof cmds / sizeof cmds[0]); k++)
         if (!strcmp(cmds[k].name, cmd))
@@ -304,6 +395,8 @@ int cmd_cluster(int argc, char **argv)
                 cmd);
         return 2;
     }
+    if (!strcmp(cmd, "provide-spare"))
+        return provide_spare(&o, args[0]);
     grit_err rc = GRIT_OK;
     json_t *out = NULL;
     char name[64];

@@ -67,6 +67,21 @@ static void usage(FILE *f)
             "  --no-spare POLICY      give_up (default), wait (up to --spare-wait S, default 600,\n"
             "                         for a node set back to \"spare\" in cluster.json), or shrink\n"
             "                         (fewer nodes; needs optim.global_batch)\n"
+            "  --on-no-spare CMD      when a node must be cordoned and no spare is left, run\n"
+            "                         CMD (split at spaces, no shell; environment\n"
+            "                         GRIT_FAILED_NODE, GRIT_FAILED_REASON, GRIT_RUN,\n"
+            "                         GRIT_CLUSTER_JSON): it prints the new node's name on\n"
+            "                         stdout (one line) and exits 0; the node is checked,\n"
+            "                         takes the failed node's place and the job resumes. A\n"
+            "                         failure, a timeout or anything but a usable name gives\n"
+            "                         up with the reason. E.g. \"grit cluster provide-spare\n"
+            "                         NAME\" (docs/cluster.md). Only with --no-spare give_up\n"
+            "  --on-no-spare-timeout S  seconds CMD may take, then it is killed (default 600)\n"
+            "  --strikes K            a node named by K incidents within --strike-window is\n"
+            "                         quarantined for the rest of the run: cordoned even when\n"
+            "                         its health check passes, never a spare again (default 2;\n"
+            "                         0 off; a node's first incident is handled as before)\n"
+            "  --strike-window S      seconds (default 3600; 0: the whole run)\n"
             "  --bind ADDR            heartbeat address (default 127.0.0.1, loopback only)\n"
             "  --backend NAME         local (default: mpirun on this machine) or slurm: inside\n"
             "                         an sbatch/salloc allocation, node slots are its hosts\n"
@@ -110,7 +125,9 @@ int cmd_launch(int argc, char **argv)
                   .signal_window = 5, .signal_warmup = 30, .net_min_rate = 1e6,
                   .signal_step_slow = 1.2,
                   .spike_z = 8, .health_every = 0, .spare_wait = 600, .no_spare = "give_up",
-                  .health_timeout = 15};
+                  .health_timeout = 15, .on_no_spare_timeout = 600, .strikes = 2,
+                  .strike_window = 3600};
+    const char *on_no_spare = NULL;
     obs_cli ob = {0}; /* dashboard, /metrics, cost and CO2 (src/obs) */
     static char *srun_args[64];
     int i, r, nsrun = 0;
@@ -141,6 +158,9 @@ int cmd_launch(int argc, char **argv)
         INT_OPT("--straggler-window", straggler_window)
         INT_OPT("--signal-window", signal_window)
         INT_OPT("--signal-warmup", signal_warmup)
+        INT_OPT("--strikes", strikes)
+        NUM_OPT("--strike-window", strike_window)
+        NUM_OPT("--on-no-spare-timeout", on_no_spare_timeout)
         NUM_OPT("--hang-timeout", hang_timeout)
         NUM_OPT("--hang-floor", hang_floor)
         NUM_OPT("--hang-cap", hang_cap)
@@ -163,6 +183,8 @@ int cmd_launch(int argc, char **argv)
         STR_OPT("--no-spare", no_spare)
         STR_OPT("--bind", bind)
         STR_OPT("--backend", backend)
+        else if (!strcmp(a, "--on-no-spare") && v)
+            on_no_spare = argv[++i];
         else if (!strcmp(a, "--srun-arg") && v) {
             if (nsrun >= 63) {
                 fprintf(stderr, "grit launch: --srun-arg: at most 63 expected\n");
@@ -210,6 +232,31 @@ int cmd_launch(int argc, char **argv)
         fprintf(stderr, "grit launch: --no-spare: expected give_up, wait or shrink%s\n",
                 slurm ? " or requeue" : " (requeue needs --backend slurm)");
         return 2;
+    }
+    if (o.strikes < 0 || !(o.strike_window >= 0) || !(o.on_no_spare_timeout > 0)) {
+        fprintf(stderr, "grit launch: --strikes >= 0, --strike-window >= 0 and "
+                        "--on-no-spare-timeout > 0 expected\n");
+        return 2;
+    }
+    static char *nsargv[64], nsbuf[4096];
+    if (on_no_spare) { /* argv split at spaces: no shell, no quoting */
+        int k = 0;
+        snprintf(nsbuf, sizeof nsbuf, "%s", on_no_spare);
+        char *tok = strtok(nsbuf, " \t");
+        for (; tok && k < 63; tok = strtok(NULL, " \t"))
+            nsargv[k++] = tok;
+        if (!k || strlen(on_no_spare) >= sizeof nsbuf || tok) {
+            fprintf(stderr, "grit launch: --on-no-spare '%.80s': expected a command of at most "
+                            "63 words and %zu characters\n", on_no_spare, sizeof nsbuf - 1);
+            return 2;
+        }
+        if (strcmp(o.no_spare, "give_up")) {
+            fprintf(stderr, "grit launch: --on-no-spare with --no-spare %s: expected give_up "
+                            "(the default): the command is the policy\n", o.no_spare);
+            return 2;
+        }
+        nsargv[k] = NULL;
+        o.on_no_spare = nsargv;
     }
     if (nsrun && !slurm) {
         fprintf(stderr, "grit launch: --srun-arg needs --backend slurm\n");

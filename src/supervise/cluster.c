@@ -190,6 +190,33 @@ const char *cluster_replace(cluster *c, const char *name, const char *reason)
     return NULL;
 }
 
+grit_err cluster_add_spare(cluster *c, const char *name)
+{
+    node_slot *old = cluster_find(c, name);
+    if (old && old->state != NODE_CORDONED)
+        return grit_errf(GRIT_EINVAL, "node %s is already %s in %s", name,
+                         node_state_name(old->state), c->path);
+    if (!old && strlen(name) >= sizeof old->name)
+        return grit_errf(GRIT_EINVAL, "node name '%s': at most %zu characters expected", name,
+                         sizeof old->name - 1);
+    if (!old && c->count >= CLUSTER_SLOTS_MAX)
+        return grit_errf(GRIT_EINVAL, "%s: %d node slots, at most %d (CLUSTER_SLOTS_MAX)", c->path,
+                         c->count + 1, CLUSTER_SLOTS_MAX);
+    if (!old) {
+        node_slot *n = realloc(c->n, (size_t)(c->count + 1) * sizeof *n);
+        if (!n)
+            return grit_errf(GRIT_ENOMEM, "%s: out of memory for %d slots", c->path, c->count + 1);
+        c->n = n;
+        old = &c->n[c->count++];
+        memset(old, 0, sizeof *old);
+        snprintf(old->name, sizeof old->name, "%s", name);
+    }
+    old->state = NODE_SPARE;
+    old->position = -1;
+    old->reason[0] = '\0';
+    return GRIT_OK;
+}
+
 void cluster_names(const cluster *c, char *buf, size_t cap)
 {
     buf[0] = '\0';

@@ -52,6 +52,11 @@ node_slot *cluster_find(cluster *c, const char *name);
 /* Cordons name and moves a spare into its position; returns the spare's name
  * (static storage in c) or NULL when none is left (the position is dropped). */
 const char *cluster_replace(cluster *c, const char *name, const char *reason);
+/* A slot for name as a spare: a new slot at the end (the table grows; CLUSTER_SLOTS_MAX
+ * still bounds it), or a cordoned slot of that name made a spare again (its reason
+ * cleared). GRIT_EINVAL when name is active or a spare already, or past the bound;
+ * GRIT_ENOMEM. Not saved: the caller saves. Pointers into c->n are invalid after. */
+grit_err cluster_add_spare(cluster *c, const char *name);
 /* Comma list of active node names by position. */
 void cluster_names(const cluster *c, char *buf, size_t cap);
 const char *node_state_name(node_state s);

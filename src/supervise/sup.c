@@ -723,6 +723,7 @@ static void give_up_error(sup *s, const char *why)
         return; /* already final (DONE or GAVE_UP): nothing left to do */
     sup_event(s, "gave_up", json_pack("{s:s}", "reason", reason));
     sup_say(s, "giving up: %s", reason);
+    snprintf(s->end_reason, sizeof s->end_reason, "%s", reason);
     if (s->job > 0)
         sup_event(s, "job_stopped", json_pack("{s:i}", "status", sup_stop_job(s)));
     sup_set_state(s, S_GAVE_UP);
@@ -869,6 +870,7 @@ int sup_run(const sup_opts *o)
                                            o->spares, "ranks_per_node", o->ranks_per_node,
                                            "heartbeat", s->hb.addr, "attempt", s->attempt));
     rc = 1;
+    sup_quarantine_enforce(s); /* the ledger's quarantine over cluster.json (sup_strikes.c) */
     if (sup_preflight(s) != 0) {
         if (s->state == S_PREFLIGHT)
             move(s, S_GAVE_UP);
@@ -925,11 +927,32 @@ int sup_run(const sup_opts *o)
         }
         if (move(s, S_REPAIRING) != 0)
             break;
-        if (sup_repair(s) != 0) {
-            if (move(s, S_GAVE_UP) == 0)
-                sup_summary(s, 0);
-            break;
+        int rp = sup_repair(s);
+        while (rp == 1) { /* a node to replace, no spare left: --on-no-spare asks for one */
+            if (move(s, S_PROVISIONING) != 0) {
+                rp = -2; /* gave up through ERROR: summarised */
+                break;
+            }
+            int pv = sup_provision(s);
+            if (pv == 2) { /* a stop signal while asking */
+                rc = sup_stop(s);
+                rp = -2;
+                break;
+            }
+            if (pv != 0) {
+                rp = -1;
+                break;
+            }
+            if (move(s, S_REPAIRING) != 0) {
+                rp = -2;
+                break;
+            }
+            rp = sup_repair(s); /* carries on with the node it stopped at */
         }
+        if (rp == -1 && move(s, S_GAVE_UP) == 0)
+            sup_summary(s, 0);
+        if (rp != 0)
+            break;
         s->nimplicated = 0;
         s->f_rank = -1;
         s->f_nan_step = -1;
@@ -940,6 +963,7 @@ int sup_run(const sup_opts *o)
                      o->max_restarts);
             sup_event(s, "gave_up", json_pack("{s:s}", "reason", reason));
             sup_say(s, "giving up: %s", reason);
+            snprintf(s->end_reason, sizeof s->end_reason, "%s", reason);
             if (move(s, S_GAVE_UP) == 0)
                 sup_summary(s, 0);
             break;
@@ -966,7 +990,7 @@ out:
     straggler_free(&s->strag);
     silent_free(&s->sil);
     free(s->rk), free(s->inc), free(s->nan_steps), free(s->skip_steps), free(s->implicated);
-    free(s->vd);
+    free(s->vd), free(s->quar);
     free(s);
     return rc;
 }

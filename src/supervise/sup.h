@@ -34,6 +34,14 @@ typedef struct sup_opts {
     double health_every; /* run grit health --quick every S seconds while running (0 off) */
     double spare_wait;   /* no_spare "wait": seconds to wait for a spare (cordon lifted) */
     const char *no_spare; /* "wait", "shrink" or "give_up" */
+    /* --on-no-spare: a node to cordon and no spare left: run this (argv, NULL-terminated;
+     * NULL: never), which prints the replacement's name (sup_provision.c) */
+    char *const *on_no_spare;
+    double on_no_spare_timeout; /* seconds the command may take (<= 0: 600) */
+    /* strikes: a node named by `strikes` incidents within `strike_window` seconds (<= 0:
+     * the whole run) is quarantined for the rest of the run (sup_strikes.c); 0 off */
+    int strikes;
+    double strike_window;
     const char *bind;     /* heartbeat address (default 127.0.0.1) */
     const char *grit;     /* this grit binary, for grit health */
     const char *backend;  /* "local" (mpirun, default) or "slurm" (see backend.h) */

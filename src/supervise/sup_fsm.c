@@ -5,7 +5,7 @@
 
 static const char *const state_names[S_NSTATES] = {
     "PREFLIGHT", "LAUNCHING", "RUNNING", "DETECTED", "DIAGNOSING",
-    "REPAIRING", "DONE",      "GAVE_UP", "ERROR", "STOPPED"};
+    "REPAIRING", "DONE",      "GAVE_UP", "ERROR", "STOPPED", "PROVISIONING"};
 
 #define TO_ERROR(st) {st, S_ERROR, "give_up_error: an error the supervisor cannot handle"}
 
@@ -20,15 +20,20 @@ static const sup_transition table[] = {
     {S_DIAGNOSING, S_REPAIRING, "sup_diagnose: a verdict on each implicated node"},
     {S_REPAIRING, S_LAUNCHING, "sup_repair: cordon the bad, spares in; backoff"},
     {S_REPAIRING, S_GAVE_UP, "sup_repair: no spare (give_up, requeue) or --max-restarts"},
+    {S_REPAIRING, S_PROVISIONING, "sup_repair: a node to cordon, no spare left: --on-no-spare asks"},
+    {S_PROVISIONING, S_REPAIRING, "sup_provision: the command named a usable node, now a spare"},
+    {S_PROVISIONING, S_GAVE_UP, "sup_provision: the command failed, timed out or named no node"},
     TO_ERROR(S_PREFLIGHT),
     TO_ERROR(S_LAUNCHING),
     TO_ERROR(S_RUNNING),
     TO_ERROR(S_DETECTED),
     TO_ERROR(S_DIAGNOSING),
     TO_ERROR(S_REPAIRING),
+    TO_ERROR(S_PROVISIONING),
     {S_ERROR, S_GAVE_UP, "give_up_error: stop the job, record the reason, the summary"},
     {S_LAUNCHING, S_STOPPED, "sup_stop: SIGTERM/SIGINT: the job stopped gracefully, summary"},
     {S_RUNNING, S_STOPPED, "sup_stop: SIGTERM/SIGINT: the job stopped gracefully, summary"},
+    {S_PROVISIONING, S_STOPPED, "sup_stop: SIGTERM/SIGINT: the command ended, summary"},
 };
 
 const sup_transition *sup_fsm_table(int *n)

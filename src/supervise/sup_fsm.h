@@ -15,13 +15,19 @@
  *   DIAGNOSING --[sup_diagnose: a verdict on each implicated node]------------------> REPAIRING
  *   REPAIRING --[sup_repair: cordon the bad, spares in; backoff]--------------------> LAUNCHING
  *   REPAIRING --[sup_repair: no spare (give_up, requeue) or --max-restarts]---------> GAVE_UP
+ *   REPAIRING --[sup_repair: a node to cordon, no spare left: --on-no-spare asks]---> PROVISIONING
+ *   PROVISIONING --[sup_provision: the command named a usable node, now a spare]----> REPAIRING
+ *   PROVISIONING --[sup_provision: the command failed, timed out or named no node]--> GAVE_UP
+ *   PROVISIONING --[sup_stop: SIGTERM/SIGINT: the command ended, summary]-----------> STOPPED
  *   any but DONE, GAVE_UP, ERROR --[give_up_error: an error it cannot handle]-------> ERROR
  *   ERROR     --[give_up_error: stop the job, record the reason, the summary]-------> GAVE_UP
  *   LAUNCHING --[sup_stop: SIGTERM/SIGINT: the job stopped gracefully, summary]----> STOPPED
  *   RUNNING   --[sup_stop: SIGTERM/SIGINT: the job stopped gracefully, summary]----> STOPPED
  *
  * So a run reads PREFLIGHT -> LAUNCHING -> RUNNING -> (DETECTED -> DIAGNOSING ->
- * REPAIRING -> LAUNCHING -> RUNNING)* -> DONE | GAVE_UP | STOPPED. DONE, GAVE_UP and
+ * REPAIRING [-> PROVISIONING -> REPAIRING]* -> LAUNCHING -> RUNNING)* -> DONE | GAVE_UP |
+ * STOPPED. PROVISIONING (sup_provision.c) is entered only from REPAIRING, once per node
+ * that needs a replacement the job's own pool no longer has. DONE, GAVE_UP and
  * STOPPED (a signal: sup_stop.c; a rerun resumes) are final;
  * GAVE_UP is left only by a person re-running grit launch on the run directory (it
  * carries on from cluster.json and the checkpoints). ERROR is left only on purpose,
@@ -33,7 +39,7 @@
 
 typedef enum sup_state {
     S_PREFLIGHT, S_LAUNCHING, S_RUNNING, S_DETECTED, S_DIAGNOSING, S_REPAIRING, S_DONE,
-    S_GAVE_UP, S_ERROR, S_STOPPED, S_NSTATES
+    S_GAVE_UP, S_ERROR, S_STOPPED, S_PROVISIONING, S_NSTATES
 } sup_state;
 
 typedef struct sup_transition {

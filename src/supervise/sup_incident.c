@@ -26,7 +26,9 @@
  * supervisor.json (version 2; docs/supervisor.md):
  *   {"version":2,"restarts":N,"attempt":A,"first_launch":WALL,
  *    "incidents":[{"kind":"exit","node":"node1","rank":1,"detail":"...","step":6,
- *                  "resumed_at":4,"fault":WALL,"detect":WALL,"recovered":WALL}, ...]}
+ *                  "resumed_at":4,"fault":WALL,"detect":WALL,"recovered":WALL}, ...],
+ *    "quarantined":[{"node":"node1","reason":"quarantined: ...","ts":WALL}, ...]}
+ * ("quarantined": sup_strikes.c; absent in older files: none.)
  * Times are Unix seconds (0: not known). A version 1 file ({"restarts","attempt"}) is
  * read as one with no incidents. A file that does not parse is reported and ignored (a
  * fresh ledger), never a reason not to run.
@@ -122,9 +124,13 @@ void sup_ledger_save(sup *s)
                            "fault", in->fault_ts, "detect", in->detect_ts, "recovered",
                            in->recovered_ts));
     }
-    json_t *j = json_pack("{s:i,s:i,s:i,s:f,s:o}", "version", 2, "restarts", s->restarts,
+    json_t *quar = json_array();
+    for (int i = 0; i < s->nquar; i++)
+        json_array_append_new(quar, json_pack("{s:s,s:s,s:f}", "node", s->quar[i].node, "reason",
+                                              s->quar[i].why, "ts", s->quar[i].ts));
+    json_t *j = json_pack("{s:i,s:i,s:i,s:f,s:o,s:o}", "version", 2, "restarts", s->restarts,
                           "attempt", s->attempt, "first_launch", s->first_launch_ts,
-                          "incidents", inc);
+                          "incidents", inc, "quarantined", quar);
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!text || fs_write_durable(s->statepath, text, strlen(text)) != GRIT_OK)
@@ -182,6 +188,13 @@ grit_err sup_ledger_load(sup *s)
     }
     if (rc == GRIT_OK && s->ninc < s->inc_cap)
         memset(&s->inc[s->ninc], 0, sizeof *s->inc);
+    json_array_foreach(json_object_get(j, "quarantined"), i, x) { /* sup_strikes.c */
+        const char *node = json_string_value(json_object_get(x, "node"));
+        const char *why = json_string_value(json_object_get(x, "reason"));
+        if (rc == GRIT_OK && node && node[0])
+            rc = sup_quarantine_add(s, node, why ? why : "quarantined",
+                                    json_number_value(json_object_get(x, "ts")));
+    }
     json_decref(j);
     return rc;
 }

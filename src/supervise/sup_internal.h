@@ -8,6 +8,8 @@
  *   sup_stop.c    SIGTERM/SIGINT: a graceful stop, the summary, exit 128 + signal
  *   sup_incident.c every lost rank at a detection, a row per node hit, the durable
  *                 ledger (supervisor.json) a restarted supervisor carries on from
+ *   sup_provision.c PROVISIONING: --on-no-spare CMD asked for a node when none is left
+ *   sup_strikes.c  per-node strikes and quarantine (--strikes, --strike-window)
  *
  * Sizes: nothing here has a fixed capacity. Ranks are allocated at each launch for
  * the attempt's world; implicated nodes and diagnosis verdicts for the cluster's slot
@@ -115,6 +117,15 @@ typedef struct sup {
     long f_nan_step;
     double losses[32]; /* recent losses, for the spike detector */
     int nloss;
+    /* REPAIRING -> PROVISIONING: the node sup_repair must replace and has no spare for */
+    char prov_node[64], prov_why[200];
+    int nprov; /* --on-no-spare commands run by this supervisor */
+    char end_reason[512]; /* why it gave up, for the summary ("" none) */
+    struct sup_quar { /* quarantined nodes (the ledger keeps them; capacity quar_cap) */
+        char node[64], why[200];
+        double ts; /* Unix seconds */
+    } *quar;
+    int nquar, quar_cap;
     pid_t health_pid;  /* periodic health check in flight */
     sup_inject *inj; /* --inject, NULL without (sup_inject.c) */
     double health_ts;
@@ -143,8 +154,32 @@ pid_t sup_spawn_health(sup *s, const char *node, int periodic, const char *out);
 grit_err sup_diagnose(sup *s);
 /* Cordons the nodes sup_diagnose found bad and brings in spares (with none left:
  * wait, shrink, requeue or give up as the policy says): 0 to relaunch, -1 when the
- * job cannot go on (the reason recorded). No state change. */
+ * job cannot go on (the reason recorded), 1 (REPAIRING with --on-no-spare only) when
+ * s->prov_node must be cordoned and no spare is left: PROVISIONING, then call again
+ * (it carries on where it stopped). Quarantines by strikes first (sup_strikes.c).
+ * No state change. */
 int sup_repair(sup *s);
+/* The health verdict on node as sup_diagnose gives it: 0 healthy, else why filled.
+ * machine_ok caches the one check of this machine (start it at -1). */
+int sup_check_node(sup *s, const char *node, int *machine_ok, char *why, size_t cap);
+/* PROVISIONING: runs --on-no-spare for s->prov_node (sup_provision.c): 0 a node was
+ * added as a spare (or the failed one came back under its name, healthy: its verdict
+ * cleared), -1 it failed (s->end_reason, a gave_up event), 2 a stop signal came (the
+ * command killed). No state change. */
+int sup_provision(sup *s);
+/* Incidents in inc[0..n) that name node, detected within window seconds before now
+ * (window <= 0: any time). Pure. */
+int sup_strike_count(const incident *inc, int n, const char *node, double now, double window);
+/* Whether node is quarantined for this run. */
+int sup_quarantined(const sup *s, const char *node);
+/* Every bad-or-not verdict whose node has --strikes incidents in the window: made bad
+ * with a "quarantined: ..." reason, added to the quarantine (event, ledger). */
+grit_err sup_strikes_apply(sup *s);
+/* At start (after the ledger): quarantined nodes that cluster.json has as spare are
+ * cordoned again, active ones replaced by a spare when there is one (events). */
+void sup_quarantine_enforce(sup *s);
+/* Adds node to the quarantine list (no event, no save); GRIT_ENOMEM. */
+grit_err sup_quarantine_add(sup *s, const char *node, const char *why, double ts);
 /* The state letter of /proc/PID/stat (R, S, D, T, Z, ...), 0 when the process is gone. */
 char sup_proc_state(long pid);
 void sup_done_dir(const sup *s, char *out, size_t cap);

@@ -3,7 +3,9 @@
  *   sup_diagnose  (DIAGNOSING) which suspect nodes are unhealthy: grit health on them,
  *                 or the backend's own check; a verdict and an event for each
  *   sup_repair    (REPAIRING) cordon the unhealthy and bring in spares; with none
- *                 left, wait, shrink, requeue or give up as the policy says
+ *                 left, ask --on-no-spare for one (PROVISIONING, sup_provision.c),
+ *                 or wait, shrink, requeue or give up as the policy says; a node with
+ *                 --strikes incidents is quarantined first (sup_strikes.c)
  * Preflight runs both on every active node before the first launch (PREFLIGHT).
  */
 #define _GNU_SOURCE
@@ -36,7 +38,7 @@ static void health_reason(const char *path, char *why, size_t cap)
 
 /* 0 healthy, else failed (reason in why): from the node's check, never from what was
  * injected (a node's injected faults are in its checks' environment: sup_inject.c). */
-static int check_node(sup *s, const char *node, int *machine_ok, char *why, size_t cap)
+int sup_check_node(sup *s, const char *node, int *machine_ok, char *why, size_t cap)
 {
     if (s->be->check_node) /* the node's own check, run on it */
         return s->be->check_node(s->o, node, sup_inject_node_fault(s->inj, node), why, cap);
@@ -91,7 +93,7 @@ grit_err sup_diagnose(sup *s)
         struct sup_verdict *v = &s->vd[s->nvd++];
         snprintf(v->node, sizeof v->node, "%s", targets[i]);
         /* a straggler was judged by its step times: no health check would see it */
-        v->bad = slow ? 1 : check_node(s, targets[i], &machine_ok, v->why, sizeof v->why);
+        v->bad = slow ? 1 : sup_check_node(s, targets[i], &machine_ok, v->why, sizeof v->why);
         if (slow)
             snprintf(v->why, sizeof v->why, "%s: %.170s", sup_fail_name(s->f_kind), s->f_detail);
         sup_event(s, "diagnosis", json_pack("{s:s,s:s,s:s}", "node", v->node, "verdict",
@@ -109,7 +111,8 @@ static void reload_spares(sup *s)
         return;
     for (int k = 0; k < fresh.count; k++) {
         node_slot *mine = cluster_find(&s->cl, fresh.n[k].name);
-        if (mine && mine->state == NODE_CORDONED && fresh.n[k].state == NODE_SPARE) {
+        if (mine && mine->state == NODE_CORDONED && fresh.n[k].state == NODE_SPARE &&
+            !sup_quarantined(s, mine->name)) { /* a quarantined node never comes back */
             mine->state = NODE_SPARE;
             mine->reason[0] = '\0';
             sup_event(s, "spare_returned", json_pack("{s:s}", "node", mine->name));
@@ -121,11 +124,23 @@ static void reload_spares(sup *s)
 int sup_repair(sup *s)
 {
     int shrink_ok = s->o->no_spare && !strcmp(s->o->no_spare, "shrink");
+    if (s->state == S_REPAIRING && !s->prov_node[0] && sup_strikes_apply(s) != GRIT_OK) {
+        snprintf(s->end_reason, sizeof s->end_reason, "%.390s", grit_errmsg());
+        sup_event(s, "gave_up", json_pack("{s:s}", "reason", s->end_reason));
+        return -1;
+    }
+    s->prov_node[0] = '\0'; /* asked for, and come back: carry on */
     for (int i = 0; i < s->nvd; i++) {
         const char *node = s->vd[i].node, *why = s->vd[i].why;
         node_slot *ns = cluster_find(&s->cl, node);
         if (!s->vd[i].bad || !ns || ns->state != NODE_ACTIVE)
             continue;
+        if (!cluster_spares(&s->cl) && s->o->on_no_spare && s->state == S_REPAIRING) {
+            /* the pool is empty: ask for a node (PROVISIONING), then come back here */
+            snprintf(s->prov_node, sizeof s->prov_node, "%s", node);
+            snprintf(s->prov_why, sizeof s->prov_why, "%s", why);
+            return 1;
+        }
         if (!cluster_spares(&s->cl) && !shrink_ok && s->o->no_spare &&
             !strcmp(s->o->no_spare, "wait")) {
             /* an operator (or a repair script) returns a node by editing cluster.json:
@@ -154,6 +169,7 @@ int sup_repair(sup *s)
             }
             sup_event(s, "gave_up", json_pack("{s:s}", "reason", reason));
             sup_say(s, "giving up: %s", reason);
+            snprintf(s->end_reason, sizeof s->end_reason, "%s", reason);
             return -1;
         }
         const char *spare = cluster_replace(&s->cl, node, why);

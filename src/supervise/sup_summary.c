@@ -53,6 +53,8 @@ void sup_summary(sup *s, int ok)
     if (!s->ninc)
         fprintf(f, "  (no incidents)\n");
     fprintf(f, "\n  %-20s %s\n", "result", ok ? "DONE" : sup_state_name(s->state));
+    if (!ok && s->end_reason[0])
+        fprintf(f, "  %-20s %s\n", "reason", s->end_reason);
     fprintf(f, "  %-20s %d\n", "restarts", s->restarts);
     fprintf(f, "  %-20s ", "cordoned"); /* every one of them, however many */
     int nc = 0;
@@ -60,6 +62,15 @@ void sup_summary(sup *s, int ok)
         if (s->cl.n[i].state == NODE_CORDONED)
             fprintf(f, "%s%s (%s)", nc++ ? ", " : "", s->cl.n[i].name, s->cl.n[i].reason);
     fprintf(f, "%s\n", nc ? "" : "none");
+    if (s->nquar) { /* sup_strikes.c: out for the rest of the run */
+        fprintf(f, "  %-20s ", "quarantined");
+        for (int i = 0; i < s->nquar; i++)
+            fprintf(f, "%s%s (%s)", i ? ", " : "", s->quar[i].node, s->quar[i].why);
+        fprintf(f, "\n");
+    }
+    if (s->nprov) /* sup_provision.c */
+        fprintf(f, "  %-20s %d by --on-no-spare (events spare_requested, spare_provided)\n",
+                "nodes asked for", s->nprov);
     int ck_failed, ck_rejected;
     sup_ckpt_counts(s, &ck_failed, &ck_rejected);
     fprintf(f, "  %-20s %d saves failed, %d rejected at resume (an older one loaded)\n",

@@ -29,6 +29,11 @@
 #              bitwise equal to a fault-free run; the agent replaces n3 (same name,
 #              new NodeId) and it is idle again; then Action:Replace and Action:Reboot
 #              set by hand with scontrol are acted on; describe shows it all.
+#   spare      1 controller + 1 worker + 1 warm spare: `provide-spare` prints the warm
+#              spare the job does not hold (alone on stdout), exits 1 when the job holds
+#              it; grit launch --spares 0 --on-no-spare "grit cluster provide-spare" loses
+#              node1 and resumes on n3, bitwise equal; GRIT_FAILED_NODE=n2 (a worker) is
+#              replaced in place (new NodeId) and n2 printed.
 # Exit 77 (skipped, said loudly): not root, no Slurm/munge, no namespaces/bridges.
 # The waits of a failing run add up to less than the CTest timeout, so the trap (delete
 # and the removal of the temp folder) always runs.
@@ -347,6 +352,57 @@ mpi)
   wait_for 30 'test "$(slurm_state n3)" = idle' || fail "n3 is '$(slurm_state n3)' after the fault was cleared"
   [ "$fails" -eq 0 ] && ok "mpi: with the fault cleared the replacement is admitted"
   [ "$fails" -eq 0 ] || { tail -n 40 "$state/$name/logs/"*.mpi.log; }
+  delete_and_check
+  ;;
+spare)
+  # grit launch --on-no-spare "grit cluster provide-spare NAME" (docs/cluster.md)
+  spec 1 1 # n2 a worker, n3 its warm spare
+  "${G[@]}" create "$tmp/spec.json" || fail "create failed"
+  held() { # NAMES...: a job's cluster.json holding them
+    local s="" n
+    for n in "$@"; do s+="${s:+,}{\"name\":\"$n\",\"state\":\"active\",\"position\":0}"; done
+    echo "{\"version\":1,\"nodes\":[$s]}" > "$tmp/held.json"
+  }
+  held node0 node1
+  rc=0; out=$(GRIT_FAILED_NODE=node1 GRIT_CLUSTER_JSON=$tmp/held.json "${G[@]}" provide-spare "$name" 2> "$tmp/ps.err") || rc=$?
+  [ $rc -eq 0 ] && [ "$out" = n3 ] && ok "provide-spare: the warm spare n3, alone on stdout" ||
+    fail "provide-spare: rc=$rc stdout '$out' $(tail -2 "$tmp/ps.err")"
+  held node0 n3
+  rc=0; out=$(GRIT_FAILED_NODE=node1 GRIT_CLUSTER_JSON=$tmp/held.json "${G[@]}" provide-spare "$name" 2> "$tmp/ps.err") || rc=$?
+  [ $rc -eq 1 ] && [ -z "$out" ] && grep -q "no Running warm spare left" "$tmp/ps.err" &&
+    ok "provide-spare: the job holds the only spare: exit 1, said why" || fail "provide-spare, none left: rc=$rc '$out' $(cat "$tmp/ps.err")"
+
+  # the whole chain: a job on 2 virtual nodes, no spare, node1 dies; the cluster's spare joins
+  cat > "$tmp/job.json" << CFG
+{"model": {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "intermediate_size": 256,
+           "vocab_size": 500, "max_positions": 256},
+ "optim": {"micro_batch": 2, "global_batch": 8, "seq_len": 64, "lr": 3e-3, "min_lr": 3e-4,
+           "warmup_steps": 2, "total_steps": 16},
+ "data": {"synthetic_vocab": 500}, "seed": 42, "threads": 1,
+ "checkpoint": {"interval_steps": 4, "keep_last": 3}}
+CFG
+  for r in ref job; do
+    inj=(); [ $r = job ] && inj=(--inject kill:node=node1:step=6 --on-no-spare "$grit cluster --state $state --health --quick --no-mpi-check provide-spare $name")
+    "$grit" launch --nodes 2 --spares 0 --run "$tmp/$r" --backoff 0.1 --straggler-factor 0 --no-dashboard "${inj[@]}" \
+      -- "$grit" train "$tmp/job.json" --run-dir "$tmp/$r" --quiet > "$tmp/$r.out" 2>&1 || fail "launch $r failed: $(tail -3 "$tmp/$r.out")"
+  done
+  e=$tmp/job/events.jsonl
+  if cmp -s "$tmp/ref/model.safetensors" "$tmp/job/model.safetensors" &&
+     grep -q '"event":"spare_provided","node":"n3","for":"node1"' "$e" &&
+     grep -q '"event":"launch","attempt":1,.*"nodes":"node0,n3"' "$e" && grep -q '"event":"done"' "$e"; then
+    ok "spare: grit launch with no spare got n3 from the cluster, resumed, bitwise equal"
+  else
+    fail "spare chain: $(grep -E 'giving|spare|attempt' "$tmp/job.out" | head -4)"
+  fi
+
+  # a worker of the cluster named as the failed node: replaced in place (same name, new NodeId)
+  old=$(id_of n2)
+  rc=0; out=$(GRIT_FAILED_NODE=n2 "${G[@]}" --no-mpi-check provide-spare "$name" 2> "$tmp/ps.err") || rc=$?
+  if [ $rc -eq 0 ] && [ "$out" = n2 ] && [ "$(id_of n2)" != "$old" ] && [ "$(status_of n2)" = Running ]; then
+    ok "provide-spare: GRIT_FAILED_NODE=n2 replaced in place ($old -> $(id_of n2))"
+  else
+    fail "provide-spare in place: rc=$rc '$out' $(id_of n2) (was $old) $(tail -2 "$tmp/ps.err")"
+  fi
   delete_and_check
   ;;
 *) echo "unknown scenario $scenario"; exit 2 ;;

@@ -50,6 +50,24 @@ static void test_table(void)
     CHECK(sup_fsm_find(S_LAUNCHING, S_STOPPED) != NULL);
     CHECK(sup_fsm_find(S_STOPPED, S_LAUNCHING) == NULL);
     CHECK(!strcmp(sup_state_name((sup_state)99), "?"));
+    /* --on-no-spare: PROVISIONING is a detour of REPAIRING only, and comes back to it
+     * (or gives up, or a signal stops it); it never launches by itself */
+    CHECK(!strcmp(sup_state_name(S_PROVISIONING), "PROVISIONING"));
+    const sup_state prov[] = {S_DETECTED, S_DIAGNOSING, S_REPAIRING, S_PROVISIONING,
+                              S_REPAIRING, S_PROVISIONING, S_REPAIRING, S_LAUNCHING};
+    for (size_t i = 1; i < sizeof prov / sizeof *prov; i++)
+        CHECK(sup_fsm_find(prov[i - 1], prov[i]) != NULL);
+    for (int st = 0; st < S_NSTATES; st++) {
+        if (st != S_REPAIRING)
+            CHECK(sup_fsm_find((sup_state)st, S_PROVISIONING) == NULL);
+        if (st != S_REPAIRING && st != S_GAVE_UP && st != S_STOPPED && st != S_ERROR)
+            CHECK(sup_fsm_find(S_PROVISIONING, (sup_state)st) == NULL);
+    }
+    CHECK(sup_fsm_find(S_PROVISIONING, S_GAVE_UP) != NULL);
+    CHECK(sup_fsm_find(S_PROVISIONING, S_STOPPED) != NULL);
+    CHECK(sup_fsm_find(S_PROVISIONING, S_ERROR) != NULL);
+    CHECK(sup_fsm_find(S_PROVISIONING, S_LAUNCHING) == NULL);
+    CHECK(sup_fsm_find(S_PREFLIGHT, S_PROVISIONING) == NULL); /* preflight does not ask */
 }
 
 static void test_fail_names(void)
@@ -112,6 +130,10 @@ static void test_set_state(void)
                         "\"via\":\"sup_diagnose:");
     CHECK_STR_HAS(text, "\"event\":\"illegal_transition\",\"from\":\"DETECTED\",\"to\":\"REPAIRING\"");
     CHECK_STR_HAS(text, "\"event\":\"illegal_transition\",\"from\":\"DONE\",\"to\":\"RUNNING\"");
+    CHECK_STR_HAS(text, "\"event\":\"state\",\"from\":\"REPAIRING\",\"to\":\"PROVISIONING\","
+                        "\"via\":\"sup_repair:");
+    CHECK_STR_HAS(text, "\"event\":\"illegal_transition\",\"from\":\"PROVISIONING\",\"to\":"
+                        "\"LAUNCHING\"");
     free(text);
     free(s);
     unlink(path);
