@@ -68,6 +68,7 @@ const char rate__page_js[] =
     "    if (j.done) { cur = null; $('item').hidden = true; $('done').hidden = false;\n"
     "      document.body.dataset.state = 'done'; return; }\n"
     "    cur = j; setScore(0); $('fab').checked = false; $('comment').value = '';\n"
+    "    $('comment').blur(); /* the keys 1-5 and f go to the page again */\n"
     "    $('prompt').textContent = j.prompt; $('answer').textContent = j.text;\n"
     "    $('progress').textContent = 'Answer ' + j.position + ' of ' + j.total;\n"
     "    $('item').dataset.answer = j.answer; $('item').hidden = false;\n"
