@@ -215,8 +215,6 @@ int cmd_rate(int argc, char **argv)
         return 2;
     }
     const char *db = argv[2];
-    if (!strcmp(sub, "serve"))
-        return do_serve(db, argc - 3, argv + 3);
     /* check the arguments before creating a DB file */
     const char *prompts = NULL, *name = NULL, *out = NULL;
     int json = 0, csv = -1;
@@ -251,6 +249,12 @@ int cmd_rate(int argc, char **argv)
                 db);
         return 1;
     }
+    if (prompts && access(prompts, R_OK) != 0) { /* no empty DB left behind */
+        fprintf(stderr, "grit rate init: %s: cannot read: %s\n", prompts, strerror(errno));
+        return 1;
+    }
+    if (!strcmp(sub, "serve"))
+        return do_serve(db, argc - 3, argv + 3);
     rate_db *d;
     if (rate_db_open(db, &d))
         return fail(sub);
