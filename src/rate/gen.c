@@ -9,12 +9,16 @@
  * way leaves no partial batch for raters to see. Each answer records the
  * folder actually loaded (a run directory resolves to its newest step), the
  * step parsed from that folder's name (step_NNNNNNNN; -1 for other folders,
- * e.g. a Hugging Face download) and the prompt-set version.
+ * e.g. a Hugging Face download) and the prompt-set version. Byte-level tokens
+ * can end inside a UTF-8 sequence, so an answer's bytes are made valid UTF-8
+ * before they are stored (each invalid byte becomes U+FFFD, as Hugging Face's
+ * decode with errors="replace"): SQLite TEXT, JSON and the page need it.
  */
 #include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "ckpt/pretrained.h"
 #include "core/rng.h"
@@ -60,6 +64,31 @@ static int append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
     memcpy(*buf + *len, p, n);
     *len += n;
     (*buf)[*len] = 0;
+    return 0;
+}
+
+/* text made valid UTF-8 in place of *buf (invalid bytes -> U+FFFD); -1 without memory */
+static int valid_utf8(char **buf, size_t len)
+{
+    char *out = malloc(3 * len + 1);
+    if (!out)
+        return -1;
+    size_t o = 0;
+    const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)*buf;
+    for (size_t i = 0; i < len;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t n = utf8proc_iterate(p + i, (utf8proc_ssize_t)(len - i), &cp);
+        if (n > 0 && cp != 0) {
+            memcpy(out + o, p + i, (size_t)n);
+            o += (size_t)n, i += (size_t)n;
+        } else {
+            memcpy(out + o, "\xef\xbf\xbd", 3);
+            o += 3, i++;
+        }
+    }
+    out[o] = 0;
+    free(*buf);
+    *buf = out;
     return 0;
 }
 
@@ -112,6 +141,8 @@ static grit_err answer(gen_ctx *g, const rate_batch_opts *o, const char *prompt,
             rc = gxi_forward(&g->s, &next, 1, g->logits, NULL);
     }
     bpe_ids_free(&ids);
+    if (rc == GRIT_OK && valid_utf8(&buf, len))
+        rc = grit_errf(GRIT_ENOMEM, "out of memory");
     if (rc)
         free(buf);
     else

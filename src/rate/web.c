@@ -82,6 +82,10 @@ static enum MHD_Result jreply(rate_server *s, struct MHD_Connection *c, unsigned
 {
     char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
+    if (!t) { /* out of memory (the answers are valid UTF-8: gen.c) */
+        status = 500;
+        t = strdup("{\"error\":\"the server could not build the response\"}");
+    }
     if (s->log) {
         fprintf(s->log, "grit rate serve: %s %s %u%s%s\n", method, url, status, who ? " " : "",
                 who ? who : "");

@@ -95,6 +95,13 @@ n=$("$py" -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.execut
 [ "$n" = "(8, 2, '2,4', 1)" ] || fail "answers in the DB: $n (expected 8 rows, steps 2 and 4, version $ver)"
 grep -q 'application/json	{"text": *"grit rate: batch 1 is ready: 8 answers' "$tmp/hooks.jsonl" ||
   fail "batch webhook: $(cat "$tmp/hooks.jsonl" 2>/dev/null)"
+# byte-level tokens can end inside a UTF-8 sequence: stored answers are valid UTF-8
+bad=$("$py" -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.text_factory=bytes
+n=0
+for (t,) in c.execute('SELECT text FROM answers'):
+    try: n += '\ufffd' in t.decode('utf-8')
+    except UnicodeDecodeError: print('invalid', t); sys.exit(1)
+print(n)" "$db") || fail "an answer is not valid UTF-8: $bad"
 gen=$("$grit" generate --checkpoint "$ck4" --tokenizer "$tokjson" --threads 2 --max-tokens 12 --quiet "The cat sat")
 ans=$("$py" -c "import sqlite3,sys; print('The cat sat' + sqlite3.connect(sys.argv[1]).execute(\"SELECT text FROM answers WHERE prompt='cat' AND step=4\").fetchone()[0])" "$db")
 [ "$gen" = "$ans" ] || fail "greedy answer differs from grit generate: '$ans' vs '$gen'"
