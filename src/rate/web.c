@@ -21,9 +21,11 @@
  * malformed JSON, unknown fields, wrong types and out-of-range values get a
  * 400 naming the field; a second rating of one answer by one rater a 409; a
  * missing or unknown token a 401. One polling thread handles every request in
- * turn (a rating is a few milliseconds), MHD's idle timeout closes silent
- * connections, at most RATE_SLOTS connections at once and, bound beyond
- * loopback, RATE_PER_IP per client address. It binds 127.0.0.1 unless told.
+ * turn (a rating is a few milliseconds); every connection has absolute
+ * deadlines no trickling client extends (core/httpguard.h: its request within
+ * RATE_REQUEST_S, its response taken within RATE_RESPONSE_S); at most
+ * RATE_SLOTS connections at once and, bound beyond loopback, RATE_PER_IP per
+ * client address. It binds 127.0.0.1 unless told.
  *
  * After each rating, batches whose every answer has reached webhook_min
  * ratings are announced once (batches.notified) to the webhook, if any.
@@ -36,17 +38,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/httpguard.h"
 #include "rate/rate_internal.h"
 
 #define RATE_SLOTS 64
 #define RATE_PER_IP 16
 #define RATE_IDLE_S 10
+#define RATE_REQUEST_S 5.0   /* a whole request, from the connection or the previous response */
+#define RATE_RESPONSE_S 30.0 /* a response, from its request */
 
 extern const char rate__page_html[], rate__page_js[], rate__page_css[];
 
 struct rate_server {
     rate_db *db;
     struct MHD_Daemon *d;
+    http_guard *guard;
     int port;
     char webhook[2048];
     int webhook_min;
@@ -198,6 +204,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *size = 0;
         return MHD_YES;
     }
+    http_guard_request_in(s->guard, c); /* the request is in: its response has a deadline */
     int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
     if (get && !strcmp(url, "/"))
         return reply(c, 200, "text/html; charset=utf-8", (char *)rate__page_html,
@@ -244,7 +251,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
                       enum MHD_RequestTerminationCode code)
 {
-    (void)cls, (void)c, (void)code;
+    (void)code;
+    rate_server *s = cls;
+    http_guard_response_out(s->guard, c); /* the next request has RATE_REQUEST_S from now */
     req *q = *con_cls;
     if (q) {
         free(q->body);
@@ -275,13 +284,19 @@ grit_err rate_serve_open(const char *db, const rate_serve_opts *o, rate_server *
         free(s);
         return rc;
     }
+    if ((rc = http_guard_start(&s->guard, RATE_REQUEST_S, RATE_RESPONSE_S))) {
+        rate_serve_close(s);
+        return rc;
+    }
     int loopback = (ntohl(sa.sin_addr.s_addr) >> 24) == 127;
     s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, handle,
                             s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)RATE_SLOTS,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, loopback ? 0u : (unsigned)RATE_PER_IP,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)RATE_IDLE_S,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_END);
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+                            MHD_OPTION_NOTIFY_CONNECTION, http_guard_notify, s->guard,
+                            MHD_OPTION_END);
     if (!s->d) {
         rc = grit_errf(GRIT_EIO, "cannot serve on %s:%d (port in use, or not an address of this "
                                  "machine?)", bind, o->port);
@@ -302,6 +317,7 @@ void rate_serve_close(rate_server *s)
         return;
     if (s->d)
         MHD_stop_daemon(s->d);
+    http_guard_stop(s->guard);
     rate_db_close(s->db);
     free(s);
 }

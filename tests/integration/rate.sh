@@ -180,6 +180,40 @@ c=$(req "${url}api/next"); [ "$c" = 401 ] || fail "no token: $c"
 c=$(req -H "Authorization: Bearer $bob" "${url}api/next")
 { [ "$c" = 200 ] && grep -q '"done": *true' "$tmp/body"; } || fail "bob's next after all: $c $(cat "$tmp/body")"
 c=$(req "${url}../r.db"); [ "$c" = 404 ] || fail "a path outside the routes: $c"
+# 70 clients trickling one header byte every 0.3 s hold every slot (64) until their
+# absolute deadline (5 s from connecting) cuts them; then a rater gets through
+cat > "$tmp/trickle.py" <<'PY'
+import socket, sys, time
+port = int(sys.argv[1])
+socks = []
+for _ in range(70):
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=2); socks.append(s)
+    except OSError:
+        pass
+t0 = time.time()
+while time.time() - t0 < 20 and socks:
+    for s in list(socks):
+        try: s.send(b"G")
+        except OSError: socks.remove(s)
+    time.sleep(0.3)
+print(len(socks))
+PY
+"$py" "$tmp/trickle.py" "$port" > "$tmp/trickle.out" & tpid=$!; pids+=($tpid)
+sleep 1
+t0=$(date +%s.%N)
+c=000
+for _ in $(seq 1 30); do
+  c=$(curl -s -m 2 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $bob" "${url}api/next" || true)
+  [ "$c" = 200 ] && break; sleep 0.3
+done
+dt=$(echo "$(date +%s.%N) - $t0" | bc)
+wait "$tpid" || true
+if [ "$c" = 200 ] && [ "$(echo "$dt < 12" | bc)" = 1 ] && [ "$(cat "$tmp/trickle.out")" = 0 ]; then
+  echo "ok   70 trickling clients cut at their deadline; a rater got through after ${dt}s"
+else
+  fail "trickling clients: a rater got HTTP $c after ${dt}s; $(cat "$tmp/trickle.out") tricklers still connected after 20 s"
+fi
 kill -0 "$spid" || fail "the server died"
 echo "ok   bad requests: 409, 400, 400, 413, 401, 401, 404; the server lives on"
 kill "$spid"; wait "$spid" 2>/dev/null || true
