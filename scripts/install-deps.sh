@@ -26,6 +26,7 @@ PKGS=(
   slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev libpmix-dev # Slurm: spank_grit.so, --backend slurm, scripts/slurm-local-cluster.sh
   libsqlite3-dev iproute2 util-linux # grit cluster: durable state (SQLite); network namespaces, nsenter/unshare
   openssh-server openssh-client      # grit cluster ssh provider: its test runs sshd hosts in namespaces
+  python3-mpmath                     # grit rate test: the reference Student t quantile (tests/integration/rate_check.py)
 )
 # npm ships inside nodesource's nodejs; Debian packages it separately.
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)

@@ -233,6 +233,13 @@ add_test(NAME integration.generate
           ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
 set_tests_properties(integration.generate PROPERTIES TIMEOUT 300 LABELS "integration")
 
+# grit rate (src/rate): init/batch on a tiny model, two raters in Chromium (keyboard only),
+# kill -9 of the server mid-session, webhooks, results and exports against Python.
+add_test(NAME integration.rate
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/rate.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
+          ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
+set_tests_properties(integration.rate PROPERTIES TIMEOUT 180 LABELS "integration;browser")
+
 # grit launch (src/supervise): every fault kind recovered without a person, bitwise equal
 # to the fault-free run; forged heartbeats; a killed supervisor; a non-grit program.
 add_test(NAME integration.launch

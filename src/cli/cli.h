@@ -12,6 +12,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_rate(int argc, char **argv);
 int cmd_dashboard(int argc, char **argv);
 int cmd_prep(int argc, char **argv);
 int cmd_s3(int argc, char **argv);

@@ -26,6 +26,7 @@ static void usage(FILE *f)
             "  eval                perplexity, log-probabilities and zero-shot tasks of checkpoints\n"
             "  dashboard RUN_DIR   serve a run's dashboard and Prometheus /metrics\n"
             "  serve CHECKPOINT    an OpenAI-compatible HTTP endpoint generating from a checkpoint\n"
+            "  rate ...            human evaluation: answers from checkpoints rated 1-5 in a browser\n"
             "  prep [CONFIG] ...   web pages (WARC/HTML/text/JSONL) -> clean, deduplicated shards\n"
             "  s3 ...              put, get, list and delete S3 objects (s3:// checkpoints)\n"
             "  cluster ...         create, describe, heal and delete a Slurm cluster from a spec\n"
@@ -75,6 +76,8 @@ int main(int argc, char **argv)
         return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval"))
         return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "rate"))
+        return cmd_rate(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve"))
         return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "dashboard"))
