@@ -8,8 +8,10 @@
  * opening (or of its previous response), and the response must be taken within
  * response_s of the request. A guard thread shuts down the sockets past their
  * deadline four times a second; libmicrohttpd then sees the end of the stream
- * and frees the slot. (The same scheme as obs/http.c and serve/serve.c, which
- * have their own copies; grit rate's server uses this one.)
+ * and frees the slot. The guard itself is core/connguard.h (which obs/http.c and
+ * serve/serve.c use directly, with their own per-route deadlines); this is its
+ * wiring into MHD for a server with one request and one response deadline
+ * (grit rate's).
  *
  * Use: http_guard_start; pass MHD_OPTION_NOTIFY_CONNECTION, http_guard_notify,
  * guard to MHD_start_daemon; call http_guard_request_in when a request's last
