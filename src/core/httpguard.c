@@ -2,7 +2,8 @@
  * httpguard.c - libmicrohttpd wiring of the connection deadline guard (see
  * httpguard.h): each connection's socket is registered with core/connguard.h when MHD
  * opens it and forgotten when MHD closes it; the request and response deadlines move
- * it along. The guard thread and its list are connguard's.
+ * it along. The guard thread and its list are connguard's. Also the one way grit's
+ * page servers (the dashboard, grit rate) queue a response with their headers.
  */
 #include "core/httpguard.h"
 
@@ -64,3 +65,22 @@ static void rearm(http_guard *h, struct MHD_Connection *c, double seconds)
 
 void http_guard_request_in(http_guard *h, struct MHD_Connection *c) { rearm(h, c, h->response_s); }
 void http_guard_response_out(http_guard *h, struct MHD_Connection *c) { rearm(h, c, h->request_s); }
+
+enum MHD_Result http_reply(struct MHD_Connection *c, unsigned status, const char *type,
+                           const char *csp, void *data, size_t len,
+                           enum MHD_ResponseMemoryMode mode)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, data, mode);
+    if (!r) {
+        if (mode == MHD_RESPMEM_MUST_FREE)
+            free(data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Content-Security-Policy", csp);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}

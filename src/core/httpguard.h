@@ -36,4 +36,11 @@ void http_guard_notify(void *cls, struct MHD_Connection *c, void **socket_contex
 void http_guard_request_in(http_guard *g, struct MHD_Connection *c);
 void http_guard_response_out(http_guard *g, struct MHD_Connection *c);
 
+/* Queues a response of len bytes of data (mode: MHD's memory mode; MUST_FREE data is
+ * freed even when no response can be made) with the headers every grit page server
+ * sends: Content-Type type, no caching, nosniff, and Content-Security-Policy csp. */
+enum MHD_Result http_reply(struct MHD_Connection *c, unsigned status, const char *type,
+                           const char *csp, void *data, size_t len,
+                           enum MHD_ResponseMemoryMode mode);
+
 #endif

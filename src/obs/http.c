@@ -20,7 +20,7 @@
  * absolute deadline that no trickle extends: its whole request must arrive
  * within HTTP_REQUEST_S of the connection opening (or of its previous
  * response), and a response must be taken within HTTP_RESPONSE_S; the guard
- * (core/connguard.h, shared with grit serve) shuts down the sockets past their
+ * (core/httpguard.h over core/connguard.h, shared with grit serve and grit rate) shuts down the sockets past their
  * deadline and libmicrohttpd then frees the slot. epoll lifts select's 1024-descriptor ceiling on the slot count, and a
  * server bound beyond loopback also limits connections per client address.
  */
@@ -35,7 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/connguard.h"
+#include "core/httpguard.h"
 #include "core/fsutil.h"
 #include "obs/obs.h"
 
@@ -50,7 +50,7 @@
 
 struct obs_server {
     struct MHD_Daemon *d;
-    conn_guard *guard; /* the connections' deadlines */
+    http_guard *guard; /* the connections' deadlines */
     char run_dir[1024], web_dir[1024];
     obs_cfg cfg;
     int port, live, uplot;
@@ -78,56 +78,20 @@ static const char no_uplot[] =
     "(or <code>cd web &amp;&amp; npm install</code>) and reload. <code>/metrics</code> and "
     "<code>/api/run</code> work without it.</p>";
 
-/* libmicrohttpd's thread: a connection opened or closed (closed comes before its
- * socket is closed, so the guard never touches a descriptor that was reused). */
-static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
-                          enum MHD_ConnectionNotificationCode code)
-{
-    obs_server *s = cls;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        /* without memory the connection goes unguarded: MHD's idle timeout remains */
-        *socket_context = ci ? conn_guard_add(s->guard, ci->connect_fd, HTTP_REQUEST_S) : NULL;
-    } else {
-        conn_guard_remove(s->guard, *socket_context);
-        *socket_context = NULL;
-    }
-}
-
-/* Sets the connection's deadline to now + seconds. */
-static void set_deadline(obs_server *s, struct MHD_Connection *c, double seconds)
-{
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    if (ci)
-        conn_guard_set(s->guard, ci->socket_context, seconds);
-}
-
 /* A response went out: the next request has HTTP_REQUEST_S from now. */
 static void on_completed(void *cls, struct MHD_Connection *c, void **req,
                          enum MHD_RequestTerminationCode code)
 {
     (void)req, (void)code;
-    set_deadline(cls, c, HTTP_REQUEST_S);
+    http_guard_response_out(((obs_server *)cls)->guard, c);
 }
 
+/* the page may load only what this server serves */
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
                              void *data, size_t len, enum MHD_ResponseMemoryMode mode)
 {
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, data, mode);
-    if (!r) {
-        if (mode == MHD_RESPMEM_MUST_FREE)
-            free(data);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", type);
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    /* the page may load only what this server serves */
-    MHD_add_response_header(r, "Content-Security-Policy",
-                            "default-src 'self'; style-src 'self' 'unsafe-inline'");
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
+    return http_reply(c, status, type, "default-src 'self'; style-src 'self' 'unsafe-inline'",
+                      data, len, mode);
 }
 
 static enum MHD_Result text(struct MHD_Connection *c, unsigned status, const char *msg)
@@ -142,7 +106,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 {
     (void)version, (void)upload, (void)req;
     obs_server *s = cls;
-    set_deadline(s, c, HTTP_RESPONSE_S); /* the request is in: now its response has a deadline */
+    http_guard_request_in(s->guard, c); /* the request is in: now its response has a deadline */
     if (strcmp(method, "GET") && strcmp(method, "HEAD"))
         return text(c, 405, "grit dashboard: read-only (GET only)\n");
     if (*upload_size)
@@ -232,7 +196,7 @@ grit_err obs_serve(const obs_serve_opts *o, obs_server **out)
                         "so; run make deps (or npm install in %s)\n", probe, s->web_dir);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    if (conn_guard_start(&s->guard) != GRIT_OK) {
+    if (http_guard_start(&s->guard, HTTP_REQUEST_S, HTTP_RESPONSE_S) != GRIT_OK) {
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->cv);
         free(s);
@@ -244,12 +208,12 @@ grit_err obs_serve(const obs_serve_opts *o, obs_server **out)
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_SLOTS,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, loopback ? 0u : (unsigned)HTTP_PER_IP,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_RESPONSE_S,
-                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                            MHD_OPTION_NOTIFY_CONNECTION, http_guard_notify, s->guard,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->d) {
         grit_err rc = grit_errf(GRIT_EIO, "cannot serve the dashboard on %s:%d (port in use, or not an "
                                           "address of this machine?)", bind, o->port);
-        conn_guard_stop(s->guard);
+        http_guard_stop(s->guard);
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->cv);
         free(s);
@@ -278,8 +242,8 @@ void obs_server_close(obs_server *s)
     pthread_mutex_unlock(&s->mu);
     if (s->ticking)
         pthread_join(s->ticker, NULL);
-    MHD_stop_daemon(s->d); /* closes the remaining connections (on_connection frees them) */
-    conn_guard_stop(s->guard);
+    MHD_stop_daemon(s->d); /* closes the remaining connections (the guard forgets them) */
+    http_guard_stop(s->guard);
     if (s->live) {
         obs_registry_save(s->run_dir);
         obs_power_close(); /* the ticker has stopped: nothing samples any more */

@@ -68,19 +68,7 @@ typedef struct req {
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
                              char *data, size_t len, enum MHD_ResponseMemoryMode mode)
 {
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, data, mode);
-    if (!r) {
-        if (mode == MHD_RESPMEM_MUST_FREE)
-            free(data);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", type);
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(r, "Content-Security-Policy", "default-src 'self'");
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
+    return http_reply(c, status, type, "default-src 'self'", data, len, mode);
 }
 
 static enum MHD_Result jreply(rate_server *s, struct MHD_Connection *c, unsigned status,
