@@ -15,6 +15,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "core/sqldb.h"
+
 struct cluster_state {
     sqlite3 *db;
     char path[PATH_MAX];
@@ -54,19 +56,8 @@ grit_err cluster_state_open(cluster_state **out, const char *path)
     if (!st)
         return grit_errf(GRIT_ENOMEM, "out of memory");
     snprintf(st->path, sizeof st->path, "%s", path);
-    if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-        SQLITE_OK) {
-        grit_err rc = grit_errf(GRIT_EIO, "%s: cannot open the cluster database: %s", path,
-                                st->db ? sqlite3_errmsg(st->db) : "out of memory");
-        cluster_state_close(st);
-        return rc;
-    }
-    sqlite3_busy_timeout(st->db, 10000);
-    char *msg = NULL;
-    if (sqlite3_exec(st->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
-        grit_err rc = grit_errf(GRIT_EIO, "%s: cannot create the schema: %s", path,
-                                msg ? msg : "?");
-        sqlite3_free(msg);
+    grit_err rc = sqldb_open(path, schema, "cluster", &st->db);
+    if (rc != GRIT_OK) {
         cluster_state_close(st);
         return rc;
     }

@@ -23,6 +23,7 @@
 
 #include "core/fsutil.h"
 #include "core/rng.h"
+#include "core/sqldb.h"
 #include "rate/rate_internal.h"
 
 static const char *schema =
@@ -98,19 +99,8 @@ grit_err rate_db_open(const char *path, rate_db **out)
         return grit_errf(GRIT_ENOMEM, "out of memory");
     snprintf(d->path, sizeof d->path, "%s", path);
     pthread_mutex_init(&d->mu, NULL);
-    if (sqlite3_open_v2(path, &d->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-        SQLITE_OK) {
-        grit_err rc = grit_errf(GRIT_EIO, "%s: cannot open the rating database: %s", path,
-                                d->db ? sqlite3_errmsg(d->db) : "out of memory");
-        rate_db_close(d);
-        return rc;
-    }
-    sqlite3_busy_timeout(d->db, 10000);
-    char *msg = NULL;
-    if (sqlite3_exec(d->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
-        grit_err rc = grit_errf(GRIT_EIO, "%s: not a grit rate database: %s", path,
-                                msg ? msg : "?");
-        sqlite3_free(msg);
+    grit_err rc = sqldb_open(path, schema, "rating", &d->db);
+    if (rc != GRIT_OK) {
         rate_db_close(d);
         return rc;
     }
