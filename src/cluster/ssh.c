@@ -321,7 +321,9 @@ static grit_err push(const cluster_ctx *c, int slot)
     return rc;
 }
 
-static grit_err ssh_up(const cluster_ctx *c)
+/* slurm.conf written and pushed with the munge key to every host, then `verb` run on the
+ * controller's host (ctld: start it; reconfigure: make it read the new conf). */
+static grit_err push_all_then(const cluster_ctx *c, const char *verb)
 {
     grit_err rc = write_conf(c);
     int ctl = controller_slot(c);
@@ -329,9 +331,11 @@ static grit_err ssh_up(const cluster_ctx *c)
         if (c->slot_group[i] >= 0)
             rc = push(c, i);
     if (rc == GRIT_OK)
-        rc = node_cmd(c, ctl, "ctld", NULL, NULL, 60);
+        rc = node_cmd(c, ctl, verb, NULL, NULL, 60);
     return rc;
 }
+
+static grit_err ssh_up(const cluster_ctx *c) { return push_all_then(c, "ctld"); }
 
 /* Every host's processes and RemoteDir gone; the controller's host last. */
 static grit_err ssh_down(const cluster_ctx *c)
@@ -402,17 +406,7 @@ static grit_err ssh_remove(const cluster_ctx *c, int slot)
     return rc;
 }
 
-static grit_err ssh_reconfigure(const cluster_ctx *c)
-{
-    grit_err rc = write_conf(c);
-    int ctl = controller_slot(c);
-    for (int i = 1; i <= c->nslots && rc == GRIT_OK; i++)
-        if (c->slot_group[i] >= 0)
-            rc = push(c, i);
-    if (rc == GRIT_OK)
-        rc = node_cmd(c, ctl, "reconfigure", NULL, NULL, 60);
-    return rc;
-}
+static grit_err ssh_reconfigure(const cluster_ctx *c) { return push_all_then(c, "reconfigure"); }
 
 static void ssh_addr(const cluster_ctx *c, int slot, char *buf, size_t cap)
 {
