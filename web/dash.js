@@ -128,7 +128,11 @@ function ckpts(v) {
     <td>${c.step}</td><td>${c.bytes ? (c.bytes / 1048576).toFixed(2) + " MiB" : "-"}</td>
     <td>${fmt(c.seconds, 3)}</td><td>${fmt(c.stall_s, 3)}</td><td>${fmt(c.gb_per_s, 2)}</td>
     <td>${c.present ? "yes" : "pruned"}</td></tr>`);
-  $("ckpts").tBodies[0].innerHTML = rows.join("") || '<tr><td colspan="6" class="empty">none yet</td></tr>';
+  /* failed saves and checkpoints a resume rejected: red rows with the reason */
+  const bad = (v.ckpt_failures || []).slice().reverse().map((f) => `<tr class="bad">
+    <td>${f.step === null ? "-" : f.step}</td><td colspan="5">${f.kind === "save_failed" ? "save FAILED" :
+      f.kind === "fallback" ? "rejected at resume (fell back)" : "local copy rejected"}: ${esc(f.detail)}</td></tr>`);
+  $("ckpts").tBodies[0].innerHTML = bad.concat(rows).join("") || '<tr><td colspan="6" class="empty">none yet</td></tr>';
 }
 
 function cost(v) {

@@ -205,6 +205,20 @@ char *obs_prometheus(const json_t *view)
     if (json_array_size(loads))
         gauge(&b, json_array_get(loads, json_array_size(loads) - 1), "seconds",
               "grit_checkpoint_load_seconds", "gauge", "Duration of the latest checkpoint load (resume).");
+    json_t *fails = json_object_get(view, "ckpt_failures"), *f;
+    double nsave = 0, nfall = 0;
+    json_array_foreach(fails, i, f) {
+        const char *k = json_string_value(json_object_get(f, "kind"));
+        nsave += k && !strcmp(k, "save_failed");
+        nfall += k && strcmp(k, "save_failed") != 0;
+    }
+    head(&b, "grit_checkpoint_failures_total", "counter", "Checkpoint saves that failed (nothing partial is visible).");
+    put(&b, "grit_checkpoint_failures_total");
+    value(&b, nsave);
+    head(&b, "grit_checkpoint_fallbacks_total", "counter",
+         "Checkpoints rejected at a resume (unusable: an older one, or the remote copy, was used).");
+    put(&b, "grit_checkpoint_fallbacks_total");
+    value(&b, nfall);
     head(&b, "grit_run_finished", "gauge", "1 once the supervisor has finished or given up.");
     put(&b, "grit_run_finished");
     value(&b, json_is_true(json_object_get(view, "finished")));

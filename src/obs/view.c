@@ -190,6 +190,7 @@ static int mc_update(const char *path)
 
 typedef struct evstate {
     json_t *incidents, *restarts, *ckpts, *loads;
+    json_t *ckfails; /* failed saves and checkpoints rejected at a resume (fallbacks) */
     double t0, t_end, t_train0, t_launch0;
     double done_goodput;
     double fpt; /* FLOPs per token of the latest train_start; 0: not recorded */
@@ -268,6 +269,17 @@ static void on_event(json_t *o, void *ctx)
                                         "bytes", num(o, "bytes", 0), "seconds",
                                         num(o, "seconds", 0), "stall_s", num(o, "stall_s", 0),
                                         "gb_per_s", num(o, "gb_per_s", 0), "ts", ts));
+    } else if (!strcmp(name, "ckpt_failed")) {
+        json_array_append_new(e->ckfails, json_pack("{s:s,s:f,s:s,s:f}", "kind", "save_failed",
+                                                     "step", num(o, "step", 0), "detail",
+                                                     str(o, "error"), "ts", ts));
+    } else if (!strcmp(name, "ckpt_rejected") || !strcmp(name, "ckpt_local_rejected")) {
+        char what[400];
+        snprintf(what, sizeof what, "%s: %s", str(o, "dir"), str(o, "reason"));
+        json_array_append_new(e->ckfails,
+                              json_pack("{s:s,s:n,s:s,s:f}", "kind",
+                                        !strcmp(name, "ckpt_rejected") ? "fallback" : "local_copy_rejected",
+                                        "step", "detail", what, "ts", ts));
     } else if (!strcmp(name, "done") || !strcmp(name, "gave_up_summary")) {
         e->ended = 1;
         e->t_end = ts;
@@ -341,7 +353,7 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
 {
     char path[1200];
     evstate e = {.incidents = json_array(), .restarts = json_array(), .ckpts = json_array(),
-                 .loads = json_array()};
+                 .loads = json_array(), .ckfails = json_array()};
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
     pthread_mutex_lock(&mc_mu); /* held until the rows are copied out */
     int have_m = mc_update(path);
@@ -350,6 +362,7 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
     if (have_m < 0 || (!have_m && !have_e)) {
         pthread_mutex_unlock(&mc_mu);
         json_decref(e.incidents), json_decref(e.restarts), json_decref(e.ckpts), json_decref(e.loads);
+        json_decref(e.ckfails);
         if (have_m < 0)
             grit_errf(GRIT_ENOMEM, "%s/metrics.jsonl: out of memory", run_dir);
         else
@@ -514,12 +527,13 @@ json_t *obs_view(const char *run_dir, const obs_cfg *c, int max_points)
     json_t *cfg = json_pack("{s:f,s:f,s:f,s:f}", "price_node_hour", c->price_node_hour,
                             "grid_gco2_kwh", c->grid_gco2_kwh, "node_watts", c->node_watts,
                             "peak_tflops", c->peak_tflops);
-    json_t *v = json_pack("{s:s,s:f,s:b,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "run_dir",
+    json_t *v = json_pack("{s:s,s:f,s:b,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "run_dir",
                           run_dir, "now", now, "finished", e.ended,
                           "state", e.state[0] ? e.state : (e.ended ? "DONE" : "RUNNING"),
                           "gave_up_reason", e.gave_up_reason, "series", series_o, "restarts",
                           e.restarts, "nodes", nodes, "incidents", e.incidents, "checkpoints",
-                          e.ckpts, "ckpt_loads", e.loads, "summary", sum, "config", cfg);
+                          e.ckpts, "ckpt_loads", e.loads, "ckpt_failures", e.ckfails, "summary",
+                          sum, "config", cfg);
     /* per host: what the workers (or the supervisor) measured on each machine */
     json_t *hosts = json_array(), *h;
     json_array_foreach(json_object_get(ns, "hosts"), i, h)

@@ -42,4 +42,20 @@ out=$(GRIT_CKPT_FAULT=enospc_from:7 "$grit" train "$cfg" --run-dir "$d" --quiet 
 [ "$(ls "$d/ckpt")" = "$(printf 'LATEST\nstep_00000003')" ] || fail "full disk: partial files left: $(ls "$d/ckpt")"
 cmp -s "$tmp/ref/model.safetensors" "$d/model.safetensors" || fail "full disk: final weights differ"
 echo "ok   disk stays full: 3 saves failed cleanly, training finished"
+
+# the failed saves on the dashboard's data and in Prometheus: grit dashboard on that run
+pf="$tmp/port"
+"$grit" dashboard "$d" --port 0 --port-file "$pf" 2> "$tmp/dash.log" &
+dash=$!
+for _ in $(seq 1 100); do [ -s "$pf" ] && break; sleep 0.1; done
+port=$(cat "$pf" 2>/dev/null || true)
+metrics=$(curl -fsS "http://127.0.0.1:$port/metrics" 2>&1 || true)
+run=$(curl -fsS "http://127.0.0.1:$port/api/run" 2>&1 || true)
+kill "$dash" 2>/dev/null || true; wait "$dash" 2>/dev/null || true
+grep -qx 'grit_checkpoint_failures_total 3' <<<"$metrics" &&
+  grep -qx 'grit_checkpoint_fallbacks_total 0' <<<"$metrics" &&
+  [ "$(grep -o '"kind": *"save_failed"' <<<"$run" | wc -l)" -eq 3 ] &&
+  grep -q 'No space left on device' <<<"$run" &&
+  echo "ok   the 3 failed saves on /metrics (grit_checkpoint_failures_total 3) and the dashboard's /api/run" ||
+  fail "dashboard/metrics: $(grep checkpoint_f <<<"$metrics") / $(head -c 300 <<<"$run") $(cat "$tmp/dash.log")"
 finish ckpt_enospc
