@@ -25,17 +25,8 @@ bg=""
 cleanup() { [ -n "$bg" ] && kill -9 "$bg" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (make deps)"; exit 1; }
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-cat > "$tmp/job.json" <<CFG
-{"model": {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "intermediate_size": 256,
-           "vocab_size": 500, "max_positions": 256},
- "optim": {"micro_batch": 2, "global_batch": 8, "seq_len": 64, "lr": 3e-3, "min_lr": 3e-4,
-           "warmup_steps": 2, "total_steps": 24},
- "data": {"synthetic_vocab": 500}, "seed": 42, "threads": 1,
- "checkpoint": {"interval_steps": 4, "keep_last": 3}}
-CFG
+. "$(dirname "$0")/sup_lib.sh"  # fail, tiny_job
+tiny_job "$tmp/job.json" 8 24 4
 L() { # DIR SPARES [launch options...]: the job on 2 nodes; stdout+stderr in DIR.out
   local d=$1 k=$2; shift 2
   "$grit" launch --nodes 2 --spares "$k" --run "$d" --hang-timeout 3 --backoff 0.1 \

@@ -1,5 +1,6 @@
 # sup_lib.sh - sourced by the integration tests that run small jobs under mpirun and
-# grit launch (launch, sigterm, multi_death, hb_flood, silent_cpu, silent_net, tp_ckpt):
+# grit launch (launch, sigterm, multi_death, hb_flood, silent_cpu, silent_net, tp_ckpt,
+# no_spare):
 #   fail MSG              print FAIL: MSG and count it in $fails
 #   tiny_job FILE GB STEPS INTERVAL [KEEP]
 #                         the 2-layer GPT-NeoX job they train (global batch GB, STEPS
