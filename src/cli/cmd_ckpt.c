@@ -7,6 +7,7 @@
  * into a verified step_00000000.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,8 +103,8 @@ static int cmd_ls_verify(int argc, char **argv, int verify_only)
         return 2;
     }
     long only = -1;
-    if (verify_only && argc > 2)
-        only = strtol(argv[2], NULL, 10);
+    if (verify_only && argc > 2 && cli_long("ckpt verify", "STEP", argv[2], 0, LONG_MAX, &only))
+        return 2;
     store *s = open_ckpt(argv[1]);
     if (!s)
         return 2;
@@ -188,11 +189,14 @@ static int cmd_export(int argc, char **argv)
             return 2;
         }
     }
+    long step;
+    if (cli_long("ckpt export", "STEP", argv[2], 0, LONG_MAX, &step))
+        return 2;
     store *s = open_ckpt(argv[1]);
     if (!s)
         return 2;
     char d[64], why[512], out[2048];
-    ckpt_dirname(d, sizeof d, strtol(argv[2], NULL, 10));
+    ckpt_dirname(d, sizeof d, step);
     if (ckpt_verify(s, d, why, sizeof why) != GRIT_OK) {
         fprintf(stderr, "grit ckpt export: %s/%s does not verify: %s\n", s->root, d, why);
         store_close(s);
@@ -279,11 +283,13 @@ static int cmd_prune(int argc, char **argv)
 {
     long keep_last = -1, keep_every = 0;
     for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--keep-last") && i + 1 < argc)
-            keep_last = strtol(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--keep-every") && i + 1 < argc)
-            keep_every = strtol(argv[++i], NULL, 10);
-        else {
+        if (!strcmp(argv[i], "--keep-last") && i + 1 < argc) {
+            if (cli_long("ckpt prune", "--keep-last", argv[++i], 1, LONG_MAX, &keep_last))
+                return 2;
+        } else if (!strcmp(argv[i], "--keep-every") && i + 1 < argc) {
+            if (cli_long("ckpt prune", "--keep-every", argv[++i], 0, LONG_MAX, &keep_every))
+                return 2;
+        } else {
             fprintf(stderr, "grit ckpt prune: unknown option '%s'\n", argv[i]);
             return 2;
         }

@@ -299,23 +299,11 @@ int cmd_cluster(int argc, char **argv)
         else if (!strcmp(a, "--no-mpi-check"))
             o.mpi_check = 0;
         else if (!strcmp(a, "--down-grace") && i + 1 < argc) {
-            char *end;
-            double v = strtod(argv[++i], &end);
-            if (*end || !(v >= 0 && v <= 3600)) {
-                fprintf(stderr, "grit cluster: --down-grace: expected seconds in [0, 3600], got "
-                                "'%s'\n", argv[i]);
+            if (cli_num("cluster", a, argv[++i], 0, 3600, &o.down_grace))
                 return 2;
-            }
-            o.down_grace = v;
         } else if (!strcmp(a, "--attempts") && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 1 || v > 10) {
-                fprintf(stderr, "grit cluster: --attempts: expected an integer in [1, 10], got "
-                                "'%s'\n", argv[i]);
+            if (cli_int("cluster", a, argv[++i], 1, 10, &o.attempts))
                 return 2;
-            }
-            o.attempts = (int)v;
         }
         else if ((!strcmp(a, "--state") || !strcmp(a, "--health")) && i + 1 < argc) {
             char *dst = a[2] == 's' ? o.state_dir : o.health_args;

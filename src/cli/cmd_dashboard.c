@@ -27,19 +27,6 @@ const char obs_cli_help[] =
     "                         NVML (GPUs) can be read\n"
     "  --peak-tflops T        peak TFLOP/s per node, for MFU\n";
 
-static int num_arg(const char *flag, const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
-        fprintf(stderr, "grit: %s: expected a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 int obs_cli_opt(int argc, char **argv, int *i, obs_cli *o)
 {
     const char *a = argv[*i];
@@ -60,20 +47,16 @@ int obs_cli_opt(int argc, char **argv, int *i, obs_cli *o)
         return -1;
     }
     const char *v = argv[++*i];
-    double port;
     o->set = 1;
     switch (k) {
     case 0:
     case 6:
     case 7:
-        if (num_arg(a, v, 0, 65535, &port))
-            return -1;
-        o->port = (int)port;
-        return 1;
-    case 1: return num_arg(a, v, 0, 1e9, &o->cfg.price_node_hour) ? -1 : 1;
-    case 2: return num_arg(a, v, 0, 1e5, &o->cfg.grid_gco2_kwh) ? -1 : 1;
-    case 3: return num_arg(a, v, 0, 1e7, &o->cfg.node_watts) ? -1 : 1;
-    case 4: return num_arg(a, v, 0, 1e9, &o->cfg.peak_tflops) ? -1 : 1;
+        return cli_int(argv[0], a, v, 0, 65535, &o->port) ? -1 : 1;
+    case 1: return cli_num(argv[0], a, v, 0, 1e9, &o->cfg.price_node_hour) ? -1 : 1;
+    case 2: return cli_num(argv[0], a, v, 0, 1e5, &o->cfg.grid_gco2_kwh) ? -1 : 1;
+    case 3: return cli_num(argv[0], a, v, 0, 1e7, &o->cfg.node_watts) ? -1 : 1;
+    case 4: return cli_num(argv[0], a, v, 0, 1e9, &o->cfg.peak_tflops) ? -1 : 1;
     default: o->bind = v; return 1;
     }
 }

@@ -80,20 +80,6 @@ typedef struct eval_res {
     task_result task;
 } eval_res;
 
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) {
-        fprintf(stderr, "grit eval: %s: expected an integer in [%ld, %ld], got '%s'\n", flag, lo, hi,
-                s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 /* The ids of --ids or --text into *out (malloc'd). */
 static grit_err sequence_ids(const eval_args *a, bpe_ctx *tok, int32_t **out, int *n)
 {
@@ -488,11 +474,11 @@ int cmd_eval(int argc, char **argv)
         STR("--field", field) STR("--text", text) STR("--ids", ids) STR("--task", task)
         STR("--task-type", task_type) STR("--delim", delim) STR("--dump-logits", dump)
         STR("--details", details) STR("--csv", csv) STR("--plot", plot)
-        else if (!strcmp(f, "--seq-len") && v) bad = parse_long(f, argv[++i], 1, 1 << 20, &a.seq_len);
-        else if (!strcmp(f, "--max-tokens") && v) bad = parse_long(f, argv[++i], 2, 1L << 40, &a.max_tokens);
-        else if (!strcmp(f, "--limit") && v) bad = parse_long(f, argv[++i], 1, 1L << 40, &a.limit);
+        else if (!strcmp(f, "--seq-len") && v) bad = cli_long("eval", f, argv[++i], 1, 1 << 20, &a.seq_len);
+        else if (!strcmp(f, "--max-tokens") && v) bad = cli_long("eval", f, argv[++i], 2, 1L << 40, &a.max_tokens);
+        else if (!strcmp(f, "--limit") && v) bad = cli_long("eval", f, argv[++i], 1, 1L << 40, &a.limit);
         else if (!strcmp(f, "--threads") && v) {
-            bad = parse_long(f, argv[++i], 1, 1024, &t);
+            bad = cli_long("eval", f, argv[++i], 1, 1024, &t);
             a.threads = (int)t;
         } else {
             fprintf(stderr, "grit eval: unknown option or missing value: '%s'\n", f);

@@ -53,20 +53,6 @@ static void usage(FILE *f)
             "  -h, --help          show this help\n");
 }
 
-static int num(const char *flag, const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || end == s || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "grit generate: %s: expected a number in [%g, %g], got '%s'\n", flag, lo,
-                hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 /* --messages FILE rendered with template t (auto resolved beside the tokenizer). */
 static grit_err render_messages(const bpe *tok, const char *tokpath, sft_template t,
                                 const char *path, bpe_ids *ids)
@@ -141,17 +127,17 @@ int cmd_generate(int argc, char **argv)
         } else if (!strcmp(a, "--prompt") && v) {
             prompt = argv[++i];
         } else if (!strcmp(a, "--max-tokens") && v) {
-            bad = num(a, argv[++i], 0, 1 << 20, &max_tokens);
+            bad = cli_num("generate", a, argv[++i], 0, 1 << 20, &max_tokens);
         } else if (!strcmp(a, "--temperature") && v) {
-            bad = num(a, argv[++i], 0, 100, &temp);
+            bad = cli_num("generate", a, argv[++i], 0, 100, &temp);
         } else if (!strcmp(a, "--top-k") && v) {
-            bad = num(a, argv[++i], 0, 1 << 24, &top_k);
+            bad = cli_num("generate", a, argv[++i], 0, 1 << 24, &top_k);
         } else if (!strcmp(a, "--top-p") && v) {
-            bad = num(a, argv[++i], 1e-9, 1, &top_p);
+            bad = cli_num("generate", a, argv[++i], 1e-9, 1, &top_p);
         } else if (!strcmp(a, "--seed") && v) {
-            bad = num(a, argv[++i], 0, 9007199254740991.0, &seed);
+            bad = cli_num("generate", a, argv[++i], 0, 9007199254740991.0, &seed);
         } else if (!strcmp(a, "--threads") && v) {
-            bad = num(a, argv[++i], 1, 1024, &threads);
+            bad = cli_num("generate", a, argv[++i], 1, 1024, &threads);
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "grit generate: unknown option or missing value: '%s'\n", a);
             usage(stderr);

@@ -96,34 +96,6 @@ static void usage(FILE *f)
             "  slow_link by GRIT_HEALTH_NET_DELAY_US per message (default 5000).\n");
 }
 
-static int parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || end == s || s[0] == '-' || v < lo || v > hi) {
-        fprintf(stderr, "grit health: %s: expected an integer in [%llu, %llu], got '%s'\n", flag,
-                (unsigned long long)lo, (unsigned long long)hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_dbl(const char *flag, const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || end == s || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "grit health: %s: expected a number in [%g, %g], got '%s'\n", flag, lo,
-                hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 /* Splits a comma list in place into list (at most HEALTH_MAX_LIST). */
 static int split_list(const char *flag, char *s, const char **list, int *n)
 {
@@ -158,7 +130,7 @@ int cmd_health(int argc, char **argv)
     if (env_nvml && *env_nvml)
         o.nvml_path = env_nvml;
     const char *env_ref = getenv("GRIT_HEALTH_REF_TIME");
-    if (env_ref && *env_ref && parse_dbl("GRIT_HEALTH_REF_TIME", env_ref, 0, 1e12, &o.ref_time))
+    if (env_ref && *env_ref && cli_num("health", "GRIT_HEALTH_REF_TIME", env_ref, 0, 1e12, &o.ref_time))
         return 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -182,75 +154,75 @@ int cmd_health(int argc, char **argv)
         else if (!strcmp(a, "--write-baseline"))
             write_baseline = v;
         else if (!strcmp(a, "--slow-factor"))
-            bad = parse_dbl(a, v, 1.0, 100.0, &o.slow_factor);
+            bad = cli_num("health", a, v, 1.0, 100.0, &o.slow_factor);
         else if (!strcmp(a, "--deep-seconds"))
-            bad = parse_dbl(a, v, 0.1, 86400.0, &o.deep_seconds);
+            bad = cli_num("health", a, v, 0.1, 86400.0, &o.deep_seconds);
         else if (!strcmp(a, "--threads")) {
-            bad = parse_u64(a, v, 1, 1024, &u);
+            bad = cli_u64("health", a, v, 1, 1024, &u);
             o.threads = (int)u;
         } else if (!strcmp(a, "--gemm-threads")) {
-            bad = parse_u64(a, v, 0, 1024, &u);
+            bad = cli_u64("health", a, v, 0, 1024, &u);
             o.gemm_threads = (int)u;
         } else if (!strcmp(a, "--seed"))
-            bad = parse_u64(a, v, 0, UINT64_MAX, &o.seed);
+            bad = cli_u64("health", a, v, 0, UINT64_MAX, &o.seed);
         else if (!strcmp(a, "--mem-fraction"))
-            bad = parse_dbl(a, v, 0.0, 0.95, &o.mem_fraction);
+            bad = cli_num("health", a, v, 0.0, 0.95, &o.mem_fraction);
         else if (!strcmp(a, "--mem-max-bytes")) {
-            bad = parse_u64(a, v, 1 << 20, SIZE_MAX, &u);
+            bad = cli_u64("health", a, v, 1 << 20, SIZE_MAX, &u);
             o.mem_max_bytes = (size_t)u;
         } else if (!strcmp(a, "--min-mem-gbps"))
-            bad = parse_dbl(a, v, 0.0, 1e6, &o.min_mem_gbps);
+            bad = cli_num("health", a, v, 0.0, 1e6, &o.min_mem_gbps);
         else if (!strcmp(a, "--dir"))
             o.dir = v;
         else if (!strcmp(a, "--need-bytes"))
-            bad = parse_u64(a, v, 0, UINT64_MAX, &o.need_bytes);
+            bad = cli_u64("health", a, v, 0, UINT64_MAX, &o.need_bytes);
         else if (!strcmp(a, "--ckpt-model"))
             o.ckpt_model = v;
         else if (!strcmp(a, "--ckpt-count")) {
-            bad = parse_u64(a, v, 1, 100000, &u);
+            bad = cli_u64("health", a, v, 1, 100000, &u);
             o.ckpt_count = (int)u;
         } else if (!strcmp(a, "--disk-bytes")) {
-            bad = parse_u64(a, v, 1 << 20, SIZE_MAX, &u);
+            bad = cli_u64("health", a, v, 1 << 20, SIZE_MAX, &u);
             o.disk_test_bytes = (size_t)u;
         } else if (!strcmp(a, "--min-disk-mbps"))
-            bad = parse_dbl(a, v, 0.0, 1e7, &o.min_disk_mbps);
+            bad = cli_num("health", a, v, 0.0, 1e7, &o.min_disk_mbps);
         else if (!strcmp(a, "--expect-gpus")) {
-            bad = parse_u64(a, v, 0, 1024, &u);
+            bad = cli_u64("health", a, v, 0, 1024, &u);
             o.expect_gpus = (int)u;
         } else if (!strcmp(a, "--max-gpu-temp"))
-            bad = parse_dbl(a, v, 0.0, 200.0, &o.max_gpu_temp_c);
+            bad = cli_num("health", a, v, 0.0, 200.0, &o.max_gpu_temp_c);
         else if (!strcmp(a, "--xid-seconds"))
-            bad = parse_dbl(a, v, 0.0, 3600.0, &o.xid_window_s);
+            bad = cli_num("health", a, v, 0.0, 3600.0, &o.xid_window_s);
         else if (!strcmp(a, "--nvml-lib"))
             o.nvml_path = v;
         else if (!strcmp(a, "--net-max-bytes")) {
-            bad = parse_u64(a, v, 8, (uint64_t)1 << 31, &u);
+            bad = cli_u64("health", a, v, 8, (uint64_t)1 << 31, &u);
             o.net_max_bytes = (size_t)u;
         } else if (!strcmp(a, "--net-pair-bytes")) {
-            bad = parse_u64(a, v, 8, (uint64_t)1 << 30, &u);
+            bad = cli_u64("health", a, v, 8, (uint64_t)1 << 30, &u);
             o.net_pair_bytes = (size_t)u;
         } else if (!strcmp(a, "--min-busbw"))
-            bad = parse_dbl(a, v, 0.0, 1e6, &o.min_busbw_gbps);
+            bad = cli_num("health", a, v, 0.0, 1e6, &o.min_busbw_gbps);
         else if (!strcmp(a, "--max-allreduce-us"))
-            bad = parse_dbl(a, v, 0.0, 1e9, &o.max_allreduce_us);
+            bad = cli_num("health", a, v, 0.0, 1e9, &o.max_allreduce_us);
         else if (!strcmp(a, "--min-pair-gbps"))
-            bad = parse_dbl(a, v, 0.0, 1e6, &o.min_pair_gbps);
+            bad = cli_num("health", a, v, 0.0, 1e6, &o.min_pair_gbps);
         else if (!strcmp(a, "--max-pair-us"))
-            bad = parse_dbl(a, v, 0.0, 1e9, &o.max_pair_us);
+            bad = cli_num("health", a, v, 0.0, 1e9, &o.max_pair_us);
         else if (!strcmp(a, "--net-rel-factor"))
-            bad = parse_dbl(a, v, 1.0, 1e6, &o.net_rel_factor);
+            bad = cli_num("health", a, v, 1.0, 1e6, &o.net_rel_factor);
         else if (!strcmp(a, "--min-nofile"))
-            bad = parse_u64(a, v, 0, UINT64_MAX, &o.min_nofile);
+            bad = cli_u64("health", a, v, 0, UINT64_MAX, &o.min_nofile);
         else if (!strcmp(a, "--min-memlock"))
-            bad = parse_u64(a, v, 0, UINT64_MAX, &o.min_memlock);
+            bad = cli_u64("health", a, v, 0, UINT64_MAX, &o.min_memlock);
         else if (!strcmp(a, "--require-bin"))
             bad = split_list(a, argv[i + 1], o.require_bins, &o.n_require_bins);
         else if (!strcmp(a, "--require-lib"))
             bad = split_list(a, argv[i + 1], o.require_libs, &o.n_require_libs);
         else if (!strcmp(a, "--ref-time"))
-            bad = parse_dbl(a, v, 0.0, 1e12, &o.ref_time);
+            bad = cli_num("health", a, v, 0.0, 1e12, &o.ref_time);
         else if (!strcmp(a, "--max-skew"))
-            bad = parse_dbl(a, v, 0.0, 1e9, &o.max_skew_s);
+            bad = cli_num("health", a, v, 0.0, 1e9, &o.max_skew_s);
         else {
             fprintf(stderr, "grit health: unknown option or missing value: '%s'\n", a);
             usage(stderr);

@@ -145,39 +145,45 @@ int cmd_launch(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--quiet"))
             o.quiet = 1;
-#define INT_OPT(name, field)                                                             \
-    else if (!strcmp(a, name) && v) o.field = atoi(argv[++i]);
-#define NUM_OPT(name, field)                                                             \
-    else if (!strcmp(a, name) && v) o.field = atof(argv[++i]);
+#define INT_OPT(name, field, lo, hi)                                                     \
+    else if (!strcmp(a, name)) {                                                         \
+        if (cli_int("launch", name, v ? argv[++i] : NULL, lo, hi, &o.field))             \
+            return 2;                                                                    \
+    }
+#define NUM_OPT(name, field, lo, hi)                                                     \
+    else if (!strcmp(a, name)) {                                                         \
+        if (cli_num("launch", name, v ? argv[++i] : NULL, lo, hi, &o.field))             \
+            return 2;                                                                    \
+    }
 #define STR_OPT(name, field)                                                             \
     else if (!strcmp(a, name) && v) o.field = argv[++i];
-        INT_OPT("--nodes", nodes)
-        INT_OPT("--spares", spares)
-        INT_OPT("--ranks-per-node", ranks_per_node)
-        INT_OPT("--max-restarts", max_restarts)
-        INT_OPT("--straggler-window", straggler_window)
-        INT_OPT("--signal-window", signal_window)
-        INT_OPT("--signal-warmup", signal_warmup)
-        INT_OPT("--strikes", strikes)
-        NUM_OPT("--strike-window", strike_window)
-        NUM_OPT("--on-no-spare-timeout", on_no_spare_timeout)
-        NUM_OPT("--hang-timeout", hang_timeout)
-        NUM_OPT("--hang-floor", hang_floor)
-        NUM_OPT("--hang-cap", hang_cap)
-        NUM_OPT("--startup-timeout", startup_timeout)
-        NUM_OPT("--grace", grace)
-        NUM_OPT("--stop-grace", stop_grace)
-        NUM_OPT("--backoff", backoff)
-        NUM_OPT("--straggler-factor", straggler_factor)
-        NUM_OPT("--straggler-min-gap", straggler_min_gap)
-        NUM_OPT("--util-factor", util_factor)
-        NUM_OPT("--net-factor", net_factor)
-        NUM_OPT("--net-min-rate", net_min_rate)
-        NUM_OPT("--signal-step-slow", signal_step_slow)
-        NUM_OPT("--spike-z", spike_z)
-        NUM_OPT("--health-every", health_every)
-        NUM_OPT("--spare-wait", spare_wait)
-        NUM_OPT("--health-timeout", health_timeout)
+        INT_OPT("--nodes", nodes, 1, 100000)
+        INT_OPT("--spares", spares, 0, 100000)
+        INT_OPT("--ranks-per-node", ranks_per_node, 1, 4096)
+        INT_OPT("--max-restarts", max_restarts, 0, 1000000)
+        INT_OPT("--straggler-window", straggler_window, 1, 32)
+        INT_OPT("--signal-window", signal_window, 1, 60)
+        INT_OPT("--signal-warmup", signal_warmup, 1, 600)
+        INT_OPT("--strikes", strikes, 0, 1000000)
+        NUM_OPT("--strike-window", strike_window, 0, 1e9)
+        NUM_OPT("--on-no-spare-timeout", on_no_spare_timeout, 1e-3, 1e7)
+        NUM_OPT("--hang-timeout", hang_timeout, 0, 1e7)
+        NUM_OPT("--hang-floor", hang_floor, 0, 1e7)
+        NUM_OPT("--hang-cap", hang_cap, 0, 1e7)
+        NUM_OPT("--startup-timeout", startup_timeout, 0, 1e7)
+        NUM_OPT("--grace", grace, 0, 1e7)
+        NUM_OPT("--stop-grace", stop_grace, 0, 1e7)
+        NUM_OPT("--backoff", backoff, 0, 1e7)
+        NUM_OPT("--straggler-factor", straggler_factor, 0, 1e6)
+        NUM_OPT("--straggler-min-gap", straggler_min_gap, 0, 1e7)
+        NUM_OPT("--util-factor", util_factor, 0, 1)
+        NUM_OPT("--net-factor", net_factor, 0, 1)
+        NUM_OPT("--net-min-rate", net_min_rate, 0, 1e15)
+        NUM_OPT("--signal-step-slow", signal_step_slow, 1, 1e6)
+        NUM_OPT("--spike-z", spike_z, 0, 1e6)
+        NUM_OPT("--health-every", health_every, 0, 1e7)
+        NUM_OPT("--spare-wait", spare_wait, 0, 1e7)
+        NUM_OPT("--health-timeout", health_timeout, 0, 1e7)
         STR_OPT("--run", run_dir)
         STR_OPT("--inject", inject)
         STR_OPT("--no-spare", no_spare)
@@ -206,20 +212,9 @@ int cmd_launch(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (o.nodes < 1 || o.spares < 0 || o.ranks_per_node < 1 || o.max_restarts < 0 ||
-        o.straggler_window < 1 || o.straggler_window > 32 || !(o.straggler_factor >= 0) ||
-        !(o.straggler_min_gap >= 0)) {
-        fprintf(stderr, "grit launch: --nodes >= 1, --spares >= 0, --ranks-per-node >= 1, "
-                        "--max-restarts >= 0, --straggler-window in 1..32, --straggler-factor "
-                        ">= 0, --straggler-min-gap >= 0 expected\n");
-        return 2;
-    }
-    if (!(o.util_factor >= 0 && o.util_factor < 1) || !(o.net_factor >= 0 && o.net_factor < 1) ||
-        o.signal_window < 1 || o.signal_window > 60 || o.signal_warmup < 1 ||
-        o.signal_warmup > 600 || !(o.net_min_rate >= 0) || !(o.signal_step_slow >= 1)) {
-        fprintf(stderr, "grit launch: --util-factor and --net-factor in [0, 1), --signal-window "
-                        "in 1..60, --signal-warmup in 1..600, --net-min-rate >= 0, "
-                        "--signal-step-slow >= 1 expected\n");
+    if (o.util_factor >= 1 || o.net_factor >= 1) { /* the parse allowed [0, 1] */
+        fprintf(stderr, "grit launch: --util-factor and --net-factor: expected a number in "
+                        "[0, 1), got %g and %g\n", o.util_factor, o.net_factor);
         return 2;
     }
     int slurm = o.backend && !strcmp(o.backend, "slurm");
@@ -231,11 +226,6 @@ int cmd_launch(int argc, char **argv)
         strcmp(o.no_spare, "shrink") && (!slurm || strcmp(o.no_spare, "requeue"))) {
         fprintf(stderr, "grit launch: --no-spare: expected give_up, wait or shrink%s\n",
                 slurm ? " or requeue" : " (requeue needs --backend slurm)");
-        return 2;
-    }
-    if (o.strikes < 0 || !(o.strike_window >= 0) || !(o.on_no_spare_timeout > 0)) {
-        fprintf(stderr, "grit launch: --strikes >= 0, --strike-window >= 0 and "
-                        "--on-no-spare-timeout > 0 expected\n");
         return 2;
     }
     static char *nsargv[64], nsbuf[4096];

@@ -58,20 +58,6 @@ static void usage(FILE *f)
             "drop reasons, languages, duplicate clusters), done/ (markers), plan.json.\n");
 }
 
-static int parse_int(const char *opt, const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) {
-        fprintf(stderr, "grit prep: %s: expected an integer in [%ld, %ld], got '%s'\n", opt, lo,
-                hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 /* Fault injection for tests: GRIT_PREP_CRASH_AFTER=N ends the process
  * abruptly (as a kill would) right after the N-th marker of this run
  * (GRIT_PREP_CRASH_RANK=R: only on rank R). */
@@ -152,10 +138,10 @@ int cmd_prep(int argc, char **argv)
                 goto done;
             }
         } else if (!strcmp(a, "--threads") && hv) {
-            if (parse_int("--threads", argv[++i], 1, 1024, &threads))
+            if (cli_long("prep", "--threads", argv[++i], 1, 1024, &threads))
                 goto done;
         } else if (!strcmp(a, "--files-per-shard") && hv) {
-            if (parse_int("--files-per-shard", argv[++i], 1, 1000000, &fps))
+            if (cli_long("prep", "--files-per-shard", argv[++i], 1, 1000000, &fps))
                 goto done;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "grit prep: unknown option or missing value: '%s'\n", a);

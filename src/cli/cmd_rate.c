@@ -59,20 +59,6 @@ static void usage(FILE *f)
             "             score, fabrication, comment, time) as CSV or JSONL, written durably\n");
 }
 
-static int num(const char *flag, const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || end == s || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "grit rate: %s: expected a number in [%g, %g], got '%s'\n", flag, lo, hi,
-                s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 static int fail(const char *what)
 {
     fprintf(stderr, "grit rate %s: %s\n", what, grit_errmsg());
@@ -101,13 +87,13 @@ static int do_batch(rate_db *d, int argc, char **argv)
         } else if (!strcmp(a, "--webhook") && v) {
             webhook = argv[++i];
         } else if (!strcmp(a, "--max-tokens") && v) {
-            bad = num(a, argv[++i], 1, 1 << 20, &max_tokens);
+            bad = cli_num("rate", a, argv[++i], 1, 1 << 20, &max_tokens);
         } else if (!strcmp(a, "--temperature") && v) {
-            bad = num(a, argv[++i], 0, 100, &temp);
+            bad = cli_num("rate", a, argv[++i], 0, 100, &temp);
         } else if (!strcmp(a, "--seed") && v) {
-            bad = num(a, argv[++i], 0, 9007199254740991.0, &seed);
+            bad = cli_num("rate", a, argv[++i], 0, 9007199254740991.0, &seed);
         } else if (!strcmp(a, "--threads") && v) {
-            bad = num(a, argv[++i], 1, 1024, &threads);
+            bad = cli_num("rate", a, argv[++i], 1, 1024, &threads);
         } else {
             fprintf(stderr, "grit rate batch: unknown option or missing value: '%s'\n", a);
             return 2;
@@ -148,13 +134,13 @@ static int do_serve(const char *db, int argc, char **argv)
         if (!strcmp(a, "--host") && v)
             o.bind = argv[++i];
         else if (!strcmp(a, "--port") && v)
-            bad = num(a, argv[++i], 0, 65535, &port);
+            bad = cli_num("rate", a, argv[++i], 0, 65535, &port);
         else if (!strcmp(a, "--port-file") && v)
             port_file = argv[++i];
         else if (!strcmp(a, "--webhook") && v)
             o.webhook = argv[++i];
         else if (!strcmp(a, "--webhook-min") && v)
-            bad = num(a, argv[++i], 1, 1000, &wmin);
+            bad = cli_num("rate", a, argv[++i], 1, 1000, &wmin);
         else {
             fprintf(stderr, "grit rate serve: unknown option or missing value: '%s'\n", a);
             return 2;

@@ -82,7 +82,6 @@ int cmd_s3(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -93,27 +92,19 @@ int cmd_s3(int argc, char **argv)
         else if (!strcmp(a, "--unsigned-payload"))
             o.unsigned_payload = true;
         else if (!strcmp(a, "--list-page")) {
-            long x = v ? strtol(v, &end, 10) : -1;
-            if (!v || *end || x < 1 || x > 1000) {
-                fprintf(stderr, "grit s3: --list-page: expected 1 to 1000\n");
+            if (cli_int("s3", a, v, 1, 1000, &o.list_page))
                 return 2;
-            }
-            o.list_page = (int)x;
             i++;
-        } else if (!strcmp(a, "--part-mib") || !strcmp(a, "--concurrency") ||
-                 !strcmp(a, "--retries")) {
-            long x = v ? strtol(v, &end, 10) : -1;
-            if (!v || *end || x < (a[2] == 'r' ? 0 : 1) || x > 5120) {
-                fprintf(stderr, "grit s3: %s: expected an integer (%s)\n", a,
-                        a[2] == 'p' ? "MiB, 1 to 5120" : a[2] == 'c' ? "1 to 256" : "0 to 100");
+        } else if (!strcmp(a, "--part-mib")) {
+            long mib;
+            if (cli_long("s3", a, v, 1, 5120, &mib))
                 return 2;
-            }
-            if (a[2] == 'p')
-                o.part_size = (size_t)x << 20;
-            else if (a[2] == 'c')
-                o.concurrency = (int)x;
-            else
-                o.retries = (int)x;
+            o.part_size = (size_t)mib << 20;
+            i++;
+        } else if (!strcmp(a, "--concurrency") || !strcmp(a, "--retries")) {
+            int c = a[2] == 'c';
+            if (cli_int("s3", a, v, c ? 1 : 0, c ? 256 : 100, c ? &o.concurrency : &o.retries))
+                return 2;
             i++;
         } else if (!strcmp(a, "--endpoint") || !strcmp(a, "--region")) {
             if (!v || strlen(v) >= 64 * (a[2] == 'e' ? 4 : 1)) {

@@ -124,14 +124,8 @@ int cmd_tokenize(int argc, char **argv)
                 goto done;
             }
         } else if (!strcmp(a, "--threads") && has_val) {
-            char *end;
-            errno = 0;
-            threads = strtol(argv[++i], &end, 10);
-            if (errno || *end || threads < 1 || threads > 1024) {
-                fprintf(stderr, "grit tokenize: --threads: expected an integer in [1, 1024], "
-                                "got '%s'\n", argv[i]);
+            if (cli_long("tokenize", a, argv[++i], 1, 1024, &threads))
                 goto done;
-            }
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "grit tokenize: unknown option or missing value: '%s'\n", a);
             usage(stderr);

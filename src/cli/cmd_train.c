@@ -51,20 +51,6 @@ static void usage(FILE *f)
             "  -h, --help        show this help\n");
 }
 
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) {
-        fprintf(stderr, "grit train: %s: expected an integer in [%ld, %ld], got '%s'\n", flag,
-                lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 int cmd_train(int argc, char **argv)
 {
     const char *cfgpath = NULL, *run_dir = NULL;
@@ -85,13 +71,13 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--run-dir") && has_val)
             run_dir = argv[++i];
         else if (!strcmp(a, "--steps") && has_val) {
-            if (parse_long(a, argv[++i], 1, 1L << 30, &steps))
+            if (cli_long("train", a, argv[++i], 1, 1L << 30, &steps))
                 return 2;
         } else if (!strcmp(a, "--threads") && has_val) {
-            if (parse_long(a, argv[++i], 1, 1024, &threads))
+            if (cli_long("train", a, argv[++i], 1, 1024, &threads))
                 return 2;
         } else if (!strcmp(a, "--seed") && has_val) {
-            if (parse_long(a, argv[++i], 0, 0x7fffffffffffffffL, &seed))
+            if (cli_long("train", a, argv[++i], 0, 0x7fffffffffffffffL, &seed))
                 return 2;
         } else if (a[0] == '-') {
             fprintf(stderr, "grit train: unknown option or missing value: '%s'\n", a);

@@ -29,11 +29,21 @@ check 0 "usage: grit serve CHECKPOINT" serve --help
 check 2 "missing CHECKPOINT" serve --port 0
 check 2 "--port: expected an integer" serve x --port 70000
 check 2 "RUN_DIR is required" dashboard
-check 2 "--port: expected a number" dashboard /tmp --port 99999
-check 2 "--dashboard-port: expected a number" launch --run x --dashboard-port -1 -- true
+check 2 "grit dashboard: --port: expected an integer" dashboard /tmp --port 99999
+check 2 "grit launch: --dashboard-port: expected an integer" launch --run x --dashboard-port -1 -- true
 check 2 "no metrics.jsonl or events.jsonl" dashboard /nonexistent-run
 check 2 "--price-node-hour: expected a number" launch --price-node-hour cheap --run x -- true
-check 2 "--straggler-min-gap >= 0 expected" launch --run x --straggler-min-gap -0.5 -- true
+check 2 "--straggler-min-gap: expected a number in \[0, 1e+07\], got '-0.5'" launch --run x --straggler-min-gap -0.5 -- true
+# Every number argument is checked whole and in range (src/cli/cli_num.c): these were once
+# read with atoi/strtol and became 0 or garbage without a word.
+check 2 "--nodes: expected an integer in \[1, 100000\], got 'four'" launch --run x --nodes four -- true
+check 2 "--hang-timeout: expected a number in \[0, 1e+07\], got '5s'" launch --run x --hang-timeout 5s -- true
+check 2 "--util-factor and --net-factor: expected a number in \[0, 1)" launch --run x --util-factor 1 -- true
+check 2 "--strikes: expected an integer in \[0, 1000000\], got '(nothing)'" launch --run x --strikes
+check 2 "--keep-last: expected an integer in \[1, " ckpt prune /tmp --keep-last two
+check 2 "STEP: expected an integer in \[0, " ckpt export /nonexistent-grit-ckpt 12x /tmp/x
+check 2 "--attempts: expected an integer in \[1, 10\], got '11'" cluster --attempts 11 list
+check 2 "--threads: expected an integer in \[1, 1024\], got '0'" tokenize x.txt --threads 0 --tokenizer t.json -o p
 check 0 "usage: grit prep" prep --help
 check 0 "usage: grit cluster" cluster --help
 check 0 "usage: grit cluster" cluster create --help
@@ -45,6 +55,7 @@ check 2 "--minhash: .*expected refinedweb, cheap or off" prep x.html -o d --minh
 if "$grit" --help | grep "^  s3 " > /dev/null; then  # built with S3
   check 0 "usage: grit s3" s3 --help
   check 2 "unknown option --bogus" s3 ls s3://b --bogus
+  check 2 "--concurrency: expected an integer in \[1, 256\], got '5000'" s3 ls s3://b --concurrency 5000
 fi
 check 0 "grit 0\." --version
 check 2 "unknown command 'frobnicate'" frobnicate
