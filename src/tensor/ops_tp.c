@@ -84,6 +84,12 @@ void op_xent_tp_finish(float *logits, float *losses, const int32_t *targets, int
 #pragma omp parallel for schedule(static)
     for (int m = 0; m < M; m++) {
         float *row = logits + (long)m * V;
+        if (targets[m] < 0) { /* masked (SFT prompt, padding): no loss, no gradient */
+            if (grad_scale != 0.0f)
+                memset(row, 0, sizeof(float) * (size_t)V);
+            losses[m] = 0.0f;
+            continue;
+        }
         if (grad_scale != 0.0f) {
             float k = grad_scale / s[m];
 #pragma omp simd

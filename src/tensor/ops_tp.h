@@ -10,7 +10,8 @@
  *      target, the target logit (0 elsewhere)        -> all-reduce max / sum
  *   2. op_xent_tp_exp:   exp(logit - global max) in place, local sums  -> sum
  *   3. op_xent_tp_finish: loss = log(sum) + max - target logit, and the
- *      logits become (softmax - onehot) * grad_scale, as op_xent_rows.
+ *      logits become (softmax - onehot) * grad_scale, as op_xent_rows; a row
+ *      whose target is negative (masked) has loss 0 and a zero gradient row.
  */
 #ifndef GRIT_TENSOR_OPS_TP_H
 #define GRIT_TENSOR_OPS_TP_H

@@ -258,14 +258,6 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     if (pp > 1)
         return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d: pipeline parallelism is not "
                                        "implemented yet (use 1)", pp);
-    if (tp > 1 && (cfg->eval_interval_steps > 0 || cfg->eval_at_checkpoint))
-        return grit_errf(GRIT_ECONFIG, "parallel.tensor %d: validation during training (eval) "
-                                       "reads whole weights and is not implemented under "
-                                       "tensor parallelism yet (use 1)", tp);
-    if (tp > 1 && !strcmp(cfg->data_source, "sft"))
-        return grit_errf(GRIT_ECONFIG, "parallel.tensor %d: data.source \"sft\" (masked loss, "
-                                       "packed examples) is not implemented under tensor "
-                                       "parallelism yet (use 1)", tp);
     train_plan plan; /* the first lines of every run; refused before allocating */
     if ((rc = train_plan_make(cfg, world->size, train_ranks_here(world->size), &plan)) !=
         GRIT_OK)

@@ -117,7 +117,12 @@ grit_err validate_open(validator *v, const train_cfg *cfg, const gx_model *m, in
         for (int w = v->rank; w < v->n; w += v->world)
             syn_fill(cfg->seed ^ VALIDATE_SYN_SALT, cfg->synthetic_vocab, w, 1, (int)len,
                      v->tok + (size_t)w * len);
-    if (rc == GRIT_OK && (rc = gxi_init(&v->s, m, v->T, VALIDATE_ROWS, cfg->threads)) != GRIT_OK)
+    if (m->tp > 1) { /* the training forward, B windows at a time (validate_run) */
+        v->m = (gx_model *)m;
+        if (!(v->batch = malloc(sizeof *v->batch * (size_t)m->B * len)))
+            rc = grit_errf(GRIT_ENOMEM, "validation: out of memory");
+    } else if (rc == GRIT_OK &&
+             (rc = gxi_init(&v->s, m, v->T, VALIDATE_ROWS, cfg->threads)) != GRIT_OK)
         rc = grit_errf(rc, "validation: %s", grit_errmsg());
     if (rc != GRIT_OK) {
         validate_close(v);
@@ -149,12 +154,45 @@ static double window_nll(const float *logits, const int32_t *target, int k, int 
     return sum;
 }
 
+/* Under tensor parallelism: this rank's windows through the training forward (gx_step with
+ * grad_scale 0: vocabulary-parallel loss, no backward, weights and gradients untouched),
+ * m->B windows per call; a short last group repeats its first window and ignores it. Every
+ * rank of a TP group holds the same windows, so they make the same calls in the same order. */
+static grit_err run_tp(validator *v)
+{
+    gx_model *m = v->m;
+    int T = v->T, B = m->B, W = v->world;
+    size_t len = (size_t)T + 1;
+    for (int w0 = v->rank; w0 < v->n; w0 += B * W) { /* windows w0, w0 + W, ... */
+        int k = 0;
+        for (int b = 0; b < B; b++) {
+            int w = w0 + b * W;
+            k = w < v->n ? b + 1 : k;
+            memcpy(v->batch + (size_t)b * len, v->tok + (size_t)(w < v->n ? w : w0) * len,
+                   sizeof *v->batch * len);
+        }
+        (void)gx_step(m, v->batch, 0.0f, NULL);
+        if (m->tp_failed)
+            return grit_errf(GRIT_EIO, "validation: a tensor-parallel reduction failed");
+        for (int b = 0; b < k; b++) {
+            double sum = 0;
+            for (int t = 0; t < T; t++)
+                sum += m->losses[(size_t)b * T + t];
+            v->loss[w0 + b * W] = sum / T;
+        }
+    }
+    return GRIT_OK;
+}
+
 grit_err validate_run(validator *v, comm *d, double *loss, double *ppl)
 {
-    int T = v->T, V = v->s.m->cfg.vocab;
+    int T = v->T, V = v->m ? v->m->cfg.vocab : v->s.m->cfg.vocab;
     size_t len = (size_t)T + 1;
     memset(v->loss, 0, sizeof *v->loss * (size_t)v->n);
-    for (int w = v->rank; w < v->n; w += v->world) {
+    grit_err trc = v->m ? run_tp(v) : GRIT_OK;
+    if (trc != GRIT_OK)
+        return trc;
+    for (int w = v->rank; !v->m && w < v->n; w += v->world) {
         const int32_t *tok = v->tok + (size_t)w * len;
         double sum = 0;
         gxi_reset(&v->s);
@@ -185,6 +223,7 @@ void validate_close(validator *v)
     if (!v)
         return;
     gxi_free(&v->s);
+    free(v->batch);
     free(v->tok);
     free(v->loss);
     free(v->logits);

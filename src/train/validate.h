@@ -26,6 +26,13 @@
  * slot has one non-zero term, so the sum is exact) and the mean is taken in
  * window order, so the value is bitwise the same for every data-parallel width.
  *
+ * Under tensor parallelism the inference path (which needs whole weights) is not
+ * used: the windows go through the training forward of the rank's slices
+ * (gx_step with grad_scale 0: vocabulary-parallel loss, no backward, no gradient
+ * or weight written), micro_batch windows per call, in the run's precision. Every
+ * rank of a TP group holds the same windows; the value differs from the TP=1 one
+ * only by float summation order (tests/integration/tp.sh bounds it).
+ *
  * Memory: validate_open allocates the rank's windows, the inference state
  * (cache for seq_len positions) and a [rows][vocab] logits block once;
  * validate_run allocates nothing. Ownership: validate_open / validate_close
@@ -51,7 +58,9 @@ typedef struct validator {
     int32_t *tok;      /* [n][T + 1] the windows (only this rank's are filled) */
     double *loss;      /* [n] per-window mean loss */
     float *logits;     /* [rows][vocab] */
-    gxi_state s;
+    gxi_state s;       /* the inference state (tensor parallel 1) */
+    gx_model *m;       /* tensor parallel > 1: the training model, forward only */
+    int32_t *batch;    /* [m->B][T + 1] windows of one such forward */
 } validator;
 
 /* Builds the held-out set for this rank (rank of world) and the inference state

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tp_compare.py A B LOSS_ULPS GNORM1 GNORM - a tensor-parallel run (A) against the
+"""tp_compare.py A B LOSS_ULPS GNORM1 GNORM [VAL] - a tensor-parallel run (A) against the
 single-rank run (B), step by step:
   loss       within LOSS_ULPS units in the last place of the fp32 loss (the trainer
              reports the mean loss rounded to fp32: one ulp at a loss of 4..8 is
@@ -8,6 +8,8 @@ single-rank run (B), step by step:
   grad norm  within GNORM1 relative at step 1 (same weights: the reduction order alone)
              and within GNORM at every step (later steps start from weights that
              differ by rounding, which AdamW amplifies; see docs/parallel.md).
+  validation the held-out loss (val_loss, when the runs validate) on the same steps,
+             within VAL relative (optional 6th argument, default 2e-6).
 Prints the worst values; exits 1 when a bound is exceeded.
 """
 import json
@@ -34,6 +36,18 @@ def main():
     e1 = abs(ra[0]["grad_norm"] - rb[0]["grad_norm"]) / abs(rb[0]["grad_norm"])
     eg = [abs(x["grad_norm"] - y["grad_norm"]) / abs(y["grad_norm"]) for x, y in zip(ra, rb)]
     ok = wl <= ulps and e1 <= g1 and max(eg) <= gall
+    vb = float(sys.argv[6]) if len(sys.argv) > 6 else 2e-6
+    va = [(x["step"], x.get("val_loss")) for x in ra]
+    vr = [(y["step"], y.get("val_loss")) for y in rb]
+    if [s for s, v in va if v is not None] != [s for s, v in vr if v is not None]:
+        print(f"FAIL: validation steps differ: {va} vs {vr}")
+        ok = False
+    else:
+        ev = [abs(x - y) / abs(y) for (_, x), (_, y) in zip(va, vr) if y is not None]
+        if ev:
+            print(f"validation: {len(ev)} values, worst relative {max(ev):.2e} (bound {vb:g}): "
+                  f"{'ok' if max(ev) <= vb else 'FAIL'}")
+            ok = ok and max(ev) <= vb
     print(f"metrics {a} vs {b}: {len(ra)} steps; loss worst {wl:.2f} fp32 ulps ({wlr:.2e} "
           f"relative, bound {ulps:g} ulps); grad norm step 1 {e1:.2e} (bound {g1:g}), worst "
           f"{max(eg):.2e} at step {eg.index(max(eg)) + 1} (bound {gall:g}): "

@@ -3,7 +3,9 @@
  * (GQA, SwiGLU, RMSNorm) and Falcon (grouped q/k/v, tied embeddings) shapes. One step from
  * the same seed must give the single-rank loss and, gathered back to whole tensors
  * (gx_tp_assemble), the single-rank gradients. Runs under the sanitizers too, so the
- * slicing and the narrower buffers of a TP rank are checked for bounds. */
+ * slicing and the narrower buffers of a TP rank are checked for bounds. Each shape runs
+ * twice: plain, and as an SFT micro-batch (loss mask with prompt tokens masked, two packed
+ * examples per row), whose masked rows the vocabulary-parallel loss must leave out. */
 #include <cblas.h>
 #include <omp.h>
 #include <pthread.h>
@@ -24,6 +26,7 @@ typedef struct worker {
     int r;
     gx_model m;
     const int32_t *tok;
+    const gx_batch *sft;
     float loss;
 } worker;
 
@@ -49,22 +52,30 @@ static void *run(void *arg)
 {
     worker *w = arg;
     omp_set_num_threads(1); /* a new thread starts from the default: the scratch is sized for 1 */
-    w->loss = gx_step(&w->m, w->tok, 1.0f, NULL);
+    w->loss = gx_step_ex(&w->m, w->tok, w->sft, 1.0f, NULL);
     return NULL;
 }
 
-static void one(const char *what, const gx_config *cfg)
+static void one(const char *what, const gx_config *cfg, int use_sft)
 {
     int B = 2, T = 16;
     size_t ntok = (size_t)B * (T + 1);
-    int32_t *tok = malloc(ntok * sizeof *tok);
+    int32_t *tok = malloc(ntok * sizeof *tok), seg[2 * 16];
+    uint8_t mask[2 * 17];
     for (size_t i = 0; i < ntok; i++)
         tok[i] = (int32_t)((i * 7919 + 13) % (size_t)cfg->vocab);
+    for (int b = 0; b < B; b++) { /* two examples per row: prompt 0-3 | answer 4-6 | 7-10 | 11- */
+        for (int t = 0; t <= T; t++)
+            mask[b * (T + 1) + t] = (uint8_t)(t >= 4 + b && t <= 6) || t >= 11;
+        for (int t = 0; t < T; t++)
+            seg[b * T + t] = t < 7 ? 0 : 7;
+    }
+    gx_batch batch = {.mask = mask, .seg = seg, .denom = 0}, *sft = use_sft ? &batch : NULL;
     gx_model one;
     CHECK_INT(gx_init(&one, cfg, B, T, 1), GRIT_OK);
     gx_init_weights(&one, 5);
     gx_zero_grad(&one);
-    float loss1 = gx_step(&one, tok, 1.0f, NULL);
+    float loss1 = gx_step_ex(&one, tok, sft, 1.0f, NULL);
 
     shared sh;
     pthread_barrier_init(&sh.bar, NULL, 2);
@@ -72,7 +83,7 @@ static void one(const char *what, const gx_config *cfg)
     worker w[2];
     pthread_t th[2];
     for (int r = 0; r < 2; r++) {
-        w[r] = (worker){.sh = &sh, .r = r, .tok = tok};
+        w[r] = (worker){.sh = &sh, .r = r, .tok = tok, .sft = sft};
         CHECK_INT(gx_init_tp(&w[r].m, cfg, B, T, 1, 2, r), GRIT_OK);
         gx_init_weights(&w[r].m, 5);
         gx_zero_grad(&w[r].m);
@@ -108,8 +119,8 @@ static void one(const char *what, const gx_config *cfg)
             if (rel > worst)
                 worst = rel, at = t->name;
         }
-        printf("%s: TP=2 %s vs one rank: worst relative L2 %.2e (%s); loss %.7f vs %.7f\n", what,
-               k ? "gradients" : "weights", worst, at, w[0].loss, loss1);
+        printf("%s%s: TP=2 %s vs one rank: worst relative L2 %.2e (%s); loss %.7f vs %.7f\n", what,
+               sft ? " (SFT: masked, packed)" : "", k ? "gradients" : "weights", worst, at, w[0].loss, loss1);
         CHECK(k ? worst < 2e-6 : worst == 0);
     }
     free(parts);
@@ -127,13 +138,15 @@ int main(void)
     omp_set_num_threads(1); /* the models' scratch is sized for one thread */
     openblas_set_num_threads(1);
     gx_config c;
-    CHECK_INT(gx_preset("pythia-14m", &c), GRIT_OK);
-    c.vocab = 256;
-    c.layers = 2;
-    one("gpt_neox", &c);
-    CHECK_INT(gx_preset("llama-tiny", &c), GRIT_OK);
-    one("llama (GQA)", &c);
-    CHECK_INT(gx_preset("falcon-tiny-new", &c), GRIT_OK);
-    one("falcon (grouped, tied)", &c);
+    for (int sft = 0; sft < 2; sft++) {
+        CHECK_INT(gx_preset("pythia-14m", &c), GRIT_OK);
+        c.vocab = 256;
+        c.layers = 2;
+        one("gpt_neox", &c, sft);
+        CHECK_INT(gx_preset("llama-tiny", &c), GRIT_OK);
+        one("llama (GQA)", &c, sft);
+        CHECK_INT(gx_preset("falcon-tiny-new", &c), GRIT_OK);
+        one("falcon (grouped, tied)", &c, sft);
+    }
     CHECK_DONE();
 }
