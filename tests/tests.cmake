@@ -239,6 +239,12 @@ add_test(NAME integration.rate
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/rate.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
           ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
 set_tests_properties(integration.rate PROPERTIES TIMEOUT 180 LABELS "integration;browser")
+# grit rate watch: a batch per new checkpoint of a run (held back, renamed in, corrupt), webhook,
+# restart without repeats, SIGTERM between polls.
+add_test(NAME integration.rate_watch
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/rate_watch.sh $<TARGET_FILE:grit>
+          ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
+set_tests_properties(integration.rate_watch PROPERTIES TIMEOUT 120 LABELS "integration")
 
 # grit launch (src/supervise): every fault kind recovered without a person, bitwise equal
 # to the fault-free run; forged heartbeats; a killed supervisor; a non-grit program.

@@ -24,6 +24,8 @@ static void usage(FILE *f)
             "usage: grit rate init DB --prompts FILE.jsonl\n"
             "       grit rate add-rater DB NAME\n"
             "       grit rate batch DB --checkpoint DIR [--checkpoint DIR2 ...] [options]\n"
+            "       grit rate watch DB --run RUN_DIR [--every S] [--once] [--baseline DIR]\n"
+            "                          [batch options]\n"
             "       grit rate serve DB [--port P] [--host H] [--port-file F] [--webhook URL]\n"
             "                          [--webhook-min N]\n"
             "       grit rate results DB [--json]\n"
@@ -46,6 +48,15 @@ static void usage(FILE *f)
             "    --seed S           sampling seed (default 0)\n"
             "    --threads N        compute threads (default: CPUs online)\n"
             "    --webhook URL      POST {\"text\": ...} (Slack-compatible) when it is ready\n"
+            "  watch      a batch for each new checkpoint of a training run: every S seconds\n"
+            "             (default 600) the newest checkpoint of RUN_DIR/ckpt that verifies\n"
+            "             is answered unless the DB already has its answers (a restarted\n"
+            "             watcher neither repeats nor skips one); SIGINT/SIGTERM stop it\n"
+            "    --run DIR          the training run to watch\n"
+            "    --baseline DIR     a fixed checkpoint answered in each batch beside the new one\n"
+            "    --once             one poll, then exit (for cron or a scheduler)\n"
+            "    (and batch's --tokenizer, --chat, --max-tokens, --temperature, --seed,\n"
+            "     --threads, --webhook)\n"
             "  serve      the raters' web page: prompt and answer (model blinded, order\n"
             "             shuffled per rater), keys 1-5, f (fabrication), Enter (submit)\n"
             "    --host H           IPv4 address to bind (default 127.0.0.1 only)\n"
@@ -65,48 +76,73 @@ static int fail(const char *what)
     return 1;
 }
 
+/* The generation options batch and watch share. 1: argv[*i] was one (and its value
+ * consumed), 0: not one of them, -1: a bad value (said on stderr). */
+static int gen_opt(const char *sub, int argc, char **argv, int *i, rate_batch_opts *o,
+                   const char **webhook)
+{
+    const char *a = argv[*i];
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    double x;
+    int bad = 0;
+    if (!v)
+        return 0;
+    if (!strcmp(a, "--tokenizer"))
+        o->tokenizer = v;
+    else if (!strcmp(a, "--chat"))
+        o->chat = v;
+    else if (!strcmp(a, "--webhook"))
+        *webhook = v;
+    else if (!strcmp(a, "--max-tokens"))
+        bad = cli_int(sub, a, v, 1, 1 << 20, &o->max_tokens);
+    else if (!strcmp(a, "--temperature"))
+        bad = cli_num(sub, a, v, 0, 100, &o->temperature);
+    else if (!strcmp(a, "--seed")) {
+        bad = cli_num(sub, a, v, 0, 9007199254740991.0, &x);
+        o->seed = (uint64_t)x;
+    } else if (!strcmp(a, "--threads"))
+        bad = cli_int(sub, a, v, 1, 1024, &o->threads);
+    else
+        return 0;
+    ++*i;
+    return bad ? -1 : 1;
+}
+
+static void batch_defaults(rate_batch_opts *o)
+{
+    *o = (rate_batch_opts){.max_tokens = 64, .log = stderr,
+                           .threads = (int)sysconf(_SC_NPROCESSORS_ONLN)};
+}
+
 static int do_batch(rate_db *d, int argc, char **argv)
 {
     const char *cks[64];
-    rate_batch_opts o = {.checkpoints = cks, .max_tokens = 64, .log = stderr};
-    double max_tokens = 64, temp = 0, seed = 0, threads = (double)sysconf(_SC_NPROCESSORS_ONLN);
+    rate_batch_opts o;
+    batch_defaults(&o);
+    o.checkpoints = cks;
     const char *webhook = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        int v = i + 1 < argc, bad = 0;
-        if (!strcmp(a, "--checkpoint") && v) {
+        int r = gen_opt("rate batch", argc, argv, &i, &o, &webhook);
+        if (r < 0)
+            return 2;
+        if (r)
+            continue;
+        if (!strcmp(a, "--checkpoint") && i + 1 < argc) {
             if (o.ncheckpoints == 64) {
                 fprintf(stderr, "grit rate batch: at most 64 --checkpoint\n");
                 return 2;
             }
             cks[o.ncheckpoints++] = argv[++i];
-        } else if (!strcmp(a, "--tokenizer") && v) {
-            o.tokenizer = argv[++i];
-        } else if (!strcmp(a, "--chat") && v) {
-            o.chat = argv[++i];
-        } else if (!strcmp(a, "--webhook") && v) {
-            webhook = argv[++i];
-        } else if (!strcmp(a, "--max-tokens") && v) {
-            bad = cli_num("rate", a, argv[++i], 1, 1 << 20, &max_tokens);
-        } else if (!strcmp(a, "--temperature") && v) {
-            bad = cli_num("rate", a, argv[++i], 0, 100, &temp);
-        } else if (!strcmp(a, "--seed") && v) {
-            bad = cli_num("rate", a, argv[++i], 0, 9007199254740991.0, &seed);
-        } else if (!strcmp(a, "--threads") && v) {
-            bad = cli_num("rate", a, argv[++i], 1, 1024, &threads);
         } else {
             fprintf(stderr, "grit rate batch: unknown option or missing value: '%s'\n", a);
             return 2;
         }
-        if (bad)
-            return 2;
     }
     if (!o.ncheckpoints) {
         fprintf(stderr, "grit rate batch: missing --checkpoint DIR\n");
         return 2;
     }
-    o.max_tokens = (int)max_tokens, o.temperature = temp, o.seed = (uint64_t)seed;
-    o.threads = (int)threads;
     int64_t batch;
     int n;
     if (rate_batch(d, &o, &batch, &n))
@@ -120,6 +156,47 @@ static int do_batch(rate_db *d, int argc, char **argv)
         if (rate_webhook(webhook, text))
             return fail("batch");
     }
+    return 0;
+}
+
+static int do_watch(rate_db *d, int argc, char **argv)
+{
+    rate_watch_opts w = {.every = 600};
+    batch_defaults(&w.batch);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int r = gen_opt("rate watch", argc, argv, &i, &w.batch, &w.webhook);
+        if (r < 0)
+            return 2;
+        if (r)
+            continue;
+        if (!strcmp(a, "--run") && i + 1 < argc)
+            w.run = argv[++i];
+        else if (!strcmp(a, "--baseline") && i + 1 < argc)
+            w.baseline = argv[++i];
+        else if (!strcmp(a, "--every") && i + 1 < argc) {
+            if (cli_num("rate watch", a, argv[++i], 1, 86400 * 7, &w.every))
+                return 2;
+        } else if (!strcmp(a, "--once"))
+            w.once = 1;
+        else {
+            fprintf(stderr, "grit rate watch: unknown option or missing value: '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!w.run) {
+        fprintf(stderr, "grit rate watch: missing --run DIR\n");
+        return 2;
+    }
+    sigset_t set; /* taken between polls by sigtimedwait (rate_watch) */
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    int n = 0;
+    if (rate_watch(d, &w, &n))
+        return fail("watch");
+    printf("watch: %d new batch(es)\n", n);
     return 0;
 }
 
@@ -182,13 +259,14 @@ int cmd_rate(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     const char *sub = argv[1];
-    static const char *const subs[] = {"init", "add-rater", "batch", "serve", "results", "export"};
+    static const char *const subs[] = {"init",    "add-rater", "batch",
+                                       "watch",   "serve",     "results", "export"};
     int known = 0;
     for (size_t k = 0; k < sizeof subs / sizeof *subs; k++)
         known |= !strcmp(sub, subs[k]);
     if (!known) {
-        fprintf(stderr, "grit rate: unknown subcommand '%s' (init, add-rater, batch, serve, "
-                        "results, export)\n", sub);
+        fprintf(stderr, "grit rate: unknown subcommand '%s' (init, add-rater, batch, watch, "
+                        "serve, results, export)\n", sub);
         return 2;
     }
     for (int i = 2; i < argc; i++)
@@ -260,6 +338,8 @@ int cmd_rate(int argc, char **argv)
             printf("%s\n", token);
     } else if (!strcmp(sub, "batch")) {
         code = do_batch(d, argc - 3, argv + 3);
+    } else if (!strcmp(sub, "watch")) {
+        code = do_watch(d, argc - 3, argv + 3);
     } else if (!strcmp(sub, "results")) {
         rate_results r;
         if (rate_results_compute(d, &r))

@@ -98,19 +98,25 @@ typedef struct rate_ckpt_stats {
     double mean, sd, lo, hi;   /* mean score, sample sd, 95% CI (Student t) */
     double fabrication;        /* share of ratings flagged */
     double alpha;              /* Krippendorff's alpha (interval) over its answers; NAN if undefined */
+    double alpha_ordinal;      /* the same, ordinal metric */
 } rate_ckpt_stats;
 
 typedef struct rate_results {
     rate_ckpt_stats *ck;
     int nck;
     int nratings, nraters;
-    double alpha; /* over every answer */
+    double alpha;         /* over every answer (interval metric) */
+    double alpha_ordinal; /* the same, ordinal metric */
 } rate_results;
 
 /* Krippendorff's alpha, interval metric: values v[i] of unit unit[i] (any ids);
  * units with fewer than two values are left out. NAN when there is no
  * disagreement to compare with (fewer than two pairable values or D_e = 0). */
 double rate_alpha_interval(const int64_t *unit, const double *v, int n);
+
+/* The same with Krippendorff's ordinal metric (values are ranked; the distance
+ * between two counts the pairable values between them). */
+double rate_alpha_ordinal(const int64_t *unit, const double *v, int n);
 
 /* The 0.975 quantile of Student's t with df degrees of freedom (df >= 1). */
 double rate_t975(int df);
@@ -121,6 +127,21 @@ void rate_results_print(const rate_results *r, FILE *f, int json);
 
 /* Export every rating joined with its answer: CSV (RFC 4180) or JSONL. */
 grit_err rate_export(rate_db *d, const char *out, int csv);
+
+/* `grit rate watch` (watch.c): polls run/ckpt every `every` seconds (once with once) and
+ * batches its newest verified checkpoint (with baseline, if set, in the same batch) unless
+ * the database already has answers from it; posts to webhook, if set, per batch (a failed
+ * post is logged, the batch stands). SIGINT/SIGTERM, blocked by the caller, end the wait
+ * between polls; a batch in progress then still commits. *batches: batches made. */
+typedef struct rate_watch_opts {
+    const char *run;       /* the training run directory (its ckpt/ is watched) */
+    const char *baseline;  /* a fixed checkpoint answered beside each new one, or NULL */
+    double every;          /* seconds between polls */
+    int once;              /* one poll, then return */
+    const char *webhook;   /* or NULL */
+    rate_batch_opts batch; /* generation options (checkpoints ignored) */
+} rate_watch_opts;
+grit_err rate_watch(rate_db *d, const rate_watch_opts *o, int *batches);
 
 /* Web app (web.c). */
 typedef struct rate_serve_opts {

@@ -14,8 +14,13 @@
  *   D_e = 1/(n (n - 1)) * sum_{i != j over all pairable values} (v_i - v_j)^2
  *   alpha = 1 - D_o / D_e
  * (ordered pairs; sum_{i != j} (v_i - v_j)^2 = 2 (m sum v^2 - (sum v)^2)).
- * The interval metric treats the 1-5 scale as equally spaced; it is what the
- * unit test checks against Krippendorff's published example (alpha = 0.849).
+ * The interval metric treats the 1-5 scale as equally spaced. The ordinal metric
+ * does not: the distance between values c < k grows with how many pairable values
+ * lie between them, delta^2(c, k) = (sum_{g=c..k} n_g - (n_c + n_k) / 2)^2 with n_g
+ * the number of pairable values equal to g (so a step between two common scores
+ * counts more than one into a rarely used one). Both are reported; the unit test
+ * checks both against Krippendorff's published example (interval 0.849, ordinal
+ * 0.815).
  *
  * Student's t quantile: bisection on the CDF, which is the regularized
  * incomplete beta function I_x(df/2, 1/2) at x = df / (df + t^2), evaluated by
@@ -92,6 +97,12 @@ static int uv_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static int dbl_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 double rate_alpha_interval(const int64_t *unit, const double *v, int n)
 {
     uv *p = malloc(sizeof *p * (size_t)(n > 0 ? n : 1));
@@ -121,6 +132,97 @@ double rate_alpha_interval(const int64_t *unit, const double *v, int n)
     if (!(d_e > 0))
         return NAN;
     return 1 - d_o / d_e;
+}
+
+/* Ordinal delta^2 between the values of ranks c and k: cum[i] = n_0 + ... + n_{i-1}. */
+static double ord_d2(const double *cum, const double *cnt, int c, int k)
+{
+    if (c > k) {
+        int t = c;
+        c = k, k = t;
+    }
+    double d = cum[k + 1] - cum[c] - (cnt[c] + cnt[k]) / 2;
+    return c == k ? 0.0 : d * d;
+}
+
+double rate_alpha_ordinal(const int64_t *unit, const double *v, int n)
+{
+    uv *p = malloc(sizeof *p * (size_t)(n > 0 ? n : 1));
+    double *g = malloc(sizeof *g * (size_t)(n > 0 ? n : 1)); /* distinct pairable values */
+    double *cnt = calloc((size_t)(n > 0 ? n : 1), sizeof *cnt), *cum = NULL;
+    int *rank = malloc(sizeof *rank * (size_t)(n > 0 ? n : 1));
+    double alpha = NAN;
+    if (!p || !g || !cnt || !rank)
+        goto out;
+    for (int i = 0; i < n; i++)
+        p[i] = (uv){unit[i], v[i]};
+    qsort(p, (size_t)n, sizeof *p, uv_cmp);
+    int ng = 0, np = 0; /* pairable: units with >= 2 values */
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j < n && p[j].u == p[i].u)
+            j++;
+        for (int k = i; j - i >= 2 && k < j; k++)
+            g[ng++] = p[k].v;
+        np += j - i >= 2 ? j - i : 0;
+        i = j;
+    }
+    if (np < 2)
+        goto out;
+    qsort(g, (size_t)ng, sizeof *g, dbl_cmp);
+    int nd = 0;
+    for (int i = 0; i < ng; i++)
+        if (!nd || g[i] != g[nd - 1])
+            g[nd++] = g[i];
+    for (int i = 0; i < n; i++) { /* rank of each value among the distinct ones */
+        int lo = 0, hi = nd - 1;
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (g[mid] < p[i].v)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        rank[i] = lo;
+    }
+    for (int i = 0; i < n;) { /* n_g over the pairable values */
+        int j = i;
+        while (j < n && p[j].u == p[i].u)
+            j++;
+        for (int k = i; j - i >= 2 && k < j; k++)
+            cnt[rank[k]] += 1;
+        i = j;
+    }
+    if (!(cum = malloc(sizeof *cum * (size_t)(nd + 1))))
+        goto out;
+    cum[0] = 0;
+    for (int c = 0; c < nd; c++)
+        cum[c + 1] = cum[c] + cnt[c];
+    double within = 0, between = 0;
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j < n && p[j].u == p[i].u)
+            j++;
+        double su = 0;
+        for (int a = i; j - i >= 2 && a < j; a++)
+            for (int b = i; b < j; b++)
+                su += ord_d2(cum, cnt, rank[a], rank[b]);
+        within += j - i >= 2 ? su / (j - i - 1) : 0;
+        i = j;
+    }
+    for (int c = 0; c < nd; c++)
+        for (int k = 0; k < nd; k++)
+            between += cnt[c] * cnt[k] * ord_d2(cum, cnt, c, k);
+    double d_o = within / np, d_e = between / ((double)np * (np - 1));
+    if (d_e > 0)
+        alpha = 1 - d_o / d_e;
+out:
+    free(p);
+    free(g);
+    free(cnt);
+    free(cum);
+    free(rank);
+    return alpha;
 }
 
 /* The ratings (answer, score, fabrication, checkpoint, step) in checkpoint order. */
@@ -197,8 +299,10 @@ grit_err rate_results_compute(rate_db *d, rate_results *r)
         k->lo = k->mean - h, k->hi = k->mean + h;
         /* the checkpoint's ratings are contiguous (ordered by checkpoint) */
         k->alpha = rate_alpha_interval(unit + first, val + first, k->n);
+        k->alpha_ordinal = rate_alpha_ordinal(unit + first, val + first, k->n);
     }
     r->alpha = rc == GRIT_OK ? rate_alpha_interval(unit, val, n) : NAN;
+    r->alpha_ordinal = rc == GRIT_OK ? rate_alpha_ordinal(unit, val, n) : NAN;
     free(unit);
     free(val);
     free(fab);
@@ -224,6 +328,7 @@ void rate_results_print(const rate_results *r, FILE *f, int json)
         json_object_set_new(o, "raters", json_integer(r->nraters));
         json_object_set_new(o, "alpha", num_or_null(r->alpha));
         json_object_set_new(o, "alpha_metric", json_string("interval"));
+        json_object_set_new(o, "alpha_ordinal", num_or_null(r->alpha_ordinal));
         for (int c = 0; c < r->nck; c++) {
             const rate_ckpt_stats *k = &r->ck[c];
             json_t *e = json_object();
@@ -234,6 +339,7 @@ void rate_results_print(const rate_results *r, FILE *f, int json)
             json_object_set_new(e, "ci95", json_pack("[oo]", num_or_null(k->lo), num_or_null(k->hi)));
             json_object_set_new(e, "fabrication_rate", num_or_null(k->fabrication));
             json_object_set_new(e, "alpha", num_or_null(k->alpha));
+            json_object_set_new(e, "alpha_ordinal", num_or_null(k->alpha_ordinal));
             json_array_append_new(a, e);
         }
         json_object_set_new(o, "checkpoints", a);
@@ -244,14 +350,15 @@ void rate_results_print(const rate_results *r, FILE *f, int json)
         json_decref(o);
         return;
     }
-    fprintf(f, "%d ratings by %d raters; Krippendorff's alpha (interval) %.3f\n", r->nratings,
-            r->nraters, r->alpha);
-    fprintf(f, "%-10s %6s %6s %17s %8s %7s  %s\n", "step", "n", "mean", "95% CI", "fabric.",
-            "alpha", "checkpoint");
+    fprintf(f, "%d ratings by %d raters; Krippendorff's alpha %.3f (interval), %.3f (ordinal)\n",
+            r->nratings, r->nraters, r->alpha, r->alpha_ordinal);
+    fprintf(f, "%-10s %6s %6s %17s %8s %7s %7s  %s\n", "step", "n", "mean", "95% CI", "fabric.",
+            "alpha", "ordinal", "checkpoint");
     for (int c = 0; c < r->nck; c++) {
         const rate_ckpt_stats *k = &r->ck[c];
-        fprintf(f, "%-10lld %6d %6.3f  [%6.3f, %6.3f] %7.1f%% %7.3f  %s\n", (long long)k->step,
-                k->n, k->mean, k->lo, k->hi, 100 * k->fabrication, k->alpha, k->checkpoint);
+        fprintf(f, "%-10lld %6d %6.3f  [%6.3f, %6.3f] %7.1f%% %7.3f %7.3f  %s\n",
+                (long long)k->step, k->n, k->mean, k->lo, k->hi, 100 * k->fabrication, k->alpha,
+                k->alpha_ordinal, k->checkpoint);
     }
 }
 

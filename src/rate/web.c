@@ -28,13 +28,16 @@
  * client address. It binds 127.0.0.1 unless told.
  *
  * After each rating, batches whose every answer has reached webhook_min
- * ratings are announced once (batches.notified) to the webhook, if any.
+ * ratings are announced once (batches.notified) to the webhook, if any: the
+ * request queues the text and a notifier thread posts it, so a slow or dead
+ * receiver never holds a rater's request (at close, queued posts still go out).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +52,8 @@
 
 extern const char rate__page_html[], rate__page_js[], rate__page_css[];
 
+#define RATE_HOOK_QUEUE 64 /* announcements waiting for the notifier thread */
+
 struct rate_server {
     rate_db *db;
     struct MHD_Daemon *d;
@@ -57,6 +62,13 @@ struct rate_server {
     char webhook[2048];
     int webhook_min;
     FILE *log;
+    /* the notifier: webhooks are posted off the request thread (a slow or dead receiver
+     * would otherwise hold every rater's request for up to the post's 10 s timeout) */
+    pthread_t hook_th;
+    int hook_on, hook_stop, hook_n;
+    pthread_mutex_t hook_mu;
+    pthread_cond_t hook_cv;
+    char *hook_q[RATE_HOOK_QUEUE];
 };
 
 typedef struct req {
@@ -97,20 +109,59 @@ static enum MHD_Result error(rate_server *s, struct MHD_Connection *c, unsigned 
     return jreply(s, c, status, json_pack("{ss}", "error", msg), method, url, who);
 }
 
+/* Posts queued announcements in order; at close, those still queued are posted first. */
+static void *notifier(void *arg)
+{
+    rate_server *s = arg;
+    pthread_mutex_lock(&s->hook_mu);
+    for (;;) {
+        while (!s->hook_n && !s->hook_stop)
+            pthread_cond_wait(&s->hook_cv, &s->hook_mu);
+        if (!s->hook_n)
+            break;
+        char *text = s->hook_q[0];
+        memmove(s->hook_q, s->hook_q + 1, sizeof *s->hook_q * (size_t)--s->hook_n);
+        pthread_mutex_unlock(&s->hook_mu);
+        if (rate_webhook(s->webhook, text) != GRIT_OK && s->log)
+            fprintf(s->log, "grit rate serve: %s\n", grit_errmsg());
+        else if (s->log)
+            fprintf(s->log, "grit rate serve: webhook posted: %.120s\n", text);
+        free(text);
+        pthread_mutex_lock(&s->hook_mu);
+    }
+    pthread_mutex_unlock(&s->hook_mu);
+    return NULL;
+}
+
+/* Batches that this rating completed: marked announced in the DB and queued for the
+ * notifier; the request does not wait for the post. */
 static void announce(rate_server *s)
 {
     int64_t ids[16];
     int n = 0;
-    if (!s->webhook[0] || rate_complete_batches(s->db, s->webhook_min, ids, 16, &n) != GRIT_OK)
+    if (!s->hook_on || rate_complete_batches(s->db, s->webhook_min, ids, 16, &n) != GRIT_OK)
         return;
     for (int k = 0; k < n; k++) {
-        char text[512];
+        char text[PATH_MAX + 256];
         snprintf(text, sizeof text,
                  "grit rate: batch %lld is rated (every answer has at least %d ratings); "
                  "see grit rate results %s",
                  (long long)ids[k], s->webhook_min, rate_db_path(s->db));
-        if (rate_webhook(s->webhook, text) != GRIT_OK && s->log)
-            fprintf(s->log, "grit rate serve: %s\n", grit_errmsg());
+        char *t = strdup(text);
+        int queued = 0;
+        pthread_mutex_lock(&s->hook_mu);
+        if (t && s->hook_n < RATE_HOOK_QUEUE) {
+            s->hook_q[s->hook_n++] = t;
+            queued = 1;
+            pthread_cond_signal(&s->hook_cv);
+        }
+        pthread_mutex_unlock(&s->hook_mu);
+        if (!queued) { /* out of memory, or a receiver far behind: said, not posted */
+            free(t);
+            if (s->log)
+                fprintf(s->log, "grit rate serve: webhook queue full, batch %lld not "
+                                "announced\n", (long long)ids[k]);
+        }
     }
 }
 
@@ -267,10 +318,19 @@ grit_err rate_serve_open(const char *db, const rate_serve_opts *o, rate_server *
     s->webhook_min = o->webhook_min > 0 ? o->webhook_min : 2;
     if (o->webhook)
         snprintf(s->webhook, sizeof s->webhook, "%s", o->webhook);
+    pthread_mutex_init(&s->hook_mu, NULL);
+    pthread_cond_init(&s->hook_cv, NULL);
     grit_err rc = rate_db_open(db, &s->db);
     if (rc) {
-        free(s);
+        rate_serve_close(s);
         return rc;
+    }
+    if (s->webhook[0]) {
+        if (pthread_create(&s->hook_th, NULL, notifier, s) != 0) {
+            rate_serve_close(s);
+            return grit_errf(GRIT_EIO, "cannot start the webhook thread");
+        }
+        s->hook_on = 1;
     }
     if ((rc = http_guard_start(&s->guard, RATE_REQUEST_S, RATE_RESPONSE_S))) {
         rate_serve_close(s);
@@ -305,6 +365,17 @@ void rate_serve_close(rate_server *s)
         return;
     if (s->d)
         MHD_stop_daemon(s->d);
+    if (s->hook_on) { /* what is queued is still posted (each post has its 10 s timeout) */
+        pthread_mutex_lock(&s->hook_mu);
+        s->hook_stop = 1;
+        pthread_cond_signal(&s->hook_cv);
+        pthread_mutex_unlock(&s->hook_mu);
+        pthread_join(s->hook_th, NULL);
+    }
+    for (int k = 0; k < s->hook_n; k++)
+        free(s->hook_q[k]);
+    pthread_mutex_destroy(&s->hook_mu);
+    pthread_cond_destroy(&s->hook_cv);
     http_guard_stop(s->guard);
     rate_db_close(s->db);
     free(s);

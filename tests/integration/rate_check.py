@@ -3,7 +3,7 @@ exports against an independent computation from the SQLite database.
 
 Means, sample standard deviations and 95% confidence intervals (Student t quantile by
 bisection on mpmath's regularized incomplete beta), fabrication rates, and Krippendorff's
-alpha (interval) by the coincidence-matrix method of Krippendorff's own description
+alpha (interval and ordinal) by the coincidence-matrix method of Krippendorff's own description
 (a different algorithm from grit's closed form). Exports: every row and field equal to the
 database's, in rating-id order."""
 import csv
@@ -34,8 +34,9 @@ def t975(df):
     return (lo + hi) / 2
 
 
-def alpha_interval(pairs):
-    """pairs: (unit, value). Coincidence matrix o[c][k]; interval delta (c - k)^2."""
+def alpha_interval(pairs, ordinal=False):
+    """pairs: (unit, value). Coincidence matrix o[c][k]; interval delta (c - k)^2, ordinal
+    delta (sum of the marginals n_g for g from c to k - (n_c + n_k) / 2)^2."""
     units = {}
     for u, v in pairs:
         units.setdefault(u, []).append(v)
@@ -55,8 +56,13 @@ def alpha_interval(pairs):
     n = sum(nc.values())
     if n < 2:
         return None
-    do = sum(w * (c - k) ** 2 for (c, k), w in o.items()) / n
-    de = sum(nc[c] * nc[k] * (c - k) ** 2 for c in nc for k in nc) / (n * (n - 1))
+    def delta(c, k):
+        if not ordinal:
+            return (c - k) ** 2
+        lo, hi = min(c, k), max(c, k)
+        return (sum(w for g, w in nc.items() if lo <= g <= hi) - (nc[c] + nc[k]) / 2) ** 2
+    do = sum(w * delta(c, k) for (c, k), w in o.items()) / n
+    de = sum(nc[c] * nc[k] * delta(c, k) for c in nc for k in nc) / (n * (n - 1))
     return None if de <= 0 else 1 - do / de
 
 
@@ -75,6 +81,7 @@ rows = con.execute("SELECT r.answer, r.score, r.fabrication, r.checkpoint, a.ste
 close(res["ratings"], len(rows), "number of ratings")
 close(res["raters"], con.execute("SELECT count(DISTINCT rater) FROM ratings").fetchone()[0], "raters")
 close(res["alpha"], alpha_interval([(r[0], r[1]) for r in rows]), "alpha over every answer")
+close(res["alpha_ordinal"], alpha_interval([(r[0], r[1]) for r in rows], True), "ordinal alpha over every answer")
 cks = sorted({(r[4], r[3]) for r in rows})
 if [c["checkpoint"] for c in res["checkpoints"]] != [c for _, c in cks]:
     fail(f"checkpoints: {[c['checkpoint'] for c in res['checkpoints']]} vs {cks}")
@@ -92,6 +99,8 @@ for c in res["checkpoints"]:
     close(c["ci95"][1], mean + h, c["checkpoint"] + " CI high", 1e-6)
     close(c["fabrication_rate"], sum(r[2] for r in mine) / n, c["checkpoint"] + " fabrication")
     close(c["alpha"], alpha_interval([(r[0], r[1]) for r in mine]), c["checkpoint"] + " alpha")
+    close(c["alpha_ordinal"], alpha_interval([(r[0], r[1]) for r in mine], True),
+          c["checkpoint"] + " ordinal alpha")
     print(f"ok   {c['checkpoint']}: n {n} mean {mean:.4f} CI [{mean - h:.4f}, {mean + h:.4f}]"
           f" alpha {c['alpha']}")
 print(f"ok   alpha over every answer {res['alpha']} (reference agrees)")
