@@ -128,6 +128,21 @@ grit_err ckpt_load(store *s, const char *dir, gx_model *m, ckpt_state *st, bool 
  * laid out as m->tensors). */
 grit_err ckpt_load_moments(store *s, const char *dir, const gx_model *m, float *mm, float *vv);
 
+/* A tensor of dir handed to ckpt_load_each's caller: block 0 the weights, 1 exp_avg,
+ * 2 exp_avg_sq; tensor an index of the model's table; data F32 [numel], valid during
+ * the call. A non-GRIT_OK return (with its message set) stops the load. */
+typedef grit_err (*ckpt_tensor_fn)(void *ctx, int block, int tensor, const float *data);
+
+/* dir's weights and, with moments, its AdamW moments, one tensor at a time: fn gets
+ * every tensor of m (m's tensor table is used; its params/moments are not written) in a
+ * buffer of the largest tensor's size, so a caller that keeps a slice of each (tensor
+ * parallelism) never holds the whole model. The sources and checks are ckpt_load's:
+ * model.safetensors or Hugging Face index shards, F16/BF16 widened, names and shapes
+ * checked; moments from optimizer.safetensors or the byte ranges of each tensor in the
+ * optimiser shards of any world size. */
+grit_err ckpt_load_each(store *s, const char *dir, const gx_model *m, int moments,
+                        ckpt_tensor_fn fn, void *ctx);
+
 /* Elements [lo, hi) of the flat AdamW moments of dir into mm and vv (hi - lo floats
  * each), from optimizer.safetensors or resliced from the shards of any world size. */
 grit_err ckpt_load_moments_range(store *s, const char *dir, const gx_model *m, size_t lo,

@@ -61,9 +61,18 @@ static float half_to_float(uint16_t h)
  * With loaded (one flag per model tensor; one shard of a sharded checkpoint),
  * tensors absent from the file are left for other shards, those read are
  * flagged, and a tensor read twice is an error. */
+/* Where load_file puts a tensor: into blocks (sink NULL), or into tmp, then handed to fn
+ * as block first_block + b (ckpt_load_each). */
+typedef struct sink {
+    ckpt_tensor_fn fn;
+    void *ctx;
+    float *tmp; /* the largest tensor's numel */
+    int first_block;
+} sink;
+
 static grit_err load_file(store *s, const char *dir, const char *file, const gx_model *m,
                           const char *const *prefixes, float **blocks, int nblocks,
-                          unsigned char *loaded)
+                          unsigned char *loaded, const sink *sk)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/%s", dir, file);
@@ -121,7 +130,7 @@ static grit_err load_file(store *s, const char *dir, const char *file, const gx_
                                              "model needs %s", what, name, got, want);
                 goto out;
             }
-            float *dst = blocks[b] + t->offset;
+            float *dst = sk ? sk->tmp : blocks[b] + t->offset;
             size_t off = f.data_off + x->begin;
             if (!strcmp(x->dtype, "F32")) {
                 rc = s->ops->read(s, path, off, t->numel * 4, dst);
@@ -144,6 +153,8 @@ static grit_err load_file(store *s, const char *dir, const char *file, const gx_
                 rc = grit_errf(GRIT_EFORMAT, "%s: tensor '%s': dtype %s, expected F32, F16 or "
                                              "BF16", what, name, x->dtype);
             }
+            if (rc == GRIT_OK && sk)
+                rc = sk->fn(sk->ctx, sk->first_block + b, i, dst);
             if (rc != GRIT_OK)
                 goto out;
             matched++;
@@ -218,7 +229,7 @@ grit_err ckpt_load_moments(store *s, const char *dir, const gx_model *m, float *
 {
     const char *op[2] = {"exp_avg.", "exp_avg_sq."};
     float *ob[2] = {mm, vv};
-    return load_file(s, dir, "optimizer.safetensors", m, op, ob, 2, NULL);
+    return load_file(s, dir, "optimizer.safetensors", m, op, ob, 2, NULL, NULL);
 }
 
 /* Reads and parses the safetensors header of path. */
@@ -271,36 +282,64 @@ static grit_err read_shard(store *s, const char *dir, const char *name, long slo
     return rc;
 }
 
-grit_err ckpt_load_moments_range(store *s, const char *dir, const gx_model *m, size_t lo,
-                                 size_t hi, float *mm, float *vv)
+/* The optimiser shard table of dir's manifest: *world 0 when the moments are one
+ * optimizer.safetensors (or there is no manifest: a folder written by hand). */
+static grit_err shard_table(store *s, const char *dir, const gx_model *m, long **slo, long **shi,
+                            int *world)
 {
     char path[256], *text = NULL, why[512];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
+    *slo = *shi = NULL;
+    *world = 0;
     grit_err rc = store_read_all(s, path, &text, NULL);
-    if (rc == GRIT_ENOTFOUND && lo == 0 && hi == m->num_params)
-        return ckpt_load_moments(s, dir, m, mm, vv); /* a folder without a manifest */
+    if (rc == GRIT_ENOTFOUND)
+        return GRIT_OK;
     if (rc != GRIT_OK)
         return rc;
     json_t *j = json_loads(text, 0, NULL), *files = json_object_get(j, "files");
     free(text);
-    long *slo = NULL, *shi = NULL;
-    int world = 0;
-    if (!json_is_array(files)) {
+    if (!json_is_array(files))
         rc = grit_errf(GRIT_EFORMAT, "%s/%s: not a grit manifest", s->root, path);
-    } else if (ckpt__shard_table(files, &slo, &shi, &world, why, sizeof why) != GRIT_OK) {
+    else if (ckpt__shard_table(files, slo, shi, world, why, sizeof why) != GRIT_OK)
         rc = grit_errf(GRIT_EFORMAT, "%s/%s: %s", s->root, dir, why);
-    } else if (world > 0 && shi[world - 1] != (long)m->num_params) {
+    else if (*world > 0 && (*shi)[*world - 1] != (long)m->num_params)
         rc = grit_errf(GRIT_EFORMAT, "%s/%s: optimiser shards hold %ld elements, the model has %zu",
-                       s->root, dir, shi[world - 1], m->num_params);
-    } else if (world > 0) { /* reslice: read only the byte ranges this range needs */
-        for (int r = 0; r < world && rc == GRIT_OK; r++) {
-            size_t a = (size_t)slo[r] > lo ? (size_t)slo[r] : lo;
-            size_t b = (size_t)shi[r] < hi ? (size_t)shi[r] : hi;
-            char name[64];
-            ckpt_shard_name(name, sizeof name, r, world);
-            if (a < b)
-                rc = read_shard(s, dir, name, slo[r], shi[r], a, b, mm + (a - lo), vv + (a - lo));
-        }
+                       s->root, dir, (*shi)[*world - 1], m->num_params);
+    json_decref(j);
+    if (rc != GRIT_OK) {
+        free(*slo);
+        free(*shi);
+        *slo = *shi = NULL;
+    }
+    return rc;
+}
+
+/* Elements [lo, hi) from the shards (world of them) that hold [slo[r], shi[r]). */
+static grit_err read_range(store *s, const char *dir, const long *slo, const long *shi, int world,
+                           size_t lo, size_t hi, float *mm, float *vv)
+{
+    grit_err rc = GRIT_OK;
+    for (int r = 0; r < world && rc == GRIT_OK; r++) {
+        size_t a = (size_t)slo[r] > lo ? (size_t)slo[r] : lo;
+        size_t b = (size_t)shi[r] < hi ? (size_t)shi[r] : hi;
+        char name[64];
+        ckpt_shard_name(name, sizeof name, r, world);
+        if (a < b)
+            rc = read_shard(s, dir, name, slo[r], shi[r], a, b, mm + (a - lo), vv + (a - lo));
+    }
+    return rc;
+}
+
+grit_err ckpt_load_moments_range(store *s, const char *dir, const gx_model *m, size_t lo,
+                                 size_t hi, float *mm, float *vv)
+{
+    long *slo, *shi;
+    int world;
+    grit_err rc = shard_table(s, dir, m, &slo, &shi, &world);
+    if (rc != GRIT_OK)
+        return rc;
+    if (world > 0) { /* reslice: read only the byte ranges this range needs */
+        rc = read_range(s, dir, slo, shi, world, lo, hi, mm, vv);
     } else if (lo == 0 && hi == m->num_params) {
         rc = ckpt_load_moments(s, dir, m, mm, vv);
     } else { /* one optimizer.safetensors: read it whole, keep the range */
@@ -316,7 +355,6 @@ grit_err ckpt_load_moments_range(store *s, const char *dir, const gx_model *m, s
     }
     free(slo);
     free(shi);
-    json_decref(j);
     return rc;
 }
 
@@ -326,13 +364,13 @@ grit_err ckpt_load_moments_range(store *s, const char *dir, const gx_model *m, s
  * model), every tensor must come from the shard the index names, and every
  * model tensor must be somewhere. */
 static grit_err load_weights(store *s, const char *dir, const gx_model *m,
-                             const char *const *pp, float **pb)
+                             const char *const *pp, float **pb, const sink *sk)
 {
     char path[512], what[1600];
     size_t sz;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (s->ops->size(s, path, &sz) == GRIT_OK)
-        return load_file(s, dir, "model.safetensors", m, pp, pb, 1, NULL);
+        return load_file(s, dir, "model.safetensors", m, pp, pb, 1, NULL, sk);
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     if (s->ops->size(s, path, &sz) != GRIT_OK)
         return grit_errf(GRIT_ENOTFOUND, "%s/%s: neither model.safetensors nor "
@@ -385,7 +423,7 @@ static grit_err load_weights(store *s, const char *dir, const gx_model *m,
         }
     }
     for (int i = 0; i < nfiles; i++)
-        if ((rc = load_file(s, dir, files[i], m, pp, pb, 1, loaded)) != GRIT_OK)
+        if ((rc = load_file(s, dir, files[i], m, pp, pb, 1, loaded, sk)) != GRIT_OK)
             goto out;
     for (int i = 0; i < m->num_tensors; i++) {
         const char *want = json_string_value(json_object_get(wm, m->tensors[i].name));
@@ -428,10 +466,49 @@ grit_err ckpt_load(store *s, const char *dir, gx_model *m, ckpt_state *st, bool 
 {
     const char *pp[1] = {""};
     float *pb[1] = {m->params};
-    grit_err rc = load_weights(s, dir, m, pp, pb);
+    grit_err rc = load_weights(s, dir, m, pp, pb, NULL);
     if (rc != GRIT_OK || weights_only)
         return rc;
     if ((rc = ckpt_read_state(s, dir, st)) != GRIT_OK)
         return rc;
     return ckpt_load_moments_range(s, dir, m, 0, m->num_params, m->adam_m, m->adam_v);
+}
+
+grit_err ckpt_load_each(store *s, const char *dir, const gx_model *m, int moments,
+                        ckpt_tensor_fn fn, void *ctx)
+{
+    size_t big = 1;
+    for (int i = 0; i < m->num_tensors; i++)
+        big = m->tensors[i].numel > big ? m->tensors[i].numel : big;
+    float *tmp = malloc(sizeof(float) * big * 2);
+    if (!tmp)
+        return grit_errf(GRIT_ENOMEM, "out of memory for a %zu-element tensor", big);
+    const char *pp[1] = {""};
+    float *pb[1] = {NULL};
+    sink sk = {.fn = fn, .ctx = ctx, .tmp = tmp, .first_block = 0};
+    grit_err rc = load_weights(s, dir, m, pp, pb, &sk);
+    long *slo = NULL, *shi = NULL;
+    int world = 0;
+    if (rc == GRIT_OK && moments)
+        rc = shard_table(s, dir, m, &slo, &shi, &world);
+    if (rc == GRIT_OK && moments && world > 0) { /* per tensor, the byte ranges it needs */
+        for (int i = 0; rc == GRIT_OK && i < m->num_tensors; i++) {
+            const gx_tensor *t = &m->tensors[i];
+            rc = read_range(s, dir, slo, shi, world, t->offset, t->offset + t->numel, tmp,
+                            tmp + big);
+            if (rc == GRIT_OK)
+                rc = fn(ctx, 1, i, tmp);
+            if (rc == GRIT_OK)
+                rc = fn(ctx, 2, i, tmp + big);
+        }
+    } else if (rc == GRIT_OK && moments) {
+        const char *op[2] = {"exp_avg.", "exp_avg_sq."};
+        float *ob[2] = {NULL, NULL};
+        sk.first_block = 1;
+        rc = load_file(s, dir, "optimizer.safetensors", m, op, ob, 2, NULL, &sk);
+    }
+    free(slo);
+    free(shi);
+    free(tmp);
+    return rc;
 }

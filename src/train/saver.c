@@ -51,49 +51,48 @@ static grit_err report_save(saver *r, const ckpt_result *res)
     return GRIT_OK;
 }
 
+/* Where load_tp's tensors go: this rank's slice of each whole tensor. */
+typedef struct tp_sink {
+    const gx_model *whole, *m;
+    float *dst[3]; /* params, exp_avg, exp_avg_sq: this rank's layout */
+} tp_sink;
+
+static grit_err tp_keep_slice(void *ctx, int block, int i, const float *data)
+{
+    const tp_sink *k = ctx;
+    const gx_tensor *t = &k->m->tensors[i];
+    if (strcmp(t->name, k->whole->tensors[i].name) != 0) /* the layouts list the same tensors */
+        return grit_errf(GRIT_EINVAL, "tensor %d: %s in the whole model, %s in the slices", i,
+                         k->whole->tensors[i].name, t->name);
+    gx_tp_slice_copy(t, data, k->dst[block] + t->offset, 0);
+    return GRIT_OK;
+}
+
 /* Under tensor parallelism: whole tensors from dir into this rank's slices (weights
- * only, or also the AdamW moments: this rank's ZeRO-1 range of its slices). Every rank
- * holds the whole model for a moment: 3 x 4 bytes per parameter (docs/parallel.md). */
+ * only, or also the AdamW moments: this rank's ZeRO-1 range of its slices), one tensor
+ * at a time (ckpt_load_each): a rank holds its slices and one whole tensor, never the
+ * whole model. */
 static grit_err load_tp(store *ck, const char *dir, saver *r, gx_model *m, dp_sync *dp,
                         int weights_only)
 {
-    size_t npg = r->full.num_params, np = m->num_params;
-    float *buf = malloc(sizeof(float) * npg), *fm = NULL, *fv = NULL, *lm = NULL, *lv = NULL;
-    if (!buf)
-        return grit_errf(GRIT_ENOMEM, "out of memory loading %s/%s (%zu parameters)",
-                         ck->root, dir, npg);
-    gx_model whole = r->full;
-    whole.params = buf;
-    grit_err rc = ckpt_load(ck, dir, &whole, NULL, true);
-    for (int i = 0; rc == GRIT_OK && i < m->num_tensors; i++)
-        gx_tp_slice_copy(&m->tensors[i], buf + r->full.tensors[i].offset,
-                         m->params + m->tensors[i].offset, 0);
-    if (rc == GRIT_OK && !weights_only) {
-        fm = buf; /* the weights are sliced already: reuse for m */
-        fv = malloc(sizeof(float) * npg);
-        lm = dp->zero1 ? malloc(sizeof(float) * np) : m->adam_m;
-        lv = dp->zero1 ? malloc(sizeof(float) * np) : m->adam_v;
-        if (!fv || !lm || !lv)
-            rc = grit_errf(GRIT_ENOMEM, "out of memory loading %s/%s", ck->root, dir);
-        if (rc == GRIT_OK)
-            rc = ckpt_load_moments_range(ck, dir, &r->full, 0, npg, fm, fv);
-        for (int i = 0; rc == GRIT_OK && i < m->num_tensors; i++) {
-            gx_tp_slice_copy(&m->tensors[i], fm + r->full.tensors[i].offset,
-                             lm + m->tensors[i].offset, 0);
-            gx_tp_slice_copy(&m->tensors[i], fv + r->full.tensors[i].offset,
-                             lv + m->tensors[i].offset, 0);
-        }
-        if (rc == GRIT_OK && dp->zero1) {
-            memcpy(dp->m_shard, lm + dp->lo, sizeof(float) * (dp->hi - dp->lo));
-            memcpy(dp->v_shard, lv + dp->lo, sizeof(float) * (dp->hi - dp->lo));
-        }
+    size_t np = m->num_params;
+    int z = !weights_only && dp->zero1; /* moments of the whole slice, then the ZeRO range */
+    float *lm = z ? malloc(sizeof(float) * np) : m->adam_m;
+    float *lv = z ? malloc(sizeof(float) * np) : m->adam_v;
+    grit_err rc = !weights_only && (!lm || !lv)
+                      ? grit_errf(GRIT_ENOMEM, "out of memory loading %s/%s", ck->root, dir)
+                      : GRIT_OK;
+    tp_sink k = {.whole = &r->full, .m = m, .dst = {m->params, lm, lv}};
+    if (rc == GRIT_OK)
+        rc = ckpt_load_each(ck, dir, &r->full, !weights_only, tp_keep_slice, &k);
+    if (rc == GRIT_OK && z) {
+        memcpy(dp->m_shard, lm + dp->lo, sizeof(float) * (dp->hi - dp->lo));
+        memcpy(dp->v_shard, lv + dp->lo, sizeof(float) * (dp->hi - dp->lo));
     }
-    if (dp->zero1) {
+    if (z) {
         free(lm);
         free(lv);
     }
-    free(fv);
-    free(buf);
     return rc;
 }
 
