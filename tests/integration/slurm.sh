@@ -188,7 +188,7 @@ EOF
   [ -z "$(pids_of n1 "$grit train $tmp/long.json")" ] || fail "remote_hb: a rank runs on n1 (the spare)"
   tstop=$(date +%s.%N)
   # shellcheck disable=SC2086
-  [ -n "$pids" ] && kill -STOP $pids
+  [ -z "$pids" ] || kill -STOP $pids || fail "remote_hb: cannot stop $pids"
   if wait_event "$ra" '"event":"detected","kind":"hang"' 40; then
     tdet=$(grep -m1 '"event":"detected","kind":"hang"' "$ra/events.jsonl" | sed 's/^{"ts":\([0-9.]*\),.*/\1/')
     lat=$(echo "$tdet - $tstop" | bc)
@@ -198,8 +198,8 @@ EOF
     fail "remote_hb: the stopped rank on n2 was not diagnosed a hang"
   fi
   # shellcheck disable=SC2086
-  [ -n "$pids" ] && kill -CONT $pids 2> /dev/null
-  grep -q '"heartbeats_missing"' "$ra/events.jsonl" && fail "remote_hb: heartbeats_missing although n2 was heard"
+  [ -z "$pids" ] || kill -CONT $pids 2> /dev/null || true
+  grep -q '"heartbeats_missing"' "$ra/events.jsonl" && fail "remote_hb: a heartbeats_missing event with the address from the allocation"
   wait_job "$jid" 90 || fail "remote_hb: job A did not end (--max-restarts 0)"
   # --- B: --bind 127.0.0.1: nothing from n2 arrives; a warning, an event, the summary
   rb=$tmp/run_b
@@ -216,7 +216,8 @@ EOF
   grep -qF "WARNING: no heartbeat from 1 rank(s) on other hosts (n2)" "$tmp/b.out" || fail "remote_hb: no WARNING on stderr"
   # an operator's Ctrl-C: the graceful stop's summary says it too
   lp=$(pids_of n1 "$grit launch --backend slurm" | head -1)
-  [ -n "$lp" ] && kill -TERM "$lp"
+  [ -n "$lp" ] || fail "remote_hb: no grit launch process on n1"
+  [ -z "$lp" ] || kill -TERM "$lp" || fail "remote_hb: cannot signal grit launch ($lp)"
   wait_job "$jid" 60 || fail "remote_hb: job B did not end after SIGTERM to grit launch"
   grep -q "heartbeats  *none from n2 on 1 launch" "$tmp/b.out" || fail "remote_hb: the summary does not say n2 was never heard"
   grep -q '"heartbeats_missing":1' "$rb/events.jsonl" || fail "remote_hb: the summary event does not count it"
