@@ -53,16 +53,22 @@ grit_err sup_hb_plan(sup *s, const char (*hosts)[32], int n)
     return GRIT_OK;
 }
 
+/* Whether node is one of the allocation's hosts found to be this machine. */
+static int is_here(const sup *s, const char *node)
+{
+    for (int k = 0; k < s->nlocal; k++)
+        if (!strcmp(s->local_hosts[k], node))
+            return 1;
+    return 0;
+}
+
 /* The hosts of the allocation that are elsewhere, comma list into out. */
 static void remote_hosts(const sup *s, char *out, size_t cap)
 {
     size_t o = 0;
     out[0] = '\0';
     for (int i = 0; i < s->cl.count; i++) {
-        int here = 0;
-        for (int k = 0; k < s->nlocal && !here; k++)
-            here = !strcmp(s->local_hosts[k], s->cl.n[i].name);
-        if (!here && o + strlen(s->cl.n[i].name) + 5 < cap)
+        if (!is_here(s, s->cl.n[i].name) && o + strlen(s->cl.n[i].name) + 5 < cap)
             o += (size_t)snprintf(out + o, cap - o, "%s%s", o ? "," : "", s->cl.n[i].name);
     }
 }
@@ -88,12 +94,8 @@ void sup_hb_announce(sup *s)
 
 void sup_hb_launched(sup *s)
 {
-    for (int r = 0; r < s->nranks; r++) {
-        int here = !s->be->remote_ranks;
-        for (int k = 0; k < s->nlocal && !here; k++)
-            here = !strcmp(s->local_hosts[k], s->rk[r].node);
-        s->rk[r].remote = (char)!here;
-    }
+    for (int r = 0; r < s->nranks; r++)
+        s->rk[r].remote = (char)(s->be->remote_ranks && !is_here(s, s->rk[r].node));
     s->hbm_checked = !s->be->remote_ranks || s->o->heartbeat_wait <= 0;
     s->hbm_ts = 0;
 }

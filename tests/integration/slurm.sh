@@ -82,6 +82,13 @@ trap cleanup EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 ok() { echo "ok   $*"; }
+# netns scenarios: stop removes the namespaces, veths and bridge; nothing of the test may be left
+check_net_gone() {
+  "$lc" stop > /dev/null 2>&1 || fail "$scenario: slurm-local-cluster.sh stop failed"
+  local left
+  left=$( { ip netns list; ip -o link show; } 2> /dev/null | grep -E "(^| )$GRIT_SLURM_BRIDGE(-n[0-9]+)?[@: ]" || true)
+  [ -z "$left" ] || fail "$scenario: left after stop: $left"
+}
 "$lc" start
 
 node_field() { scontrol show node "$1" | grep -o "$2=[^ ]*" | head -1 | cut -d= -f2-; }
@@ -226,10 +233,7 @@ EOF
     for f in a b; do echo "--- job $f output"; cat "$tmp/$f.out" || true; done
     for r in "$ra" "$rb"; do echo "--- events of $r"; grep -v '"step"' "$r/events.jsonl" | cut -c1-300 || true; done
   fi
-  # stop removes the namespaces, veths and bridge; nothing of the test may be left
-  "$lc" stop > /dev/null 2>&1 || fail "remote_hb: slurm-local-cluster.sh stop failed"
-  left=$( { ip netns list; ip -o link show; } 2> /dev/null | grep -E "(^| )$GRIT_SLURM_BRIDGE(-n[0-9]+)?[@: ]" || true)
-  [ -z "$left" ] || fail "remote_hb: left after stop: $left"
+  check_net_gone
   [ "$fails" -eq 0 ] && ok "remote_hb: n2's heartbeats reach n1 ($n1addr); with --bind 127.0.0.1 a warning, an event and the summary"
   exit "$fails"
 fi
@@ -330,11 +334,6 @@ if [ "$fails" -ne 0 ]; then
   echo "--- events"; grep -v '"step"' "$run/events.jsonl" | cut -c1-300 || true
   sinfo -N -o '%N %T %E' || true
 fi
-if [ "$scenario" = partition ]; then
-  # stop removes the namespaces, veths and bridge; nothing of the test may be left
-  "$lc" stop > /dev/null 2>&1 || fail "partition: slurm-local-cluster.sh stop failed"
-  left=$( { ip netns list; ip -o link show; } 2> /dev/null | grep -E "(^| )$GRIT_SLURM_BRIDGE(-n[0-9]+)?[@: ]" || true)
-  [ -z "$left" ] || fail "partition: left after stop: $left"
-fi
+[ "$scenario" = partition ] && check_net_gone
 [ "$fails" -eq 0 ] && ok "$scenario: n2 drained ($reason), job completed, weights bitwise equal"
 exit "$fails"
