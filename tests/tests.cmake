@@ -398,7 +398,7 @@ set_tests_properties(integration.s3_ckpt integration.s3_faults PROPERTIES
 # Slurm (scripts/slurm-local-cluster.sh, spank_grit.so, grit launch --backend slurm): each
 # test starts its own 4-node cluster on fixed ports, so they run serially. Exit 77: skipped
 # (not root, no Slurm, no namespaces, or no SPANK plugin), said loudly in the output.
-foreach(scenario options kill freeze health requeue partition)
+foreach(scenario options kill freeze health requeue partition remote_hb)
   add_test(NAME integration.slurm.${scenario}
     COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/slurm.sh $<TARGET_FILE:grit>
             ${CMAKE_BINARY_DIR}/spank_grit.so ${scenario} $<TARGET_FILE:grit-fake-nvml>)

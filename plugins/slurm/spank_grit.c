@@ -28,6 +28,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,6 +264,11 @@ static int hand_over(int restarts)
     }
     setenv(ENV_MARK, "1", 1);
     slurm_verbose("grit: --auto-resume=%d: handing the step to %s launch", restarts, grit_path);
+    /* srun blocks SIGTERM, SIGINT and others here, and a blocked mask survives exec: grit
+     * launch would never see Slurm's SIGTERM (preemption, scancel) nor Ctrl-C */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
     execvp(gargv[0], gargv);
     int e = errno;
     unsetenv(ENV_MARK);

@@ -82,7 +82,15 @@ static void usage(FILE *f)
             "                         its health check passes, never a spare again (default 2;\n"
             "                         0 off; a node's first incident is handled as before)\n"
             "  --strike-window S      seconds (default 3600; 0: the whole run)\n"
-            "  --bind ADDR            heartbeat address (default 127.0.0.1, loopback only)\n"
+            "  --bind ADDR            heartbeat address (IPv4). Default: 127.0.0.1 (loopback\n"
+            "                         only); --backend slurm: this machine's address on the\n"
+            "                         allocation's network (its Slurm NodeAddr when it is one\n"
+            "                         of the job's hosts, else the address its route to them\n"
+            "                         leaves from; loopback when every host is this machine).\n"
+            "                         0.0.0.0 (every interface) only when given here\n"
+            "  --heartbeat-wait S     ranks on other hosts that sent no heartbeat S seconds\n"
+            "                         after a launch, or by step 3: a warning on stderr and a\n"
+            "                         heartbeats_missing event (default 30, 0 off)\n"
             "  --backend NAME         local (default: mpirun on this machine) or slurm: inside\n"
             "                         an sbatch/salloc allocation, node slots are its hosts\n"
             "                         (--spares K of them kept spare, --nodes ignored), steps\n"
@@ -126,7 +134,7 @@ int cmd_launch(int argc, char **argv)
                   .signal_step_slow = 1.2,
                   .spike_z = 8, .health_every = 0, .spare_wait = 600, .no_spare = "give_up",
                   .health_timeout = 15, .on_no_spare_timeout = 600, .strikes = 2,
-                  .strike_window = 3600};
+                  .strike_window = 3600, .heartbeat_wait = 30};
     const char *on_no_spare = NULL;
     obs_cli ob = {0}; /* dashboard, /metrics, cost and CO2 (src/obs) */
     static char *srun_args[64];
@@ -184,6 +192,7 @@ int cmd_launch(int argc, char **argv)
         NUM_OPT("--health-every", health_every, 0, 1e7)
         NUM_OPT("--spare-wait", spare_wait, 0, 1e7)
         NUM_OPT("--health-timeout", health_timeout, 0, 1e7)
+        NUM_OPT("--heartbeat-wait", heartbeat_wait, 0, 1e7)
         STR_OPT("--run", run_dir)
         STR_OPT("--inject", inject)
         STR_OPT("--no-spare", no_spare)

@@ -35,6 +35,13 @@ void stopsig_install(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    /* a blocked mask is inherited across exec (srun re-executed as grit launch by the
+     * SPANK plugin had both blocked): without this the handler would never run */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
 }
 
 int stopsig_pending(void)

@@ -10,6 +10,9 @@
  *   job_stopped  after the job's launcher process was stopped (clean up leftovers)
  *   no_spare     a node failed with no spare left; 1 when handled (e.g. requeued)
  *   failed_rank  the rank named as failed in the attempt's log, or -1
+ *   addrs        each host's address as the allocation knows it (optional: the
+ *                heartbeat socket's address and which hosts are other machines,
+ *                hb_bind.h)
  *
  *   local  (backend_local.c) mpirun on this machine; node slots are virtual.
  *   slurm  (backend_slurm.c) srun steps inside the current Slurm allocation; node slots
@@ -45,6 +48,9 @@ typedef struct sup_backend {
     void (*job_stopped)(const sup_opts *o);
     int (*no_spare)(const sup_opts *o, const char *reason);
     int (*failed_rank)(const char *log);
+    /* Optional: addrs[i] = host names[i]'s IPv4 address (dotted) as the allocation knows
+     * it, "" where it cannot be learnt. Never fails: an unknown host is other machine. */
+    void (*addrs)(const sup_opts *o, const char (*names)[32], int n, char (*addrs)[16]);
 } sup_backend;
 
 /* The backend called name ("local" or "slurm"), or NULL. */

@@ -15,14 +15,21 @@
  *                node that did not hear srun's SIGTERM)
  *   no_spare     policy requeue: scontrol requeue $SLURM_JOB_ID (Slurm allocates
  *                healthy nodes; the batch script runs again and resumes)
+ *   addrs        sinfo -h -N -o "%N %o" --nodes=<up to 64 hosts> (Slurm's NodeAddr,
+ *                the address slurmctld reaches each node at); a name-valued NodeAddr,
+ *                or a host sinfo did not list, through getaddrinfo (IPv4)
  *
  * Every Slurm command is run directly (fork/exec, no shell), with a time limit, its
  * output captured (never shown with the job's secret: the environment is not logged).
- * $GRIT_SCONTROL, $GRIT_SRUN, $GRIT_SCANCEL, $GRIT_SQUEUE override the programs.
+ * $GRIT_SCONTROL, $GRIT_SRUN, $GRIT_SCANCEL, $GRIT_SQUEUE, $GRIT_SINFO override the
+ * programs.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -429,6 +436,55 @@ static int slurm_failed_rank(const char *log)
     return -1;
 }
 
+/* name (a host name or a dotted address) as a dotted IPv4 address into out; "" when it
+ * does not resolve */
+static void resolve4(const char *name, char out[16])
+{
+    out[0] = '\0';
+    struct in_addr a;
+    if (inet_pton(AF_INET, name, &a) == 1) {
+        snprintf(out, 16, "%s", name);
+        return;
+    }
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res = NULL;
+    if (getaddrinfo(name, NULL, &hints, &res) != 0 || !res)
+        return;
+    inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, out, 16);
+    freeaddrinfo(res);
+}
+
+#define ADDRS_CHUNK 64 /* hosts per sinfo call: its output stays within proc's 8 KiB */
+
+static void slurm_addrs(const sup_opts *o, const char (*names)[32], int n, char (*addrs)[16])
+{
+    (void)o;
+    char nodeaddr[32];
+    for (int i = 0; i < n; i++)
+        addrs[i][0] = '\0';
+    for (int c0 = 0; c0 < n; c0 += ADDRS_CHUNK) {
+        char list[16 + ADDRS_CHUNK * 33] = "--nodes=", out[8192];
+        size_t off = strlen(list);
+        for (int i = c0; i < n && i < c0 + ADDRS_CHUNK; i++)
+            off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", i > c0 ? "," : "",
+                                    names[i]);
+        char *argv[] = {(char *)prog("GRIT_SINFO", "sinfo"), "-h", "-N", "-o", "%N %o", list,
+                        NULL};
+        if (run_capture(argv, 30, out, sizeof out) != 0)
+            continue; /* every host of the chunk by its name, below */
+        for (char *sv = NULL, *l = strtok_r(out, "\n", &sv); l; l = strtok_r(NULL, "\n", &sv)) {
+            char name[64];
+            if (sscanf(l, "%63s %31s", name, nodeaddr) != 2)
+                continue;
+            for (int i = c0; i < n && i < c0 + ADDRS_CHUNK; i++)
+                if (!addrs[i][0] && !strcmp(names[i], name))
+                    resolve4(nodeaddr, addrs[i]);
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (!addrs[i][0])
+            resolve4(names[i], addrs[i]);
+}
+
 const sup_backend sup_backend_slurm = {
     .name = "slurm",
     .remote_ranks = 1,
@@ -440,4 +496,5 @@ const sup_backend sup_backend_slurm = {
     .job_stopped = slurm_job_stopped,
     .no_spare = slurm_no_spare,
     .failed_rank = slurm_failed_rank,
+    .addrs = slurm_addrs,
 };

@@ -197,6 +197,7 @@ static grit_err launch(sup *s)
         node_of[r] = r / R;
     }
     free(at);
+    sup_hb_launched(s); /* which ranks are elsewhere: their silence is watched */
     s->live_next = 0;
     s->hang_cache_ts = 0;
     size_socket(s);
@@ -605,6 +606,7 @@ static int poll_running(sup *s)
             return 1;
         }
     }
+    sup_hb_watch(s); /* ranks elsewhere that were never heard: a warning */
     /* a rank process that is gone (or a zombie) is a failure now, before mpirun notices;
      * a large job's ranks are looked at a slice per poll, each within LIVE_ROUND_S */
     int slice = (int)ceil(s->nranks * POLL_S / LIVE_ROUND_S);
@@ -842,6 +844,8 @@ int sup_run(const sup_opts *o)
                  : !s->be->hosts ? cluster_open(&s->cl, path, o->nodes, o->spares)
                  : s->be->hosts(o, hosts, CLUSTER_SLOTS_MAX, &nhosts) != GRIT_OK ? GRIT_EINVAL
                  : cluster_open_hosts(&s->cl, path, hosts, nhosts, o->spares);
+    if (crc == GRIT_OK && hosts) /* where heartbeats from those hosts can come to */
+        crc = sup_hb_plan(s, (const char (*)[32])hosts, nhosts);
     free(hosts);
     if (crc == GRIT_OK)
         crc = sup_inject_open(o->inject, o->run_dir, &s->inj);
@@ -857,7 +861,9 @@ int sup_run(const sup_opts *o)
         goto out;
     }
     snprintf(path, sizeof path, "%s/events.jsonl", o->run_dir);
-    if (events_open(&s->ev, path) != GRIT_OK || hb_server_open(&s->hb, o->bind) != GRIT_OK) {
+    if (events_open(&s->ev, path) != GRIT_OK || hb_server_open(&s->hb, o->bind        ? o->bind
+                                                   : s->hb_bind[0] ? s->hb_bind
+                                                                   : NULL) != GRIT_OK) {
         fprintf(stderr, "grit launch: %s\n", grit_errmsg());
         goto out;
     }
@@ -869,6 +875,7 @@ int sup_run(const sup_opts *o)
     sup_event(s, "supervisor_start", json_pack("{s:i,s:i,s:i,s:s,s:i}", "nodes", o->nodes, "spares",
                                            o->spares, "ranks_per_node", o->ranks_per_node,
                                            "heartbeat", s->hb.addr, "attempt", s->attempt));
+    sup_hb_announce(s); /* the address and why (sup_hbwatch.c) */
     rc = 1;
     sup_quarantine_enforce(s); /* the ledger's quarantine over cluster.json (sup_strikes.c) */
     if (sup_preflight(s) != 0) {
@@ -990,7 +997,7 @@ out:
     straggler_free(&s->strag);
     silent_free(&s->sil);
     free(s->rk), free(s->inc), free(s->nan_steps), free(s->skip_steps), free(s->implicated);
-    free(s->vd), free(s->quar);
+    free(s->vd), free(s->quar), free(s->local_hosts);
     free(s);
     return rc;
 }

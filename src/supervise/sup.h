@@ -42,7 +42,12 @@ typedef struct sup_opts {
      * the whole run) is quarantined for the rest of the run (sup_strikes.c); 0 off */
     int strikes;
     double strike_window;
-    const char *bind;     /* heartbeat address (default 127.0.0.1) */
+    /* heartbeat address; NULL: 127.0.0.1, or under a backend that knows its hosts'
+     * addresses this machine's on the allocation's network (hb_bind.h) */
+    const char *bind;
+    /* ranks on other machines with no heartbeat S seconds after a launch (or at step
+     * SUP_HBM_STEPS): a warning and a heartbeats_missing event (sup_hbwatch.c; 0 off) */
+    double heartbeat_wait;
     const char *grit;     /* this grit binary, for grit health */
     const char *backend;  /* "local" (mpirun, default) or "slurm" (see backend.h) */
     double health_timeout; /* slurm: a node's grit health must answer within S seconds */

@@ -10,6 +10,8 @@
  *                 ledger (supervisor.json) a restarted supervisor carries on from
  *   sup_provision.c PROVISIONING: --on-no-spare CMD asked for a node when none is left
  *   sup_strikes.c  per-node strikes and quarantine (--strikes, --strike-window)
+ *   sup_hbwatch.c  heartbeats across hosts: the socket's address from the allocation
+ *                  (hb_bind.h), and a warning when ranks elsewhere send none
  *
  * Sizes: nothing here has a fixed capacity. Ranks are allocated at each launch for
  * the attempt's world; implicated nodes and diagnosis verdicts for the cluster's slot
@@ -21,6 +23,7 @@
 #define GRIT_SUP_INTERNAL_H
 
 #include <jansson.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "core/events.h"
@@ -61,6 +64,7 @@ typedef struct rank_info {
     double compute; /* the last step's step_time - comm_time (valid when ncompute > 0) */
     int ncompute;   /* steps measured */
     char lost;      /* seen at a detection: 'D' gone or a zombie, 'T' stopped (else 0) */
+    char remote;    /* runs on another machine than the supervisor (sup_hbwatch.c) */
 } rank_info;
 
 typedef struct incident {
@@ -129,6 +133,16 @@ typedef struct sup {
     pid_t health_pid;  /* periodic health check in flight */
     sup_inject *inj; /* --inject, NULL without (sup_inject.c) */
     double health_ts;
+    /* heartbeats across hosts (sup_hbwatch.c) */
+    char hb_bind[16];          /* the address chosen from the allocation ("" none) */
+    char hb_why[300];          /* why ("" when the backend knows no addresses) */
+    int hb_fallback;           /* loopback although hosts are elsewhere (hb_bind.h rule 4) */
+    char (*local_hosts)[32];   /* [nlocal] allocation hosts that are this machine */
+    int nlocal;
+    int hbm_checked;           /* this launch's ranks elsewhere were judged */
+    double hbm_ts;             /* the last look at them */
+    int hbm_warnings;          /* heartbeats_missing warnings given in this run */
+    char hbm_nodes[256];       /* the silent nodes of the latest one */
 } sup;
 
 /* A line on stderr prefixed "grit launch: " (unless quiet). */
@@ -212,6 +226,22 @@ int sup_stop_pending(void);
 /* LAUNCHING/RUNNING -> STOPPED: the job stopped gracefully (sup_stop.c), the event
  * and summary; returns the exit status, 128 + the signal. */
 int sup_stop(sup *s);
+/* Before the heartbeat socket opens: when the backend knows its hosts' addresses,
+ * chooses the address to listen on (s->hb_bind, unless --bind gave one) and which
+ * hosts are this machine. Only GRIT_ENOMEM fails. */
+grit_err sup_hb_plan(sup *s, const char (*hosts)[32], int nhosts);
+/* After it opened: the address and why, on stderr and as a heartbeat_bind event. */
+void sup_hb_announce(sup *s);
+/* At a launch: which ranks run elsewhere; a new judgement for this launch. */
+void sup_hb_launched(sup *s);
+/* Every poll while running: once --heartbeat-wait seconds have passed since the launch,
+ * or the job reached step SUP_HBM_STEPS, ranks on other machines that sent no heartbeat
+ * at all get a warning (stderr, even with --quiet) and a heartbeats_missing event. */
+void sup_hb_watch(sup *s);
+#define SUP_HBM_STEPS 3
+/* The summary's heartbeats line (nothing when every host was heard). */
+void sup_hb_summary(const sup *s, FILE *f);
+
 /* Prints the incident table and totals, and records the final event. */
 void sup_summary(sup *s, int ok);
 

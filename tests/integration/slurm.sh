@@ -22,6 +22,15 @@
 #            goes down) and keeps running. The supervisor runs on n1 and listens on n1's
 #            bridge address (--bind); OpenMPI goes over the veths. Afterwards no
 #            namespace or link of the test is left.
+#   remote_hb  heartbeats across hosts, on a 2-node netns cluster (loopback does not
+#            cross nodes): the supervisor runs in the batch script on n1, n1 is the
+#            spare (cluster.json), so the job's one rank runs on n2 only. Without --bind
+#            the supervisor listens on n1's bridge address (heartbeat_bind), hears n2
+#            (heartbeats_heard), and a SIGSTOP of the rank on n2 is diagnosed a hang
+#            within the hang timeout: only heartbeats can tell it made progress (no
+#            heartbeats: 120 s, the startup timeout). Then --bind 127.0.0.1: nothing
+#            from n2 arrives, and a WARNING plus a heartbeats_missing event come after
+#            --heartbeat-wait; SIGTERM to grit launch: its summary says it too.
 # For kill/freeze/health/requeue/partition: the job COMPLETES, n2 ends DRAINED with grit's reason,
 # the step ran again without n2, and the final weights are bitwise identical to a
 # fault-free run (mpirun, no Slurm).
@@ -39,11 +48,11 @@ for b in slurmctld slurmd munged sbatch srun scontrol; do
 done
 unshare --pid --fork --mount-proc true 2> /dev/null || skip "cannot create PID namespaces"
 [ -f "$spank" ] || skip "spank_grit.so was not built (no slurm/spank.h)"
-if [ "$scenario" = partition ]; then
+if [ "$scenario" = partition ] || [ "$scenario" = remote_hb ]; then
   # the cluster's network: names and a /24 of the test's own (GRIT_SLURM_TEST_*)
   export GRIT_SLURM_NET=netns GRIT_SLURM_BRIDGE=${GRIT_SLURM_TEST_BRIDGE:-grittest0}
   export GRIT_SLURM_SUBNET=${GRIT_SLURM_TEST_SUBNET:-10.77.50}
-  command -v ip > /dev/null && command -v nsenter > /dev/null || skip "partition: needs ip (iproute2) and nsenter"
+  command -v ip > /dev/null && command -v nsenter > /dev/null || skip "$scenario: needs ip (iproute2) and nsenter"
   # can this machine make a bridge, a namespace and a veth into it? (removed at once)
   probe=${GRIT_SLURM_BRIDGE}p
   probe_ok=0
@@ -52,12 +61,14 @@ if [ "$scenario" = partition ]; then
   ip link del "$probe-v" 2> /dev/null || true
   ip netns del "$probe" 2> /dev/null || true
   ip link del "$probe" 2> /dev/null || true
-  [ "$probe_ok" = 1 ] || skip "partition: cannot create a bridge, network namespace or veth here"
+  [ "$probe_ok" = 1 ] || skip "$scenario: cannot create a bridge, network namespace or veth here"
 fi
 
 tmp=$(mktemp -d /tmp/grit-slurm-test.XXXXXX)
 chmod 0755 "$tmp" # munged runs as user munge
-export GRIT_SLURM_DIR=$tmp/cluster GRIT_SLURM_NODES=4 GRIT_SLURM_PORT=${GRIT_SLURM_TEST_PORT:-17950}
+nnodes=4
+[ "$scenario" = remote_hb ] && nnodes=2
+export GRIT_SLURM_DIR=$tmp/cluster GRIT_SLURM_NODES=$nnodes GRIT_SLURM_PORT=${GRIT_SLURM_TEST_PORT:-17950}
 export GRIT_SLURM_PLUGIN=$spank GRIT_SLURM_PLUGIN_ARGS="grit=$grit"
 export SLURM_CONF=$GRIT_SLURM_DIR/etc/slurm.conf
 bg=""
@@ -71,6 +82,13 @@ trap cleanup EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 ok() { echo "ok   $*"; }
+# netns scenarios: stop removes the namespaces, veths and bridge; nothing of the test may be left
+check_net_gone() {
+  "$lc" stop > /dev/null 2>&1 || fail "$scenario: slurm-local-cluster.sh stop failed"
+  local left
+  left=$( { ip netns list; ip -o link show; } 2> /dev/null | grep -E "(^| )$GRIT_SLURM_BRIDGE(-n[0-9]+)?[@: ]" || true)
+  [ -z "$left" ] || fail "$scenario: left after stop: $left"
+}
 "$lc" start
 
 node_field() { scontrol show node "$1" | grep -o "$2=[^ ]*" | head -1 | cut -d= -f2-; }
@@ -122,6 +140,101 @@ if [ "$scenario" = options ]; then
   wait_job "$jid" 30 || fail "sbatch --auto-resume=2: job did not end"
   grep -qx "AR=2" "$tmp/ar.out" || fail "sbatch --auto-resume=2: the job saw '$(cat "$tmp/ar.out")', expected AR=2"
   [ "$fails" -eq 0 ] && ok "options: help, bad values, unchanged srun, sbatch export"
+  exit "$fails"
+fi
+
+# wait_event RUN PATTERN SECONDS: until events.jsonl has a line matching PATTERN
+wait_event() {
+  for _ in $(seq $((${3} * 5))); do
+    grep -q -- "$2" "$1/events.jsonl" 2> /dev/null && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+if [ "$scenario" = remote_hb ]; then
+  # one rank (global batch = micro batch), steps enough never to finish by itself
+  sed 's/"global_batch": 6/"global_batch": 2/; s/"total_steps": 60/"total_steps": 100000/' \
+    "$here/../configs/slurm_job.json" > "$tmp/long.json"
+  n1addr=$("$lc" node-addr n1)
+  # batch_script RUN EXTRA: grit launch (srun --auto-resume) from the batch script on n1;
+  # n1 is the spare in RUN's cluster.json, so the rank runs on n2 alone
+  batch_script() {
+    mkdir -p "$1"
+    echo '{"version":1,"nodes":[{"name":"n1","state":"spare","position":-1},{"name":"n2","state":"active","position":0}]}' > "$1/cluster.json"
+    cat > "$1.sh" << EOF
+#!/bin/bash
+export GRIT_LAUNCH_OPTS="--run $1 --spares 0 --max-restarts 0 --hang-timeout 4 --health-timeout 20 --backoff 0.1 --straggler-factor 0 --stop-grace 3 $2"
+srun --auto-resume=1 "$grit" train "$tmp/long.json" --run-dir "$1" --quiet
+EOF
+  }
+  # pids_of NODE PREFIX: host PIDs of that node's processes whose command line starts
+  # with PREFIX (grit launch's own command line names the trainer's too)
+  pids_of() {
+    local p c
+    for p in $("$lc" node-pids "$1"); do
+      c=$(tr '\0' ' ' < "/proc/$p/cmdline" 2> /dev/null) || continue
+      [[ $c == "$2"* ]] && echo "$p"
+    done
+    return 0
+  }
+  # --- A: no --bind: n1's bridge address, n2 heard, a stopped rank is a hang at once
+  ra=$tmp/run_a
+  batch_script "$ra" ""
+  t0=$(date +%s)
+  jid=$(sbatch --parsable -N 2 -o "$tmp/a.out" "$ra.sh")
+  wait_event "$ra" '"event":"heartbeats_heard"' 60 || fail "remote_hb: no heartbeats_heard from the rank on n2"
+  grep -q "\"event\":\"heartbeat_bind\",\"address\":\"$n1addr:[0-9]*\",\"by\":\"allocation\"" "$ra/events.jsonl" ||
+    fail "remote_hb: the supervisor does not listen on n1's address $n1addr: $(grep heartbeat_bind "$ra/events.jsonl")"
+  grep -q '"remote_hosts":"n2"' "$ra/events.jsonl" || fail "remote_hb: n2 is not named a remote host"
+  grep -q "heartbeats on $n1addr:[0-9]*: this machine is n1 of the allocation" "$tmp/a.out" ||
+    fail "remote_hb: the chosen address and why are not in the log"
+  wait_steps "$ra" 3 60 || fail "remote_hb: training did not start on n2"
+  pids=$(pids_of n2 "$grit train $tmp/long.json")
+  [ -n "$pids" ] || fail "remote_hb: no grit train process on n2"
+  [ -z "$(pids_of n1 "$grit train $tmp/long.json")" ] || fail "remote_hb: a rank runs on n1 (the spare)"
+  tstop=$(date +%s.%N)
+  # shellcheck disable=SC2086
+  [ -z "$pids" ] || kill -STOP $pids || fail "remote_hb: cannot stop $pids"
+  if wait_event "$ra" '"event":"detected","kind":"hang"' 40; then
+    tdet=$(grep -m1 '"event":"detected","kind":"hang"' "$ra/events.jsonl" | sed 's/^{"ts":\([0-9.]*\),.*/\1/')
+    lat=$(echo "$tdet - $tstop" | bc)
+    echo "remote_hb: the hang of the rank on n2 was detected $lat s after its SIGSTOP (hang timeout 4 s)"
+    [ "$(echo "$lat < 12" | bc)" = 1 ] || fail "remote_hb: the hang took $lat s to detect, expected about the 4 s hang timeout"
+  else
+    fail "remote_hb: the stopped rank on n2 was not diagnosed a hang"
+  fi
+  # shellcheck disable=SC2086
+  [ -z "$pids" ] || kill -CONT $pids 2> /dev/null || true
+  grep -q '"heartbeats_missing"' "$ra/events.jsonl" && fail "remote_hb: a heartbeats_missing event with the address from the allocation"
+  wait_job "$jid" 90 || fail "remote_hb: job A did not end (--max-restarts 0)"
+  # --- B: --bind 127.0.0.1: nothing from n2 arrives; a warning, an event, the summary
+  rb=$tmp/run_b
+  batch_script "$rb" "--bind 127.0.0.1 --heartbeat-wait 3"
+  jid=$(sbatch --parsable -N 2 -o "$tmp/b.out" "$rb.sh")
+  if wait_event "$rb" '"event":"heartbeats_missing"' 60; then
+    grep -q '"event":"heartbeats_missing","attempt":0,"nodes":"n2","ranks":1,"address":"127.0.0.1:[0-9]*","loopback":true' "$rb/events.jsonl" ||
+      fail "remote_hb: heartbeats_missing does not name n2 and loopback: $(grep heartbeats_missing "$rb/events.jsonl")"
+  else
+    fail "remote_hb: no heartbeats_missing event with --bind 127.0.0.1"
+  fi
+  grep -q '"event":"heartbeat_bind","address":"127.0.0.1:[0-9]*","by":"--bind"' "$rb/events.jsonl" || fail "remote_hb: no heartbeat_bind by --bind"
+  grep -q '"heartbeats_heard"' "$rb/events.jsonl" && fail "remote_hb: heartbeats_heard through loopback from n2"
+  grep -qF "WARNING: no heartbeat from 1 rank(s) on other hosts (n2)" "$tmp/b.out" || fail "remote_hb: no WARNING on stderr"
+  # an operator's Ctrl-C: the graceful stop's summary says it too
+  lp=$(pids_of n1 "$grit launch --backend slurm" | head -1)
+  [ -n "$lp" ] || fail "remote_hb: no grit launch process on n1"
+  [ -z "$lp" ] || kill -TERM "$lp" || fail "remote_hb: cannot signal grit launch ($lp)"
+  wait_job "$jid" 60 || fail "remote_hb: job B did not end after SIGTERM to grit launch"
+  grep -q "heartbeats  *none from n2 on 1 launch" "$tmp/b.out" || fail "remote_hb: the summary does not say n2 was never heard"
+  grep -q '"heartbeats_missing":1' "$rb/events.jsonl" || fail "remote_hb: the summary event does not count it"
+  echo "remote_hb: took $(($(date +%s) - t0)) s after the cluster started"
+  if [ "$fails" -ne 0 ]; then
+    for f in a b; do echo "--- job $f output"; cat "$tmp/$f.out" || true; done
+    for r in "$ra" "$rb"; do echo "--- events of $r"; grep -v '"step"' "$r/events.jsonl" | cut -c1-300 || true; done
+  fi
+  check_net_gone
+  [ "$fails" -eq 0 ] && ok "remote_hb: n2's heartbeats reach n1 ($n1addr); with --bind 127.0.0.1 a warning, an event and the summary"
   exit "$fails"
 fi
 
@@ -221,11 +334,6 @@ if [ "$fails" -ne 0 ]; then
   echo "--- events"; grep -v '"step"' "$run/events.jsonl" | cut -c1-300 || true
   sinfo -N -o '%N %T %E' || true
 fi
-if [ "$scenario" = partition ]; then
-  # stop removes the namespaces, veths and bridge; nothing of the test may be left
-  "$lc" stop > /dev/null 2>&1 || fail "partition: slurm-local-cluster.sh stop failed"
-  left=$( { ip netns list; ip -o link show; } 2> /dev/null | grep -E "(^| )$GRIT_SLURM_BRIDGE(-n[0-9]+)?[@: ]" || true)
-  [ -z "$left" ] || fail "partition: left after stop: $left"
-fi
+[ "$scenario" = partition ] && check_net_gone
 [ "$fails" -eq 0 ] && ok "$scenario: n2 drained ($reason), job completed, weights bitwise equal"
 exit "$fails"

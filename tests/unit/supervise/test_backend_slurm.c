@@ -162,6 +162,46 @@ static void test_check_node(void)
     CHECK_STR_HAS(why, "no answer from the node");
 }
 
+/* every host's NodeAddr from sinfo (a node listed once per partition), a name-valued one
+ * resolved, a host sinfo does not list by its own name; many hosts in several calls */
+static void test_addrs(void)
+{
+    char path[512], addrs[70][16], hn[70][32] = {"n1", "n2", "n3", "localhost"};
+    sup_opts o = {0};
+    snprintf(path, sizeof path, "%s/sinfo", dir);
+    setenv("GRIT_SINFO", path, 1);
+    write_script("sinfo", "echo \"$@\" >> \"$(dirname \"$0\")/sinfo.args\"\n"
+                          "printf 'n1 10.1.0.11\\nn2 10.1.0.12\\nn2 10.1.0.12\\nn3 localhost\\n'");
+    sup_backend_slurm.addrs(&o, (const char (*)[32])hn, 4, addrs);
+    CHECK(!strcmp(addrs[0], "10.1.0.11"));
+    CHECK(!strcmp(addrs[1], "10.1.0.12"));
+    CHECK(!strcmp(addrs[2], "127.0.0.1"));
+    CHECK(!strcmp(addrs[3], "127.0.0.1"));
+    CHECK_STR_HAS(slurp("sinfo.args"), "-h -N -o %N %o --nodes=n1,n2,n3,localhost");
+    /* sinfo fails: every host by its name (an address as a name is itself) */
+    write_script("sinfo", "exit 1");
+    snprintf(hn[0], 32, "10.4.5.6");
+    sup_backend_slurm.addrs(&o, (const char (*)[32])hn, 4, addrs);
+    CHECK(!strcmp(addrs[0], "10.4.5.6"));
+    CHECK(!strcmp(addrs[3], "127.0.0.1"));
+    /* 70 hosts: two sinfo calls (64 + 6), every host's address */
+    char args[512];
+    snprintf(args, sizeof args, "%s/sinfo.args", dir);
+    unlink(args);
+    for (int i = 0; i < 70; i++)
+        snprintf(hn[i], 32, "h%d", i);
+    write_script("sinfo", "echo \"$@\" >> \"$(dirname \"$0\")/sinfo.args\"\n"
+                          "for n in $(echo \"$5\" | sed 's/^--nodes=//; s/,/ /g'); do\n"
+                          "  echo \"$n 10.0.${n#h}.1\"; done");
+    sup_backend_slurm.addrs(&o, (const char (*)[32])hn, 70, addrs);
+    CHECK(!strcmp(addrs[0], "10.0.0.1"));
+    CHECK(!strcmp(addrs[63], "10.0.63.1"));
+    CHECK(!strcmp(addrs[69], "10.0.69.1"));
+    char *calls = slurp("sinfo.args");
+    CHECK_STR_HAS(calls, ",h63\n");
+    CHECK_STR_HAS(calls, "--nodes=h64,h65,h66,h67,h68,h69\n");
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/grit-test-bslurm.XXXXXX");
@@ -175,6 +215,7 @@ int main(void)
     test_hosts();
     test_drain_and_requeue();
     test_check_node();
+    test_addrs();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
