@@ -313,38 +313,58 @@ static grit_err save_sharded(saver *r, gx_model *m, dp_sync *dp, const ckpt_stat
 }
 
 /* Tensor parallelism: every DP group gathers its moments (ZeRO-1 shards) to its rank 0;
- * the TP group of replica 0 gathers params and moments to the leader, which assembles
- * whole tensors into its writer's snapshot and starts a one-rank save. */
+ * the TP group of replica 0 then gathers params and moments to the leader one tensor at a
+ * time, and the leader places each rank's slice straight into its writer's snapshot (whole
+ * tensors) and starts a one-rank save. The leader holds the snapshot and one tensor's
+ * slices from every rank; the others only their own slices. */
 static grit_err save_tp(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st,
                         double *stall)
 {
     double t0 = now_seconds();
-    size_t np = m->num_params, tp = (size_t)m->tp, npg = r->full.num_params;
-    int col = r->d->rank == 0; /* DP rank 0 of this TP rank's column: in replica 0's TP group */
-    if (np > 0x7fffffffUL / sizeof(float))
-        return grit_errf(GRIT_EINVAL, "%zu parameters per rank exceed one MPI message", np);
+    size_t np = m->num_params, npg = r->full.num_params, big = 0;
+    int tp = m->tp, col = r->d->rank == 0; /* DP rank 0 of this column: replica 0's TP group */
+    for (int i = 0; i < m->num_tensors; i++)
+        big = m->tensors[i].numel > big ? m->tensors[i].numel : big;
+    if (big > 0x7fffffffUL / sizeof(float))
+        return grit_errf(GRIT_EINVAL, "a %zu-element tensor slice exceeds one MPI message", big);
     float *lm = col ? malloc(sizeof(float) * np) : NULL, *lv = col ? malloc(sizeof(float) * np) : NULL;
-    float *parts = r->leader ? malloc(sizeof(float) * np * tp * 3) : NULL;
-    grit_err rc = (col && (!lm || !lv)) || (r->leader && !parts)
+    float *tbuf = r->leader ? malloc(sizeof(float) * big * (size_t)tp) : NULL;
+    gx_tensor **lay = r->leader ? calloc((size_t)tp, sizeof *lay) : NULL;
+    grit_err rc = (col && (!lm || !lv)) || (r->leader && (!tbuf || !lay))
                       ? grit_errf(GRIT_ENOMEM, "out of memory gathering a checkpoint")
                       : GRIT_OK;
+    for (int q = 0; rc == GRIT_OK && r->leader && q < tp; q++) { /* each rank's slice places */
+        int nt;
+        size_t npq;
+        if ((rc = gx_tp_layout(&m->cfg, tp, q, &lay[q], &nt, &npq)) == GRIT_OK &&
+            (nt != m->num_tensors || npq != np))
+            rc = grit_errf(GRIT_EINVAL, "TP rank %d holds %zu floats in %d tensors, expected %zu "
+                                        "in %d", q, npq, nt, np, m->num_tensors);
+        for (int i = 0; rc == GRIT_OK && i < m->num_tensors; i++) /* gathered as equal parts */
+            if (lay[q][i].numel != m->tensors[i].numel)
+                rc = grit_errf(GRIT_EINVAL, "tensor %s: TP rank %d holds %zu elements, rank 0 %zu",
+                               m->tensors[i].name, q, lay[q][i].numel, m->tensors[i].numel);
+    }
     if (rc == GRIT_OK)
         rc = dp_gather_moments(dp, lm, lv, 0);
+    float *snap = rc == GRIT_OK && r->leader ? ckpt_async_begin(&r->ca) : NULL;
     const float *src[3] = {m->params, lm, lv};
     for (int k = 0; rc == GRIT_OK && col && k < 3; k++)
-        rc = comm_gather(r->tpc, src[k], parts ? parts + (size_t)k * np * tp : NULL,
-                         sizeof(float) * np, 0);
-    if (rc == GRIT_OK && r->leader) {
-        float *snap = ckpt_async_begin(&r->ca);
-        for (int k = 0; rc == GRIT_OK && k < 3; k++)
-            rc = gx_tp_assemble(&m->cfg, m->tp, parts + (size_t)k * np * tp, np,
-                                snap + (size_t)k * npg);
-        if (rc == GRIT_OK)
-            rc = ckpt_async_start(&r->ca, st);
-    }
+        for (int i = 0; rc == GRIT_OK && i < m->num_tensors; i++) {
+            const gx_tensor *t = &m->tensors[i];
+            rc = comm_gather(r->tpc, src[k] + t->offset, tbuf, sizeof(float) * t->numel, 0);
+            for (int q = 0; rc == GRIT_OK && r->leader && q < tp; q++)
+                gx_tp_slice_copy(&lay[q][i], snap + (size_t)k * npg + r->full.tensors[i].offset,
+                                 tbuf + (size_t)q * t->numel, 1);
+        }
+    if (rc == GRIT_OK && r->leader)
+        rc = ckpt_async_start(&r->ca, st);
+    for (int q = 0; lay && q < tp; q++)
+        free(lay[q]);
+    free(lay);
+    free(tbuf);
     free(lm);
     free(lv);
-    free(parts);
     *stall = r->last_stall = now_seconds() - t0;
     ckpt_result done;
     if (rc == GRIT_OK && r->leader && !r->cfg->ckpt_async && ckpt_async_poll(&r->ca, &done))
