@@ -361,6 +361,13 @@ def checkpoint_loaded(step, path="-"):
     event("ckpt_loaded", step, os.path.basename(str(path)))
 
 
+def validation(step, loss):
+    """Reports a held-out (validation) loss from rank 0: the supervisor flags a spike against
+    the last 16 values (event validation_spike, a warning in its log and summary; the run goes
+    on). Other ranks' reports are ignored."""
+    event("validation", step, "loss=%.9g" % float(loss))
+
+
 def done(step=None):
     """This rank finished normally: one last beat, then the done event, so its exit is not a
     failure. Call it after the last checkpoint and before the process exits."""

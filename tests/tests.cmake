@@ -274,6 +274,10 @@ set_tests_properties(integration.failure_class PROPERTIES TIMEOUT 300 LABELS "in
 add_test(NAME integration.hb_flood
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/hb_flood.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.hb_flood PROPERTIES TIMEOUT 180 LABELS "integration;mpi" RUN_SERIAL TRUE)
+# The supervisor flags a validation spike (event, warning, summary) and does nothing else.
+add_test(NAME integration.val_spike
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/val_spike.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.val_spike PROPERTIES TIMEOUT 180 LABELS "integration;mpi")
 # Silent slowdowns from real slow hardware (src/supervise/silent.h): a rank throttled by a
 # CPU cgroup is found as a "utilisation" incident, its node replaced, the run bitwise equal
 # to the fault-free one; a healthy and a loaded-host run raise no alarm. Skips (77, loudly)

@@ -5,7 +5,7 @@
  * The spec is parsed once, at start. From then on it is used only to set the
  * environment of processes the supervisor starts, the way real hardware is broken
  * whoever looks at it:
- *   - the job (each attempt): trainer faults kill/hang/slow/nan/spike as GRIT_FAULTS,
+ *   - the job (each attempt): trainer faults kill/hang/slow/nan/spike/val_spike as GRIT_FAULTS,
  *     ckpt_crash as GRIT_CKPT_FAULT, and GRIT_FAULT_NODE_DOWN, the marker a node-wide
  *     kill (kill:node=X) creates for node X under RUN/fault-state/ (core/fault.h);
  *   - a health check "on" node X: GRIT_HEALTH_FAULT=gemm_bitflip when
@@ -40,8 +40,10 @@ struct sup_inject {
     int periodic_used;
 };
 
-static const char *const kinds[] = {"kill", "hang", "slow", "nan", "spike", "ckpt_crash",
-                                    "health_fail", "periodic_health_fail", "disk_full", NULL};
+static const char *const kinds[] = {"kill",       "hang",        "slow",
+                                    "nan",        "spike",       "val_spike",
+                                    "ckpt_crash", "health_fail", "periodic_health_fail",
+                                    "disk_full",  NULL};
 
 grit_err sup_inject_open(const char *spec, const char *run_dir, sup_inject **out)
 {
@@ -107,7 +109,7 @@ void sup_inject_close(sup_inject *in)
 static int is_trainer_fault(const char *kind)
 {
     return !strcmp(kind, "kill") || !strcmp(kind, "hang") || !strcmp(kind, "slow") ||
-           !strcmp(kind, "nan") || !strcmp(kind, "spike");
+           !strcmp(kind, "nan") || !strcmp(kind, "spike") || !strcmp(kind, "val_spike");
 }
 
 void sup_inject_job_faults(const sup_inject *in, int attempt, char *trainer, size_t cap)

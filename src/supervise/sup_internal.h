@@ -121,6 +121,9 @@ typedef struct sup {
     long f_nan_step;
     double losses[32]; /* recent losses, for the spike detector */
     int nloss;
+    double vals[16];      /* recent validation losses (event "validation"), for their spikes */
+    int nval, val_spikes; /* values seen; spikes flagged (a warning, not a failure) */
+    long val_spike_step;  /* the latest one's step */
     /* REPAIRING -> PROVISIONING: the node sup_repair must replace and has no spare for */
     char prov_node[64], prov_why[200];
     int nprov; /* --on-no-spare commands run by this supervisor */
@@ -144,6 +147,12 @@ typedef struct sup {
     int hbm_warnings;          /* heartbeats_missing warnings given in this run */
     char hbm_nodes[256];       /* the silent nodes of the latest one */
 } sup;
+
+/* x against the robust statistics of the n values of hist (median, 1.4826 x MAD): 1 when
+ * x is more than z of them above the median (needs n >= min and MAD > 0); *med and *rz
+ * (may be NULL) get the median and x's robust z. */
+int sup_robust_spike(const double *hist, int n, int min, double x, double z, double *med,
+                     double *rz);
 
 /* A line on stderr prefixed "grit launch: " (unless quiet). */
 void sup_say(sup *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -79,6 +79,9 @@ void sup_summary(sup *s, int ok)
         fprintf(f, "  %-20s %ld (forged or malformed; events.jsonl has them at most 1/s)\n",
                 "heartbeats rejected", s->hb.rejected);
     sup_hb_summary(s, f); /* ranks elsewhere never heard (sup_hbwatch.c) */
+    if (s->val_spikes)
+        fprintf(f, "  %-20s %d flagged, the latest at step %ld (events validation_spike)\n",
+                "validation spikes", s->val_spikes, s->val_spike_step);
     fprintf(f, "  %-20s %.1f s (since the first launch, supervisor restarts included)\n",
             "wall time", wall);
     if (prod >= 0)
@@ -87,10 +90,10 @@ void sup_summary(sup *s, int ok)
     fprintf(f, "  %-20s %s/events.jsonl, %s/cluster.json\n\n", "record", s->o->run_dir,
             s->o->run_dir);
     sup_event(s, ok ? "done" : s->state == S_STOPPED ? "stopped_summary" : "gave_up_summary",
-          json_pack("{s:i,s:f,s:f,s:f,s:i,s:i,s:i,s:i}", "restarts", s->restarts, "wall_s", wall,
+          json_pack("{s:i,s:f,s:f,s:f,s:i,s:i,s:i,s:i,s:i}", "restarts", s->restarts, "wall_s", wall,
                     "productive_s", prod, "goodput", prod > 0 ? prod / wall : 0.0, "incidents",
                     s->ninc, "ckpt_failed", ck_failed, "ckpt_rejected", ck_rejected,
-                    "heartbeats_missing", s->hbm_warnings));
+                    "heartbeats_missing", s->hbm_warnings, "validation_spikes", s->val_spikes));
     sup_ledger_save(s);
 }
 

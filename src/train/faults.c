@@ -25,9 +25,9 @@ grit_err faults_init(faults *fs, int rank, const char *node)
         int mine = 1;
         char *s2 = NULL, *kind = strtok_r(item, ":", &s2);
         if (!kind || (strcmp(kind, "kill") && strcmp(kind, "hang") && strcmp(kind, "slow") &&
-                      strcmp(kind, "nan") && strcmp(kind, "spike")))
+                      strcmp(kind, "nan") && strcmp(kind, "spike") && strcmp(kind, "val_spike")))
             return grit_errf(GRIT_EINVAL, "GRIT_FAULTS: unknown fault '%s' (expected kill, hang, "
-                                          "slow, nan or spike)", kind ? kind : "");
+                                          "slow, nan, spike or val_spike)", kind ? kind : "");
         snprintf(f.kind, sizeof f.kind, "%s", kind);
         for (char *kv; (kv = strtok_r(NULL, ":", &s2));) {
             char *eq = strchr(kv, '=');
@@ -62,10 +62,10 @@ bool faults_nan_at(const faults *fs, long step)
     return false;
 }
 
-double faults_spike(const faults *fs, long step)
+double faults_spike(const faults *fs, const char *kind, long step)
 {
     for (int i = 0; i < fs->n; i++)
-        if (!strcmp(fs->f[i].kind, "spike") && fs->f[i].step == step)
+        if (!strcmp(fs->f[i].kind, kind) && fs->f[i].step == step)
             return 100.0;
     return 1.0;
 }

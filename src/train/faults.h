@@ -14,6 +14,8 @@
  *   nan:step=S           the loss of step S becomes NaN
  *   spike:step=S         the loss step S reports to the supervisor is 100x (the
  *                        update itself is unchanged: a stand-in for a bad batch)
+ *   val_spike:step=S     the validation loss of step S reported to the supervisor is
+ *                        100x (metrics.jsonl keeps the true value)
  * Before a fault fires, the heartbeat client reports it (EV1 kind=fault_KIND),
  * so the supervisor can measure detection latency.
  */
@@ -46,7 +48,7 @@ grit_err faults_init(faults *fs, int rank, const char *node);
 /* True when the loss of step (1-based) must be replaced by NaN. */
 bool faults_nan_at(const faults *fs, long step);
 /* Factor for the loss step reports (100 for an injected spike, else 1). */
-double faults_spike(const faults *fs, long step);
+double faults_spike(const faults *fs, const char *kind, long step);
 /* After this rank's forward/backward (compute_time seconds), before the gradient
  * exchange: a slow rank takes factor x as long, as a slow node would. */
 void faults_slow_compute(const faults *fs, double compute_time);

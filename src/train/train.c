@@ -450,7 +450,12 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
                                       .ckpt_stall_s = stall,
                                       .epochs = data.mg || data.sft ? train_data_epochs(&data, (step + 1) * G)
                                                         : -1});
-        emit_beat(&em, step + 1, loss * faults_spike(&fs, step + 1), norm, dt, dp.wait_s);
+        emit_beat(&em, step + 1, loss * faults_spike(&fs, "spike", step + 1), norm, dt, dp.wait_s);
+        if (!isnan(vloss) && leader) { /* the supervisor flags a validation spike */
+            char vd[64];
+            snprintf(vd, sizeof vd, "loss=%.9g", vloss * faults_spike(&fs, "val_spike", step + 1));
+            emit_worker_event(&em, "validation", step + 1, vd);
+        }
         faults_after_step(&fs, emit_hb(&em), step + 1, dt);
         if (step == start)
             first = loss;
