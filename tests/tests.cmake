@@ -452,15 +452,6 @@ foreach(scenario kill freeze)
     LABELS "integration;slurm;pytorch" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 endforeach()
 
-# The sanitizer build: LeakSanitizer on for every test, whatever the caller's environment
-# says, so a leak on any tested path (error paths included) fails its test. Keep this last.
-if(GRIT_SANITIZE)
-  get_property(GRIT_ALL_TESTS DIRECTORY PROPERTY TESTS)
-  foreach(t ${GRIT_ALL_TESTS})
-    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
-      "ASAN_OPTIONS=detect_leaks=1" "UBSAN_OPTIONS=print_stacktrace=1")
-  endforeach()
-endif()
 include(tests/sft.cmake)
 # validation during training: no effect on weights, layout-independent, PyTorch reference, resume
 add_test(NAME reference.validate
@@ -483,3 +474,14 @@ add_test(NAME integration.strikes
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/no_spare.sh $<TARGET_FILE:grit> strikes)
 set_tests_properties(integration.no_spare integration.strikes PROPERTIES TIMEOUT 300
   LABELS "integration;mpi")
+
+# The sanitizer build: LeakSanitizer on for every test, whatever the caller's environment
+# says, so a leak on any tested path (error paths included) fails its test. Keep this last (after every add_test,
+# sft.cmake's too).
+if(GRIT_SANITIZE)
+  get_property(GRIT_ALL_TESTS DIRECTORY PROPERTY TESTS)
+  foreach(t ${GRIT_ALL_TESTS})
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+      "ASAN_OPTIONS=detect_leaks=1" "UBSAN_OPTIONS=print_stacktrace=1")
+  endforeach()
+endif()
