@@ -475,6 +475,24 @@ add_test(NAME integration.strikes
 set_tests_properties(integration.no_spare integration.strikes PROPERTIES TIMEOUT 300
   LABELS "integration;mpi")
 
+# grit-fuzz (tests/fuzz/fuzz.c, docs/testing.md): seeded mutations of configs, safetensors,
+# checkpoint manifests, .idx, tokenizer.json, WARC and HTML through the real parsers, in
+# process; every input ends in success or an error naming its file, no crash, no hang
+# (watchdog per input), and in the sanitizer build no ASan/UBSan report and no leak
+# (LeakSanitizer after every input). The regression inputs in tests/fuzz/regress run first.
+# Bounded: 60 s of fuzzing in build-san, 20 s in the Release build (where hangs and
+# quadratic blow-ups show at full speed); GRIT_FUZZ_SECONDS or --seconds for a longer run.
+add_executable(grit-fuzz tests/fuzz/fuzz.c)
+target_link_libraries(grit-fuzz PRIVATE gritcore)
+target_compile_definitions(grit-fuzz PRIVATE GRIT_FUZZ_SRC="${CMAKE_SOURCE_DIR}")
+if(GRIT_SANITIZE)
+  add_test(NAME fuzz.smoke COMMAND grit-fuzz --seconds 60 --timeout 30)
+  set_tests_properties(fuzz.smoke PROPERTIES TIMEOUT 240 LABELS "unit;san;fuzz")
+else()
+  add_test(NAME fuzz.smoke COMMAND grit-fuzz --seconds 20 --timeout 10)
+  set_tests_properties(fuzz.smoke PROPERTIES TIMEOUT 120 LABELS "unit;fuzz")
+endif()
+
 # The sanitizer build: LeakSanitizer on for every test, whatever the caller's environment
 # says, so a leak on any tested path (error paths included) fails its test. Keep this last (after every add_test,
 # sft.cmake's too).
