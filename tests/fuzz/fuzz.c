@@ -49,6 +49,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <jansson.h>
 #include <zlib.h>
 
 #include "ckpt/ckpt.h"
@@ -160,6 +161,7 @@ typedef struct target {
     const char *const *dict;                  /* tokens to insert or swap in */
     const char *const *nest;                  /* openers for deep nesting */
     int binary;                               /* integer-field edits at field offsets */
+    int json;                                 /* value-level edits of the parsed JSON */
     bytes seeds[16];
     int nseeds;
     size_t fields[24];                        /* binary field offsets of seed 0 */
@@ -969,17 +971,17 @@ static int run_html(const bytes *in, char *why, size_t cap)
 }
 
 static target g_targets[] = {
-    {"config", setup_config, run_config, json_dict, json_nest, 0, {{0}}, 0, {0}, 0},
-    {"prepcfg", setup_prepcfg, run_prepcfg, json_dict, json_nest, 0, {{0}}, 0, {0}, 0},
-    {"hfconfig", setup_hfconfig, run_hfconfig, json_dict, json_nest, 0, {{0}}, 0, {0}, 0},
-    {"st_header", setup_st_header, run_st_header, st_dict, json_nest, 0, {{0}}, 0, {0}, 0},
-    {"safetensors", setup_safetensors, run_safetensors, st_dict, json_nest, 1, {{0}}, 0, {0}, 0},
-    {"manifest", setup_manifest, run_manifest, json_dict, json_nest, 0, {{0}}, 0, {0}, 0},
-    {"state", setup_state, run_state, json_dict, json_nest, 0, {{0}}, 0, {0}, 0},
-    {"idx", setup_idx, run_idx, NULL, NULL, 1, {{0}}, 0, {0}, 0},
-    {"tokenizer", setup_tokenizer, run_tokenizer, json_dict, json_nest, 0, {{0}}, 0, {0}, 0},
-    {"warc", setup_warc, run_warc, NULL, NULL, 0, {{0}}, 0, {0}, 0},
-    {"html", setup_html, run_html, html_dict, html_nest, 0, {{0}}, 0, {0}, 0},
+    {"config", setup_config, run_config, json_dict, json_nest, 0, 1, {{0}}, 0, {0}, 0},
+    {"prepcfg", setup_prepcfg, run_prepcfg, json_dict, json_nest, 0, 1, {{0}}, 0, {0}, 0},
+    {"hfconfig", setup_hfconfig, run_hfconfig, json_dict, json_nest, 0, 1, {{0}}, 0, {0}, 0},
+    {"st_header", setup_st_header, run_st_header, st_dict, json_nest, 0, 1, {{0}}, 0, {0}, 0},
+    {"safetensors", setup_safetensors, run_safetensors, st_dict, json_nest, 1, 0, {{0}}, 0, {0}, 0},
+    {"manifest", setup_manifest, run_manifest, json_dict, json_nest, 0, 1, {{0}}, 0, {0}, 0},
+    {"state", setup_state, run_state, json_dict, json_nest, 0, 1, {{0}}, 0, {0}, 0},
+    {"idx", setup_idx, run_idx, NULL, NULL, 1, 0, {{0}}, 0, {0}, 0},
+    {"tokenizer", setup_tokenizer, run_tokenizer, json_dict, json_nest, 0, 1, {{0}}, 0, {0}, 0},
+    {"warc", setup_warc, run_warc, NULL, NULL, 0, 0, {{0}}, 0, {0}, 0},
+    {"html", setup_html, run_html, html_dict, html_nest, 0, 0, {{0}}, 0, {0}, 0},
 };
 #define NTARGETS (int)(sizeof g_targets / sizeof g_targets[0])
 
@@ -1111,6 +1113,142 @@ static void mut_nest(uint64_t *s, bytes *b, const char *const *nest)
     free(r.p);
 }
 
+/* A value of the parsed JSON, picked by a walk that stops at each node with some chance. */
+static json_t *pick_node(uint64_t *s, json_t *root, json_t **parent, const char **key, size_t *idx)
+{
+    json_t *cur = root;
+    *parent = NULL;
+    for (int depth = 0; depth < 64; depth++) {
+        size_t n = json_is_object(cur) ? json_object_size(cur) : json_is_array(cur) ? json_array_size(cur) : 0;
+        if (!n || (depth && below(s, 3) == 0))
+            return cur;
+        size_t i = below(s, n);
+        *parent = cur;
+        if (json_is_array(cur)) {
+            *idx = i;
+            *key = NULL;
+            cur = json_array_get(cur, i);
+        } else {
+            void *it = json_object_iter(cur);
+            while (i-- && it)
+                it = json_object_iter_next(cur, it);
+            *key = json_object_iter_key(it);
+            cur = json_object_iter_value(it);
+        }
+    }
+    return cur;
+}
+
+/* Value-level edits: a number to an edge value, a value to another type, a key removed,
+ * renamed or added, an array grown or emptied. Returns 0 when b is not JSON. */
+static int mutate_json(uint64_t *s, bytes *b, const target *t)
+{
+    json_t *root = json_loadb((const char *)b->p, b->n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+    if (!root)
+        return 0;
+    for (int m = 1 + (int)below(s, 3); m > 0; m--) {
+        json_t *parent, *x;
+        const char *key = NULL;
+        size_t idx = 0;
+        x = pick_node(s, root, &parent, &key, &idx);
+        json_t *nv = NULL;
+        switch (below(s, 9)) {
+        case 0:
+        case 1: { /* a number edge value, as a number where jansson can hold it */
+            const char *e = num_edges[below(s, count_list(num_edges))];
+            char *end;
+            errno = 0;
+            long long ll = strtoll(e, &end, 10);
+            if (!*end && !errno)
+                nv = json_integer(ll);
+            else {
+                double d = strtod(e, &end);
+                nv = !*end && d == d && d - d == 0 ? json_real(d) : json_string(e);
+            }
+            break;
+        }
+        case 2: { /* another type */
+            static const char *const kinds[] = {"null", "true", "false", "\"\"", "[]", "{}",
+                                                "\"x\"", "0", "-1", "[1]", "{\"a\":1}", "1.5"};
+            nv = json_loads(kinds[below(s, 12)], JSON_DECODE_ANY, NULL);
+            break;
+        }
+        case 3: /* a dictionary token as a string */
+            if (t->dict && count_list(t->dict)) {
+                const char *d = t->dict[below(s, count_list(t->dict))];
+                nv = json_loads(d, JSON_DECODE_ANY, NULL);
+                if (!nv)
+                    nv = json_string(d);
+            }
+            break;
+        case 4: /* remove it */
+            if (parent && key)
+                json_object_del(parent, key);
+            else if (parent)
+                json_array_remove(parent, idx);
+            break;
+        case 5: /* a copy of another value of the document in its place */
+        {
+            json_t *p2;
+            const char *k2;
+            size_t i2;
+            nv = json_deep_copy(pick_node(s, root, &p2, &k2, &i2));
+            break;
+        }
+        case 6: /* an unknown key, or a known one from another place */
+            if (json_is_object(x)) {
+                json_t *p2;
+                const char *k2 = NULL;
+                size_t i2;
+                pick_node(s, root, &p2, &k2, &i2);
+                json_object_set_new(x, k2 && below(s, 2) ? k2 : "fuzz_unknown", json_integer(1));
+            }
+            break;
+        case 7: /* an array grown (many copies of an element) or emptied */
+            if (json_is_array(x) && json_array_size(x)) {
+                if (below(s, 3) == 0)
+                    json_array_clear(x);
+                else
+                    for (size_t k = below(s, 2) ? 1 + below(s, 4) : 100 + below(s, 5000); k > 0; k--)
+                        json_array_append(x, json_array_get(x, below(s, json_array_size(x))));
+            }
+            break;
+        case 8: /* a string made long, empty, or with bad bytes */
+            if (json_is_string(x)) {
+                static const char *const strs[] = {"", " ", "\xc3\xa9", "a\x00b", "../../etc/passwd",
+                                                   "s3://", "-", "%s%n", "\xe2\x96\x81"};
+                size_t k = below(s, 10);
+                if (k < 9)
+                    nv = json_stringn(strs[k], k == 3 ? 3 : strlen(strs[k]));
+                else {
+                    char *big = malloc(70000);
+                    memset(big, 'a', 69999);
+                    big[69999] = 0;
+                    nv = json_string(big);
+                    free(big);
+                }
+            }
+            break;
+        }
+        if (nv) {
+            if (!parent) {
+                json_decref(root);
+                root = nv;
+            } else if (key)
+                json_object_set_new(parent, key, nv);
+            else
+                json_array_set_new(parent, idx, nv);
+        }
+    }
+    char *out = json_dumps(root, JSON_ENCODE_ANY | (below(s, 2) ? JSON_INDENT(1) : JSON_COMPACT));
+    json_decref(root);
+    if (!out)
+        return 0;
+    b_set(b, out, strlen(out));
+    free(out);
+    return 1;
+}
+
 static void mutate_once(uint64_t *s, bytes *b, const target *t)
 {
     size_t n = b->n;
@@ -1217,6 +1355,10 @@ static void make_case(const target *t, uint64_t seed, uint64_t k, bytes *out)
         b_set(out, t->seeds[k].p, t->seeds[k].n);
         return;
     }
+    /* JSON targets: half the cases edit values of the parsed document (it stays JSON, so
+     * the checks behind the parser run), some of them with byte mutations on top */
+    if (t->json && below(&s, 2) && mutate_json(&s, out, t) && below(&s, 3))
+        return;
     int m = 1 + (int)below(&s, 4);
     if (below(&s, 8) == 0)
         m += 4 + (int)below(&s, 12);
@@ -1320,7 +1462,12 @@ static void set_where(const target *t, const char *label, uint64_t k, const char
 
 typedef struct tally {
     uint64_t run, accepted, rejected, bad, leaks;
+    double slowest;      /* seconds of the slowest input, to spot super-linear cases */
+    char slowest_at[64]; /* which one */
 } tally;
+
+static double now(void);
+static uint64_t g_case;
 
 /* LeakSanitizer: checked after every input with --leak-each (and for regression inputs),
  * else after every LEAK_BATCH inputs; a leak found in a batch is pinned to its input by a
@@ -1336,9 +1483,16 @@ static int run_one(const target *t, const bytes *in, tally *ty, int verbose)
     char why[2048] = "";
     alarm(g_timeout);
     grit_errclear();
+    double t0 = now();
     int v = t->run(in, why, sizeof why);
+    double dt = now() - t0;
     alarm(0);
     ty->run++;
+    if (dt > ty->slowest) {
+        ty->slowest = dt;
+        snprintf(ty->slowest_at, sizeof ty->slowest_at, "case %llu, %zu bytes",
+                 (unsigned long long)g_case, in->n);
+    }
     int leaked = 0;
     if (g_leak_each && __lsan_do_recoverable_leak_check && __lsan_do_recoverable_leak_check()) {
         leaked = 1;
@@ -1572,6 +1726,7 @@ int main(int argc, char **argv)
                                    : now() - t0 > budget && k >= (uint64_t)t->nseeds;
             make_case(t, g_seed, k, &in);
             set_where(t, "case", k, NULL);
+            g_case = k;
             tfails += run_one(t, &in, &ty, 0);
             if (!g_leak_each && __lsan_do_recoverable_leak_check &&
                 (last || tfails || k + 1 - batch0 >= LEAK_BATCH)) {
@@ -1596,10 +1751,11 @@ int main(int argc, char **argv)
         free(in.p);
         g_where[0] = 0;
         printf("%-12s seed %llu: %llu inputs (%llu regression), %llu accepted, %llu rejected, "
-               "%llu failed, %llu leaked, %.1f s\n", t->name, (unsigned long long)g_seed,
-               (unsigned long long)ty.run, (unsigned long long)regress,
-               (unsigned long long)ty.accepted, (unsigned long long)ty.rejected,
-               (unsigned long long)ty.bad, (unsigned long long)ty.leaks, now() - t0);
+               "%llu failed, %llu leaked, %.1f s (slowest %.3f s: %s)\n", t->name,
+               (unsigned long long)g_seed, (unsigned long long)ty.run,
+               (unsigned long long)regress, (unsigned long long)ty.accepted,
+               (unsigned long long)ty.rejected, (unsigned long long)ty.bad,
+               (unsigned long long)ty.leaks, now() - t0, ty.slowest, ty.slowest_at);
         fflush(stdout);
         fails += tfails;
     }
