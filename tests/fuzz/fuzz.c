@@ -1368,7 +1368,7 @@ static void make_case(const target *t, uint64_t seed, uint64_t k, bytes *out)
 
 /* --- running ------------------------------------------------------------------------ */
 
-static char g_where[512];     /* "target T case K" of the input being run (for crashes) */
+static char g_where[10000];     /* "target T case K" of the input being run (for crashes) */
 static uint64_t g_seed = 1;
 static unsigned g_timeout = 20;
 
