@@ -7,6 +7,7 @@
  *   hfconfig     Hugging Face config.json   hf_family_config_parse  (ckpt/hf_family.h)
  *   st_header    safetensors header JSON    st_parse                (ckpt/safetensors.h)
  *   safetensors  a whole model.safetensors  ckpt_load, weights only (ckpt/ckpt.h)
+ *   shards       model.safetensors.index.json over two shards, ckpt_load
  *   manifest     checkpoint manifest.json   ckpt_verify + ckpt_find
  *   state        trainer_state.json         ckpt_read_state
  *   idx          Megatron .idx (+ .bin)     idx_open, then every idx_read (data/indexed.h)
@@ -518,6 +519,56 @@ static int run_safetensors(const bytes *in, char *why, size_t cap)
     return verdict(rc, "model.safetensors", "ckpt_load", why, cap);
 }
 
+/* ---- shards: model.safetensors.index.json over two shard files -------------------- */
+
+static void setup_shards(void)
+{
+    tiny_checkpoint();
+    char dir[1200], p[1300];
+    path_in(dir, sizeof dir, "shards");
+    mkdir(dir, 0755);
+    int n = g_model.num_tensors, half = n / 2;
+    st_entry e[64];
+    if (n > 64)
+        die("tiny model has too many tensors");
+    bytes j = {0};
+    static const char head[] = "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {";
+    b_set(&j, head, sizeof head - 1);
+    for (int i = 0; i < n; i++) {
+        const gx_tensor *t = &g_model.tensors[i];
+        e[i] = (st_entry){t->name, "F32", t->ndim, {t->shape[0], t->shape[1]},
+                          g_model.params + t->offset};
+        char line[256];
+        int k = snprintf(line, sizeof line, "%s\"%s\": \"model-0000%d-of-00002.safetensors\"",
+                         i ? ", " : "", t->name, i < half ? 1 : 2);
+        b_insert(&j, j.n, line, (size_t)k);
+    }
+    b_insert(&j, j.n, "}}\n", 3);
+    snprintf(p, sizeof p, "%s/model-00001-of-00002.safetensors", dir);
+    if (st_write(p, e, half) != GRIT_OK)
+        die(grit_errmsg());
+    snprintf(p, sizeof p, "%s/model-00002-of-00002.safetensors", dir);
+    if (st_write(p, e + half, n - half) != GRIT_OK)
+        die(grit_errmsg());
+    add_seed(j.p, j.n);
+    free(j.p);
+}
+
+static int run_shards(const bytes *in, char *why, size_t cap)
+{
+    char dir[1200], p[1300];
+    path_in(dir, sizeof dir, "shards");
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+    write_file(p, in->p, in->n);
+    store *s = NULL;
+    if (store_open_posix(dir, &s) != GRIT_OK)
+        die(grit_errmsg());
+    grit_errclear();
+    grit_err rc = ckpt_load(s, ".", &g_model, NULL, true);
+    store_close(s);
+    return verdict(rc, ".safetensors", "ckpt_load (sharded)", why, cap); /* index or shard */
+}
+
 /* ---- manifest / state: checkpoint metadata ------------------------------------------ */
 
 static void setup_manifest(void)
@@ -976,6 +1027,7 @@ static target g_targets[] = {
     {"hfconfig", setup_hfconfig, run_hfconfig, json_dict, json_nest, 0, 1, {{0}}, 0, {0}, 0},
     {"st_header", setup_st_header, run_st_header, st_dict, json_nest, 0, 1, {{0}}, 0, {0}, 0},
     {"safetensors", setup_safetensors, run_safetensors, st_dict, json_nest, 1, 0, {{0}}, 0, {0}, 0},
+    {"shards", setup_shards, run_shards, json_dict, json_nest, 0, 1, {{0}}, 0, {0}, 0},
     {"manifest", setup_manifest, run_manifest, json_dict, json_nest, 0, 1, {{0}}, 0, {0}, 0},
     {"state", setup_state, run_state, json_dict, json_nest, 0, 1, {{0}}, 0, {0}, 0},
     {"idx", setup_idx, run_idx, NULL, NULL, 1, 0, {{0}}, 0, {0}, 0},
