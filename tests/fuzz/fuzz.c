@@ -1527,6 +1527,7 @@ static uint64_t g_case;
  * later check in this one). */
 #define LEAK_BATCH 64
 static int g_leak_each;
+static int g_leaked; /* a leak was found: later checks would report it again, so stop checking */
 static const char *g_argv0;
 
 /* Runs one input; returns 0 when clean. */
@@ -1546,8 +1547,9 @@ static int run_one(const target *t, const bytes *in, tally *ty, int verbose)
                  (unsigned long long)g_case, in->n);
     }
     int leaked = 0;
-    if (g_leak_each && __lsan_do_recoverable_leak_check && __lsan_do_recoverable_leak_check()) {
-        leaked = 1;
+    if (!g_leaked && g_leak_each && __lsan_do_recoverable_leak_check &&
+        __lsan_do_recoverable_leak_check()) {
+        leaked = g_leaked = 1;
         ty->leaks++;
     }
     if (v == ACCEPTED)
@@ -1747,7 +1749,8 @@ int main(int argc, char **argv)
         g_cur = t;
         t->setup();
         /* fixtures and seeds may hold memory for the whole run: the baseline */
-        if (__lsan_do_recoverable_leak_check && __lsan_do_recoverable_leak_check()) {
+        if (!g_leaked && __lsan_do_recoverable_leak_check && __lsan_do_recoverable_leak_check()) {
+            g_leaked = 1;
             fprintf(stderr, "grit-fuzz: FAIL: leak while setting up target %s\n", t->name);
             fails++;
         }
@@ -1780,9 +1783,10 @@ int main(int argc, char **argv)
             set_where(t, "case", k, NULL);
             g_case = k;
             tfails += run_one(t, &in, &ty, 0);
-            if (!g_leak_each && __lsan_do_recoverable_leak_check &&
+            if (!g_leak_each && !g_leaked && __lsan_do_recoverable_leak_check &&
                 (last || tfails || k + 1 - batch0 >= LEAK_BATCH)) {
                 if (__lsan_do_recoverable_leak_check()) {
+                    g_leaked = 1;
                     ty.leaks++;
                     tfails++;
                     fprintf(stderr, "grit-fuzz: FAIL: leak (report above) in target %s, cases "
@@ -1793,6 +1797,8 @@ int main(int argc, char **argv)
                 }
                 batch0 = k + 1;
             }
+            if (g_leaked)
+                break;
             if (tfails >= 5) {
                 fprintf(stderr, "grit-fuzz: %s: stopping after 5 failures\n", t->name);
                 break;
