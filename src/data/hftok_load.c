@@ -487,6 +487,10 @@ static grit_err build_vocab(hftok *t, json_t *vocab, json_t *added, const int16_
         if ((uint32_t)id + 1 > n)
             n = (uint32_t)id + 1;
     }
+    size_t ntok = json_object_size(vocab) + json_array_size(added);
+    if (n > ntok) /* a tiny file must not size huge tables */
+        return grit_errf(GRIT_EFORMAT, "%s: model.vocab / added_tokens: id %u: expected ids below the %zu tokens "
+                         "the file defines", p, n - 1, ntok);
     t->nvocab = n;
     *text = calloc(n ? n : 1, sizeof **text);
     t->tok_off = calloc((size_t)n + 1, sizeof *t->tok_off);
