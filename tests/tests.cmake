@@ -494,8 +494,8 @@ else()
 endif()
 
 # The sanitizer build: LeakSanitizer on for every test, whatever the caller's environment
-# says, so a leak on any tested path (error paths included) fails its test. Keep this last (after every add_test,
-# sft.cmake's too).
+# says, so a leak on any tested path (error paths included) fails its test. Keep this last,
+# after every add_test (sft.cmake's too).
 if(GRIT_SANITIZE)
   get_property(GRIT_ALL_TESTS DIRECTORY PROPERTY TESTS)
   foreach(t ${GRIT_ALL_TESTS})
