@@ -7,7 +7,7 @@ JOBS       ?= $(shell nproc)
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
 
-.PHONY: all deps build build-san test test-fast demo bench clean
+.PHONY: all deps build build-san test test-fast fuzz demo bench clean
 
 all: build
 
@@ -30,6 +30,12 @@ test: deps build build-san
 
 test-fast: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE slow $(CTEST_FLAGS)
+
+# A longer fuzz run on the sanitizer build (docs/testing.md): FUZZ_SECONDS over all targets.
+FUZZ_SECONDS ?= 600
+FUZZ_SEED    ?= 1
+fuzz: build-san
+	@ASAN_OPTIONS=detect_leaks=1 $(BUILD_SAN)/grit-fuzz --seconds $(FUZZ_SECONDS) --seed $(FUZZ_SEED) --timeout 30
 
 demo: deps build
 	@bash scripts/demo.sh

@@ -456,15 +456,6 @@ foreach(scenario kill freeze)
     LABELS "integration;slurm;pytorch" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 endforeach()
 
-# The sanitizer build: LeakSanitizer on for every test, whatever the caller's environment
-# says, so a leak on any tested path (error paths included) fails its test. Keep this last.
-if(GRIT_SANITIZE)
-  get_property(GRIT_ALL_TESTS DIRECTORY PROPERTY TESTS)
-  foreach(t ${GRIT_ALL_TESTS})
-    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
-      "ASAN_OPTIONS=detect_leaks=1" "UBSAN_OPTIONS=print_stacktrace=1")
-  endforeach()
-endif()
 include(tests/sft.cmake)
 # validation during training: no effect on weights, layout-independent, PyTorch reference, resume
 add_test(NAME reference.validate
@@ -487,3 +478,32 @@ add_test(NAME integration.strikes
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/no_spare.sh $<TARGET_FILE:grit> strikes)
 set_tests_properties(integration.no_spare integration.strikes PROPERTIES TIMEOUT 300
   LABELS "integration;mpi")
+
+# grit-fuzz (tests/fuzz/fuzz.c, docs/testing.md): seeded mutations of configs, safetensors,
+# checkpoint manifests, .idx, tokenizer.json, WARC and HTML through the real parsers, in
+# process; every input ends in success or an error naming its file, no crash, no hang
+# (watchdog per input), and in the sanitizer build no ASan/UBSan report and no leak
+# (LeakSanitizer after every input). The regression inputs in tests/fuzz/regress run first.
+# Bounded: 60 s of fuzzing in build-san, 20 s in the Release build (where hangs and
+# quadratic blow-ups show at full speed); GRIT_FUZZ_SECONDS or --seconds for a longer run.
+add_executable(grit-fuzz tests/fuzz/fuzz.c)
+target_link_libraries(grit-fuzz PRIVATE gritcore)
+target_compile_definitions(grit-fuzz PRIVATE GRIT_FUZZ_SRC="${CMAKE_SOURCE_DIR}")
+if(GRIT_SANITIZE)
+  add_test(NAME fuzz.smoke COMMAND grit-fuzz --seconds 60 --timeout 30)
+  set_tests_properties(fuzz.smoke PROPERTIES TIMEOUT 240 LABELS "unit;san;fuzz")
+else()
+  add_test(NAME fuzz.smoke COMMAND grit-fuzz --seconds 20 --timeout 10)
+  set_tests_properties(fuzz.smoke PROPERTIES TIMEOUT 120 LABELS "unit;fuzz")
+endif()
+
+# The sanitizer build: LeakSanitizer on for every test, whatever the caller's environment
+# says, so a leak on any tested path (error paths included) fails its test. Keep this last,
+# after every add_test (sft.cmake's too).
+if(GRIT_SANITIZE)
+  get_property(GRIT_ALL_TESTS DIRECTORY PROPERTY TESTS)
+  foreach(t ${GRIT_ALL_TESTS})
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+      "ASAN_OPTIONS=detect_leaks=1" "UBSAN_OPTIONS=print_stacktrace=1")
+  endforeach()
+endif()

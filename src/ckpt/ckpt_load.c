@@ -75,7 +75,8 @@ static grit_err load_file(store *s, const char *dir, const char *file, const gx_
                           unsigned char *loaded, const sink *sk)
 {
     char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path)
+        return grit_errf(GRIT_EINVAL, "%s/%s/%s: path too long", s->root, dir, file);
     size_t fsize;
     uint8_t len8[8];
     grit_err rc = s->ops->size(s, path, &fsize);
@@ -405,10 +406,11 @@ static grit_err load_weights(store *s, const char *dir, const gx_model *m,
     {
         const char *f = json_string_value(v);
         size_t fl = f ? strlen(f) : 0;
-        if (!f || fl < 13 || strchr(f, '/') || strcmp(f + fl - 12, ".safetensors") ||
+        if (!f || fl < 13 || fl > 160 || strchr(f, '/') || strcmp(f + fl - 12, ".safetensors") ||
             f[0] == '.') {
             rc = grit_errf(GRIT_EFORMAT, "%s: field 'weight_map.%s': expected a file name "
-                                         "ending in .safetensors in the same folder", what, name);
+                                         "ending in .safetensors in the same folder (at most "
+                                         "160 bytes)", what, name);
             goto out;
         }
         int seen = 0;

@@ -163,11 +163,22 @@ grit_err st_parse(const char *what, const char *json, size_t hlen, size_t file_s
                 goto out;
             }
             t->shape[d] = (long)json_integer_value(x);
+            if (t->shape[d] && numel > SIZE_MAX / es / (size_t)t->shape[d]) {
+                rc = grit_errf(GRIT_EFORMAT, "%s: tensor '%s': shape holds more bytes than "
+                                             "any file", what, key);
+                goto out;
+            }
             numel *= (size_t)t->shape[d];
         }
         json_int_t b = json_integer_value(json_array_get(of, 0)),
                    e = json_integer_value(json_array_get(of, 1));
-        if (b < 0 || e < b || (size_t)(e - b) != numel * es) {
+        if (b < 0 || e < b) {
+            rc = grit_errf(GRIT_EFORMAT, "%s: tensor '%s': data_offsets [%lld, %lld]: expected "
+                                         "0 <= begin <= end", what, key, (long long)b,
+                           (long long)e);
+            goto out;
+        }
+        if ((size_t)(e - b) != numel * es) {
             rc = grit_errf(GRIT_EFORMAT,
                            "%s: tensor '%s': data_offsets [%lld, %lld] hold %lld bytes, "
                            "shape and dtype need %zu",

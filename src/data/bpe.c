@@ -320,6 +320,11 @@ grit_err bpe_open_gpt2(bpe **out, const char *vocab_json, const char *merges_txt
     if ((rc = fs_read_all(merges_txt, &mtxt, &mlen)))
         goto out;
     uint32_t nvocab = max_id_of(vocab);
+    if (nvocab > json_object_size(vocab)) { /* a tiny file must not size huge tables */
+        rc = grit_errf(GRIT_EFORMAT, "%s: id %u: expected ids below the %zu tokens the file defines",
+                       vocab_json, nvocab - 1, json_object_size(vocab));
+        goto out;
+    }
     if ((rc = bpe_alloc(&t, nvocab, vocab_json)))
         goto out;
     lens = calloc(nvocab ? nvocab : 1, sizeof *lens);
@@ -431,6 +436,12 @@ static grit_err open_fast_hf(bpe **out, const char *path)
         json_int_t id = json_integer_value(json_object_get(a, "id"));
         if (id >= 0 && id < 0x7fffffff && (uint32_t)id + 1 > nvocab)
             nvocab = (uint32_t)id + 1;
+    }
+    size_t ntok = json_object_size(vocab) + json_array_size(added);
+    if (nvocab > ntok) { /* a tiny file must not size huge tables */
+        rc = grit_errf(GRIT_EFORMAT, "%s: model.vocab / added_tokens: id %u: expected ids below the "
+                       "%zu tokens the file defines", path, nvocab - 1, ntok);
+        goto out;
     }
     if ((rc = bpe_alloc(&t, nvocab, path)))
         goto out;

@@ -487,6 +487,10 @@ static grit_err build_vocab(hftok *t, json_t *vocab, json_t *added, const int16_
         if ((uint32_t)id + 1 > n)
             n = (uint32_t)id + 1;
     }
+    size_t ntok = json_object_size(vocab) + json_array_size(added);
+    if (n > ntok) /* a tiny file must not size huge tables */
+        return grit_errf(GRIT_EFORMAT, "%s: model.vocab / added_tokens: id %u: expected ids below the %zu tokens "
+                         "the file defines", p, n - 1, ntok);
     t->nvocab = n;
     *text = calloc(n ? n : 1, sizeof **text);
     t->tok_off = calloc((size_t)n + 1, sizeof *t->tok_off);
@@ -758,11 +762,13 @@ static grit_err open_json(hftok *t, json_t *root)
     if (added && !json_is_array(added))
         return grit_errf(GRIT_EFORMAT, "%s: added_tokens: expected an array", p);
     json_t *x = json_object_get(model, "dropout");
-    if (x && !json_is_null(x) && json_number_value(x) != 0.0)
+    if (x && !json_is_null(x) && (!json_is_number(x) || json_number_value(x) != 0.0))
         return grit_errf(GRIT_EFORMAT, "%s: model.dropout: expected null (BPE dropout is random)", p);
+    /* null or "" (a non-string is refused too: it has no text to test) */
     x = json_object_get(model, "continuing_subword_prefix");
     json_t *y = json_object_get(model, "end_of_word_suffix");
-    if ((x && !json_is_null(x) && *json_string_value(x)) || (y && !json_is_null(y) && *json_string_value(y)))
+    if ((x && !json_is_null(x) && (!json_is_string(x) || *json_string_value(x))) ||
+        (y && !json_is_null(y) && (!json_is_string(y) || *json_string_value(y))))
         return grit_errf(GRIT_EFORMAT,
                          "%s: model.continuing_subword_prefix / end_of_word_suffix: expected null (unsupported)", p);
     if ((rc = parse_norm(t, json_object_get(root, "normalizer"), "normalizer")) ||
