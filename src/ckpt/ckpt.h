@@ -128,6 +128,13 @@ grit_err ckpt_load(store *s, const char *dir, gx_model *m, ckpt_state *st, bool 
  * laid out as m->tensors). */
 grit_err ckpt_load_moments(store *s, const char *dir, const gx_model *m, float *mm, float *vv);
 
+/* Before allocating a model from a folder's config.json: GRIT_EFORMAT naming the file
+ * when the config describes a model of 1 GiB or more in F32 (2^28 parameters) and its
+ * weight files (model.safetensors, or the shards its index names) hold fewer than 2 bytes
+ * per parameter (a tiny file must not make a caller allocate tens of GB). GRIT_OK when
+ * they may fit, for smaller models, or when there is nothing to judge. */
+grit_err ckpt_weights_fit(store *s, const char *dir, const gx_config *cfg);
+
 /* A tensor of dir handed to ckpt_load_each's caller: block 0 the weights, 1 exp_avg,
  * 2 exp_avg_sq; tensor an index of the model's table; data F32 [numel], valid during
  * the call. A non-GRIT_OK return (with its message set) stops the load. */

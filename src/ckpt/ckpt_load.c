@@ -16,6 +16,7 @@
 #include "ckpt/ckpt_internal.h"
 #include "ckpt/hf_family.h"
 #include "ckpt/safetensors.h"
+#include "model/family.h"
 
 /* --- load ------------------------------------------------------------------------ */
 
@@ -513,4 +514,44 @@ grit_err ckpt_load_each(store *s, const char *dir, const gx_model *m, int moment
     free(shi);
     free(tmp);
     return rc;
+}
+
+grit_err ckpt_weights_fit(store *s, const char *dir, const gx_config *cfg)
+{
+    char path[512], what[1600], *text = NULL;
+    size_t have = 0, sz;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(what, sizeof what, "%s/%s", s->root, path);
+    if (s->ops->size(s, path, &have) != GRIT_OK) { /* the shards an index names */
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+        snprintf(what, sizeof what, "%s/%s", s->root, path);
+        if (store_read_all(s, path, &text, NULL) != GRIT_OK)
+            return GRIT_OK; /* nothing to judge: the load says what is missing */
+        json_t *j = json_loads(text, 0, NULL), *wm = json_object_get(j, "weight_map");
+        free(text);
+        json_t *seen = json_object(), *v;
+        const char *name;
+        json_object_foreach(wm, name, v)
+        {
+            const char *f = json_string_value(v);
+            char sp[600];
+            if (!f || json_object_get(seen, f) || strlen(f) > 160)
+                continue;
+            json_object_set_new(seen, f, json_true());
+            snprintf(sp, sizeof sp, "%s/%s", dir, f);
+            if (s->ops->size(s, sp, &sz) == GRIT_OK)
+                have += sz;
+        }
+        json_decref(seen);
+        json_decref(j);
+    }
+    size_t n = gx_param_count(cfg);
+    /* 2 bytes per parameter at the least (F16/BF16); judged when the model takes 1 GiB or
+     * more in F32: a smaller one is allocated and the load's own checks name the defect */
+    if (have / 2 < n && n >= (1u << 28))
+        return grit_errf(GRIT_EFORMAT, "%s: %zu bytes of weights, but its config.json describes "
+                                       "%zu parameters (at least %zu bytes in BF16): a config "
+                                       "that does not belong to these weights",
+                         what, have, n, 2 * n);
+    return GRIT_OK;
 }

@@ -47,6 +47,7 @@ grit_err pretrained_load(const char *path, gx_model *m, int nthreads, char *wher
     char what[4400];
     snprintf(what, sizeof what, "%s/%s", root, cfgpath);
     if ((rc = hf_family_config_parse(what, text, &cfg)) != GRIT_OK ||
+        (rc = ckpt_weights_fit(st, sub, &cfg)) != GRIT_OK ||
         (rc = gx_init(m, &cfg, 1, 1, nthreads)) != GRIT_OK)
         goto out;
     if ((rc = ckpt_load(st, sub, m, NULL, true)) != GRIT_OK) {

@@ -163,7 +163,8 @@ static int load_model(store *s, const char *dir, gx_model *m)
     snprintf(what, sizeof what, "%s/%s", s->root, p);
     int inited = 0, rc = -1;
     if (store_read_all(s, p, &text, NULL) == GRIT_OK && hf_family_config_parse(what, text, &cfg) == GRIT_OK &&
-        (inited = gx_init(m, &cfg, 1, 1, 1) == GRIT_OK) && ckpt_load(s, dir, m, NULL, true) == GRIT_OK)
+        ckpt_weights_fit(s, dir, &cfg) == GRIT_OK && (inited = gx_init(m, &cfg, 1, 1, 1) == GRIT_OK) &&
+        ckpt_load(s, dir, m, NULL, true) == GRIT_OK)
         rc = 0;
     if (rc) {
         fprintf(stderr, "grit ckpt: %s\n", grit_errmsg());

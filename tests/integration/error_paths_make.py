@@ -24,6 +24,14 @@ for k, v in cases.items():
     os.makedirs(d, exist_ok=True)
     json.dump(cfg, open(d + "/config.json", "w"))
     open(d + "/model.safetensors", "wb").write(v)
+# a 1 KB config describing Llama-2-70B's widths beside a tiny file: refused before the
+# model (280 GB of F32 parameters) is allocated
+big = dict(cfg, hidden_size=8192, num_hidden_layers=80, num_attention_heads=64,
+           intermediate_size=28672, vocab_size=32000)
+d = os.path.join(root, "st_bigconfig")
+os.makedirs(d, exist_ok=True)
+json.dump(big, open(d + "/config.json", "w"))
+open(d + "/model.safetensors", "wb").write(st({"__metadata__": {"format": "pt"}}))
 rec = "WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://x/\r\n%s\r\nHTTP/1.1 200 OK\r\n\r\n<p>hi</p>\r\n\r\n"
 warcs = {
  "clen_text": "Content-Length: abc\r\n",
