@@ -432,9 +432,19 @@ static int next_warc(prep_reader *r, prep_doc *d)
                 return rc;
             continue;
         }
-        if (ensure_rec(r, (size_t)clen + 1) != GRIT_OK || (rc = read_exact(r, r->rec, (size_t)clen)) < 0) {
+        /* the buffer grows with the bytes that arrive (1 MiB at a time), not with what
+         * Content-Length claims: a short file never costs its claimed 64 MiB */
+        for (size_t got = 0, step; got < (size_t)clen; got += step) {
+            step = (size_t)clen - got < (1u << 20) ? (size_t)clen - got : (1u << 20);
+            if (ensure_rec(r, got + step + 1) != GRIT_OK ||
+                (rc = read_exact(r, r->rec + got, step)) < 0) {
+                free(url);
+                return rc < 0 ? rc : GRIT_ENOMEM;
+            }
+        }
+        if (ensure_rec(r, 1) != GRIT_OK) { /* clen 0: room for the terminator */
             free(url);
-            return rc < 0 ? rc : GRIT_ENOMEM;
+            return GRIT_ENOMEM;
         }
         r->rec[clen] = 0;
         /* HTTP response: headers, blank line, body */
