@@ -38,8 +38,10 @@ static void usage(FILE *f)
             "                             time-to-first-token histograms, tokens, queue)\n"
             "\"stream\": true answers with server-sent events (data: {chunk}, then data:\n"
             "[DONE]); a client that disconnects stops its generation. Greedy output\n"
-            "(temperature 0) equals grit generate's (--chat for a chat). One request\n"
-            "generates at a time; others wait in a bounded queue. See docs/serve.md.\n"
+            "(temperature 0) equals grit generate's (--chat for a chat). Concurrent\n"
+            "requests are batched continuously (one decode step for every active request,\n"
+            "each with its own KV cache); others wait in a bounded queue. See\n"
+            "docs/serve.md.\n"
             "\n"
             "options:\n"
             "  --tokenizer FILE   tokenizer.json (default: CHECKPOINT's tokenizer.json)\n"
@@ -54,6 +56,11 @@ static void usage(FILE *f)
             "  --port N           port (default 8000; 0 = any free port, printed)\n"
             "  --queue N          requests that may wait for the model (default 32)\n"
             "  --threads N        compute threads (default: CPUs online)\n"
+            "  --max-batch N      requests generating at once, one decode step for all\n"
+            "                     (default 32; 1 = one at a time)\n"
+            "  --kv-budget-mib X  memory for the requests' KV caches, in MiB (default 1024;\n"
+            "                     fractions allowed). A request's cache holds its prompt and\n"
+            "                     max_tokens; one that can never fit gets a 400, others wait\n"
             "  --quiet            no line per request on stderr\n"
             "  -h, --help         show this help\n");
 }
@@ -143,6 +150,18 @@ int cmd_serve(int argc, char **argv)
             bad = to_int(a, argv[++i], 1, 100000, &o.max_queue);
         } else if (!strcmp(a, "--threads") && v) {
             bad = to_int(a, argv[++i], 1, 1024, &o.threads);
+        } else if (!strcmp(a, "--max-batch") && v) {
+            bad = to_int(a, argv[++i], 1, SERVE_MAX_BATCH, &o.max_batch);
+        } else if (!strcmp(a, "--kv-budget-mib") && v) {
+            char *end;
+            errno = 0;
+            o.kv_budget_mib = strtod(argv[++i], &end);
+            if (errno || *end || end == argv[i] || !(o.kv_budget_mib > 0) ||
+                o.kv_budget_mib > 1048576) {
+                fprintf(stderr, "grit serve: --kv-budget-mib: expected a number of MiB in (0, "
+                                "1048576], got '%s'\n", argv[i]);
+                bad = 1;
+            }
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "grit serve: unknown option or missing value: '%s'\n", a);
             usage(stderr);

@@ -19,38 +19,78 @@ void gxi_free(gxi_state *s)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(s->order);
+    free(s->rseq);
+    free(s->rpos);
     memset(s, 0, sizeof *s);
 }
 
-grit_err gxi_init(gxi_state *s, const gx_model *m, int max_t, int rows, int nthreads)
+size_t gxi_cache_bytes(const gx_model *m, int max_t)
+{
+    const gx_config *c = &m->cfg;
+    size_t KV = (size_t)gx_kv_heads(c) * (size_t)(c->hidden / c->heads);
+    return 2 * sizeof(float) * (size_t)c->layers * (size_t)max_t * KV;
+}
+
+/* A cache of max_t positions (0: none) and scratch for rows tokens (0: none). */
+static grit_err alloc_state(gxi_state *s, const gx_model *m, int max_t, int rows, int nthreads)
 {
     memset(s, 0, sizeof *s);
     const gx_config *c = &m->cfg;
-    if (max_t < 1 || max_t > c->max_positions || rows < 1 || nthreads < 1)
+    if (max_t < 0 || max_t > c->max_positions || rows < 0 || nthreads < 1)
         return grit_errf(GRIT_EINVAL, "inference: expected 1 <= context <= max_positions %d, "
                                       "got %d", c->max_positions, max_t);
     size_t C = (size_t)c->hidden, V = (size_t)c->vocab;
     size_t FF = (size_t)c->intermediate * (c->mlp == GX_MLP_SWIGLU ? 2 : 1);
     size_t KV = (size_t)gx_kv_heads(c) * (C / (size_t)c->heads), Q = (size_t)m->qkv_dim;
-    size_t L = (size_t)c->layers, R = (size_t)rows;
+    size_t L = (size_t)c->layers, R = (size_t)rows, T = (size_t)c->max_positions;
     s->m = m;
     s->max_t = max_t;
     s->rows = rows;
     s->nthreads = nthreads;
 #define ALLOC(p, n) ((p) = malloc(sizeof *(p) * (n)))
-    int ok = ALLOC(s->k, L * (size_t)max_t * KV) && ALLOC(s->v, L * (size_t)max_t * KV) &&
-             ALLOC(s->x, R * C) && ALLOC(s->ln, R * C) && ALLOC(s->qkv, R * Q) &&
-             ALLOC(s->att, R * C) && ALLOC(s->o, R * C) && ALLOC(s->mid, R * C) &&
-             ALLOC(s->fc, R * FF) && ALLOC(s->gelu, R * FF) && ALLOC(s->lnf, R * C) &&
-             ALLOC(s->mean, R) && ALLOC(s->rstd, R) &&
-             ALLOC(s->scores, (size_t)nthreads * (size_t)max_t) && ALLOC(s->probs, V) &&
-             ALLOC(s->order, V);
+    int ok = !max_t || (ALLOC(s->k, L * (size_t)max_t * KV) && ALLOC(s->v, L * (size_t)max_t * KV));
+    ok = ok && (!rows ||
+                (ALLOC(s->x, R * C) && ALLOC(s->ln, R * C) && ALLOC(s->qkv, R * Q) &&
+                 ALLOC(s->att, R * C) && ALLOC(s->o, R * C) && ALLOC(s->mid, R * C) &&
+                 ALLOC(s->fc, R * FF) && ALLOC(s->gelu, R * FF) && ALLOC(s->lnf, R * C) &&
+                 ALLOC(s->mean, R) && ALLOC(s->rstd, R) &&
+                 ALLOC(s->scores, (size_t)nthreads * T) && ALLOC(s->probs, V) &&
+                 ALLOC(s->order, V) && ALLOC(s->rseq, R) && ALLOC(s->rpos, R)));
 #undef ALLOC
     if (!ok) {
         gxi_free(s);
         return grit_errf(GRIT_ENOMEM, "inference: out of memory for a %d-position cache", max_t);
     }
     return GRIT_OK;
+}
+
+grit_err gxi_init(gxi_state *s, const gx_model *m, int max_t, int rows, int nthreads)
+{
+    if (max_t < 1 || rows < 1) {
+        memset(s, 0, sizeof *s);
+        return grit_errf(GRIT_EINVAL, "inference: expected 1 <= context <= max_positions %d, "
+                                      "got %d", m->cfg.max_positions, max_t);
+    }
+    return alloc_state(s, m, max_t, rows, nthreads);
+}
+
+grit_err gxi_init_cache(gxi_state *s, const gx_model *m, int max_t)
+{
+    if (max_t < 1) {
+        memset(s, 0, sizeof *s);
+        return grit_errf(GRIT_EINVAL, "inference: expected 1 <= context <= max_positions %d, "
+                                      "got %d", m->cfg.max_positions, max_t);
+    }
+    return alloc_state(s, m, max_t, 0, 1);
+}
+
+grit_err gxi_init_work(gxi_state *s, const gx_model *m, int rows, int nthreads)
+{
+    if (rows < 1) {
+        memset(s, 0, sizeof *s);
+        return grit_errf(GRIT_EINVAL, "inference: expected at least one row of scratch");
+    }
+    return alloc_state(s, m, 0, rows, nthreads);
 }
 
 void gxi_reset(gxi_state *s) { s->pos = 0; }
@@ -61,20 +101,22 @@ static void fill_rows(float *out, const float *bias, int n, int cols)
         memcpy(out + (size_t)i * (size_t)cols, bias, sizeof(float) * (size_t)cols);
 }
 
-/* Causal attention of n new queries (positions p0..p0+n-1) over the cache. */
-static void attend(gxi_state *s, int l, int p0, int n)
+/* Causal attention of the n rows over their sequences' caches: row i is at position
+ * w->rpos[i] of w->rseq[i] and sees that cache's positions 0..rpos[i]. */
+static void attend(gxi_state *w, int l, int n)
 {
-    const gx_config *c = &s->m->cfg;
+    const gx_config *c = &w->m->cfg;
     int C = c->hidden, H = c->heads, hd = C / H, KV = gx_kv_heads(c) * hd;
     op_qkv_layout lay = gx_qkv_layout(c);
-    const float *K = s->k + (size_t)l * (size_t)s->max_t * (size_t)KV;
-    const float *Vc = s->v + (size_t)l * (size_t)s->max_t * (size_t)KV;
     float scale = 1.0f / sqrtf((float)hd);
-#pragma omp parallel for schedule(static) num_threads(s->cur_threads)
-    for (int w = 0; w < n * H; w++) {
-        int i = w / H, h = w % H, p = p0 + i, g = h / lay.group;
-        float *sc = s->scores + (size_t)omp_get_thread_num() * (size_t)s->max_t;
-        const float *q = s->qkv + (size_t)i * (size_t)lay.ld +
+#pragma omp parallel for schedule(static) num_threads(w->cur_threads)
+    for (int t = 0; t < n * H; t++) {
+        int i = t / H, h = t % H, p = w->rpos[i], g = h / lay.group;
+        const gxi_state *sq = w->rseq[i];
+        const float *K = sq->k + (size_t)l * (size_t)sq->max_t * (size_t)KV;
+        const float *Vc = sq->v + (size_t)l * (size_t)sq->max_t * (size_t)KV;
+        float *sc = w->scores + (size_t)omp_get_thread_num() * (size_t)c->max_positions;
+        const float *q = w->qkv + (size_t)i * (size_t)lay.ld +
                          (size_t)(h / lay.group) * (size_t)lay.q_gstride +
                          (size_t)(h % lay.group) * (size_t)hd;
         float mx = -INFINITY;
@@ -91,7 +133,7 @@ static void attend(gxi_state *s, int l, int p0, int n)
             sc[j] = expf(sc[j] - mx);
             sum += sc[j];
         }
-        float *out = s->att + (size_t)i * (size_t)C + (size_t)h * (size_t)hd;
+        float *out = w->att + (size_t)i * (size_t)C + (size_t)h * (size_t)hd;
         for (int e = 0; e < hd; e++)
             out[e] = 0.0f;
         for (int j = 0; j <= p; j++) {
@@ -125,9 +167,10 @@ static void linear(float *out, const float *x, const float *w, const float *b, i
         mm_nt(n, rows, in, 1.0f, x, in, w, in, 0.0f, out, rows);
 }
 
-/* One layer over n new tokens at positions p0..: the trainer's layer_fwd
- * (gptneox_step.c) with the keys and values of earlier positions from the cache. */
-static void layer(gxi_state *s, int l, int p0, int n)
+/* One layer over the n rows (row i: position rpos[i] of sequence rseq[i]): the
+ * trainer's layer_fwd (gptneox_step.c) with the keys and values of earlier positions
+ * from each sequence's cache. The row-wise parts are one GEMM over all n rows. */
+static void layer(gxi_state *s, int l, int n)
 {
     const gx_model *m = s->m;
     const gx_config *c = &m->cfg;
@@ -140,19 +183,24 @@ static void layer(gxi_state *s, int l, int p0, int n)
     op_qkv_layout lay = gx_qkv_layout(c);
     norm(s, s->ln, s->x, w->ln1_w, w->ln1_b, n);
     linear(s->qkv, s->ln, w->qkv_w, w->qkv_b, n, Q, C);
-    op_rotary_lay(s->qkv, m->rope_cos + (size_t)p0 * (size_t)r2,
-                  m->rope_sin + (size_t)p0 * (size_t)r2, &lay, n, n, H, hd, m->rot, 0);
-    size_t base = (size_t)l * (size_t)s->max_t * (size_t)KV;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) { /* rotary at each row's own position (elementwise) */
+        size_t p = (size_t)s->rpos[i];
+        op_rotary_lay(s->qkv + (size_t)i * (size_t)Q, m->rope_cos + p * (size_t)r2,
+                      m->rope_sin + p * (size_t)r2, &lay, 1, 1, H, hd, m->rot, 0);
+    }
+    for (int i = 0; i < n; i++) {
+        gxi_state *sq = s->rseq[i];
+        size_t base = (size_t)l * (size_t)sq->max_t * (size_t)KV;
         for (int g = 0; g < kvh; g++) {
             const float *row = s->qkv + (size_t)i * (size_t)Q;
-            size_t at = base + (size_t)(p0 + i) * (size_t)KV + (size_t)g * (size_t)hd;
-            memcpy(s->k + at, row + lay.k_base + (size_t)g * (size_t)lay.kv_stride,
+            size_t at = base + (size_t)s->rpos[i] * (size_t)KV + (size_t)g * (size_t)hd;
+            memcpy(sq->k + at, row + lay.k_base + (size_t)g * (size_t)lay.kv_stride,
                    sizeof(float) * (size_t)hd);
-            memcpy(s->v + at, row + lay.v_base + (size_t)g * (size_t)lay.kv_stride,
+            memcpy(sq->v + at, row + lay.v_base + (size_t)g * (size_t)lay.kv_stride,
                    sizeof(float) * (size_t)hd);
         }
-    attend(s, l, p0, n);
+    }
+    attend(s, l, n);
     mm_nt(n, C, C, 1.0f, s->att, C, w->dense_w, C, 0.0f, s->o, C);
     /* the same operation order as the trainer's layer_fwd */
     float *y, *u;
@@ -179,47 +227,108 @@ static void layer(gxi_state *s, int l, int p0, int n)
     memcpy(s->x, y, sizeof(float) * (size_t)n * (size_t)C);
 }
 
-grit_err gxi_forward(gxi_state *s, const int32_t *tok, int n, float *logits_last,
+/* Sets the call's thread count from its work (saved: the caller's, restored by
+ * threads_end). A decode step of a small model is too little work to share: waking the
+ * other threads costs more than it saves (far more on a busy machine, where a
+ * descheduled thread stalls every barrier). Below ~8M multiply-adds per call, run on
+ * this thread only; omp_set_num_threads affects only the calling thread's later
+ * parallel regions. The results do not depend on it: threads split rows and heads,
+ * never a sum. */
+static int threads_begin(gxi_state *w, int n)
+{
+    const gx_config *c = &w->m->cfg;
+    double C = c->hidden;
+    double madds = (double)n * ((double)c->layers * (4.0 * C * C + 2.0 * C * c->intermediate) +
+                                C * c->vocab);
+    int saved = omp_get_max_threads();
+    w->cur_threads = madds < 8e6 ? 1 : w->nthreads;
+    omp_set_num_threads(w->cur_threads);
+    return saved;
+}
+
+/* The n rows set in w->rseq/rpos with tokens tok: embeddings, layers (appending each
+ * row's key and value to its cache), and logits_all [n][V] of every row and/or
+ * logits_last [V] of the last (either may be NULL). Positions are not advanced here. */
+static void rows_fwd(gxi_state *w, const int32_t *tok, int n, float *logits_last,
                      float *logits_all)
 {
-    const gx_model *m = s->m;
+    const gx_model *m = w->m;
     const gx_config *c = &m->cfg;
     int C = c->hidden, V = c->vocab;
+    op_embed_fwd(w->x, m->w.embed_in, tok, n, C);
+    for (int l = 0; l < c->layers; l++)
+        layer(w, l, n);
+    if (!logits_all && !logits_last)
+        return;
+    norm(w, w->lnf, w->x, m->w.lnf_w, m->w.lnf_b, n);
+    if (logits_all)
+        mm_nt(n, V, C, 1.0f, w->lnf, C, m->w.embed_out, C, 0.0f, logits_all, V);
+    if (logits_last)
+        mm_nt(1, V, C, 1.0f, w->lnf + (size_t)(n - 1) * (size_t)C, C, m->w.embed_out, C, 0.0f,
+              logits_last, V);
+}
+
+static grit_err check_ids(const gx_config *c, const int32_t *tok, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (tok[i] < 0 || tok[i] >= c->vocab)
+            return grit_errf(GRIT_EINVAL, "inference: token id %d is outside the vocabulary "
+                                          "of %d", tok[i], c->vocab);
+    return GRIT_OK;
+}
+
+grit_err gxi_forward_in(gxi_state *w, gxi_state *s, const int32_t *tok, int n,
+                        float *logits_last, float *logits_all)
+{
+    const gx_config *c = &s->m->cfg;
+    int V = c->vocab;
     if (n < 0 || s->pos + n > s->max_t)
         return grit_errf(GRIT_EINVAL, "inference: %d more tokens overflow the %d-position "
                                       "context (%d used)", n, s->max_t, s->pos);
-    for (int i = 0; i < n; i++)
-        if (tok[i] < 0 || tok[i] >= V)
-            return grit_errf(GRIT_EINVAL, "inference: token id %d is outside the vocabulary "
-                                          "of %d", tok[i], V);
-    /* A decode step of a small model is too little work to share: waking the
-     * other threads costs more than it saves (far more on a busy machine, where
-     * a descheduled thread stalls every barrier). Below ~8M multiply-adds per
-     * call, run on this thread only; omp_set_num_threads affects only the
-     * calling thread's later parallel regions, and is restored on return. */
-    double madds = (double)n * ((double)c->layers * (4.0 * C * C + 2.0 * C * c->intermediate) +
-                                (double)C * V);
-    int saved = omp_get_max_threads();
-    s->cur_threads = madds < 8e6 ? 1 : s->nthreads;
-    omp_set_num_threads(s->cur_threads);
+    if (check_ids(c, tok, n) != GRIT_OK)
+        return GRIT_EINVAL;
+    int saved = threads_begin(w, n);
     for (int done = 0; done < n;) {
-        int k = n - done < s->rows ? n - done : s->rows, p0 = s->pos;
-        op_embed_fwd(s->x, m->w.embed_in, tok + done, k, C);
-        for (int l = 0; l < c->layers; l++)
-            layer(s, l, p0, k);
-        s->pos += k;
-        int last = done + k == n;
-        if (logits_all || (last && logits_last)) {
-            norm(s, s->lnf, s->x, m->w.lnf_w, m->w.lnf_b, k);
-            if (logits_all)
-                mm_nt(k, V, C, 1.0f, s->lnf, C, m->w.embed_out, C, 0.0f,
-                      logits_all + (size_t)done * (size_t)V, V);
-            if (last && logits_last)
-                mm_nt(1, V, C, 1.0f, s->lnf + (size_t)(k - 1) * (size_t)C, C, m->w.embed_out,
-                      C, 0.0f, logits_last, V);
+        int k = n - done < w->rows ? n - done : w->rows, last = done + k == n;
+        for (int i = 0; i < k; i++) {
+            w->rseq[i] = s;
+            w->rpos[i] = s->pos + i;
         }
+        rows_fwd(w, tok + done, k, last ? logits_last : NULL,
+                 logits_all ? logits_all + (size_t)done * (size_t)V : NULL);
+        s->pos += k;
         done += k;
     }
+    omp_set_num_threads(saved);
+    return GRIT_OK;
+}
+
+grit_err gxi_forward(gxi_state *s, const int32_t *tok, int n, float *logits_last,
+                     float *logits_all)
+{
+    return gxi_forward_in(s, s, tok, n, logits_last, logits_all);
+}
+
+grit_err gxi_decode(gxi_state *w, gxi_state *const *seq, const int32_t *tok, int B,
+                    float *logits)
+{
+    if (B < 1 || B > w->rows)
+        return grit_errf(GRIT_EINVAL, "inference: a decode step of %d sequences; this state "
+                                      "has rows for 1 to %d", B, w->rows);
+    for (int i = 0; i < B; i++)
+        if (seq[i]->pos + 1 > seq[i]->max_t)
+            return grit_errf(GRIT_EINVAL, "inference: sequence %d of the step is full (%d "
+                                          "positions)", i, seq[i]->max_t);
+    if (check_ids(&w->m->cfg, tok, B) != GRIT_OK)
+        return GRIT_EINVAL;
+    int saved = threads_begin(w, B);
+    for (int i = 0; i < B; i++) {
+        w->rseq[i] = seq[i];
+        w->rpos[i] = seq[i]->pos;
+    }
+    rows_fwd(w, tok, B, NULL, logits);
+    for (int i = 0; i < B; i++)
+        seq[i]->pos++;
     omp_set_num_threads(saved);
     return GRIT_OK;
 }

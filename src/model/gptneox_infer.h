@@ -14,10 +14,24 @@
  * attention cache kv_heads * head_dim floats a position, not hidden).
  *
  * Memory: gxi_init allocates everything once: the cache
- * (2 * layers * max_t * kv_heads * head_dim floats) and scratch for `rows` tokens per
- * call (a prompt longer than that is fed in pieces). gxi_forward and
+ * (2 * layers * max_t * kv_heads * head_dim floats, gxi_cache_bytes) and scratch for
+ * `rows` tokens per call (a prompt longer than that is fed in pieces). gxi_forward and
  * gxi_sample never allocate. Threads: a call with little work (a small
  * model's decode step) runs on the calling thread alone.
+ *
+ * Batches (grit serve's continuous batching): a state may hold only a cache
+ * (gxi_init_cache: one sequence) or only scratch (gxi_init_work: the rows of a call).
+ * gxi_forward_in feeds one sequence through a work state's scratch; gxi_decode
+ * appends one token to each of B sequences in one pass: the row-wise parts
+ * (embedding, norms, q/k/v, output and MLP projections, logits) are one GEMM over
+ * the B rows, attention is per row against its own sequence's cache at its own
+ * position. gxi_forward is gxi_forward_in with the state as its own work: every
+ * path (a prompt's rows, one token, B sequences' tokens) is the same code over a
+ * list of (sequence, position) rows. A row's result does not depend on the other
+ * rows of its call (OpenBLAS computes each output of a GEMM from its own row in the
+ * same order whatever M is; threads split rows and heads, never a sum), so a
+ * sequence decoded in a batch gets bitwise the logits it gets alone
+ * (tests/integration/serve_batch.py checks it end to end).
  *
  * Sampling (gxi_sample): temperature 0 is greedy (argmax, lowest id on
  * ties); otherwise logits / temperature, keep the top_k largest (0: all),
@@ -30,6 +44,7 @@
 #ifndef GRIT_MODEL_GPTNEOX_INFER_H
 #define GRIT_MODEL_GPTNEOX_INFER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
@@ -47,12 +62,21 @@ typedef struct gxi_state {
     float *scores;     /* [max_t] per thread */
     float *probs;      /* [V] sampling scratch */
     int32_t *order;    /* [V] sampling scratch */
+    struct gxi_state **rseq; /* [rows] the sequence of each row of the call in progress */
+    int *rpos;         /* [rows] its position */
     int nthreads;      /* threads for calls with enough work */
     int cur_threads;   /* threads of the call in progress */
 } gxi_state;
 
 grit_err gxi_init(gxi_state *s, const gx_model *m, int max_t, int rows, int nthreads);
+/* Only a cache of max_t positions (no scratch: fed through a work state). */
+grit_err gxi_init_cache(gxi_state *s, const gx_model *m, int max_t);
+/* Only scratch for rows tokens a call and nthreads threads (no cache). */
+grit_err gxi_init_work(gxi_state *s, const gx_model *m, int rows, int nthreads);
 void gxi_free(gxi_state *s);
+
+/* Bytes of the cache of a max_t-position sequence (keys and values, every layer). */
+size_t gxi_cache_bytes(const gx_model *m, int max_t);
 
 /* Forgets the cached positions. */
 void gxi_reset(gxi_state *s);
@@ -63,6 +87,17 @@ void gxi_reset(gxi_state *s);
  * would overflow or an id is outside the vocabulary. */
 grit_err gxi_forward(gxi_state *s, const int32_t *tok, int n, float *logits_last,
                      float *logits_all);
+
+/* gxi_forward for sequence s (a cache) through work w's scratch (w's pieces of at
+ * most w->rows tokens). w may be s. */
+grit_err gxi_forward_in(gxi_state *w, gxi_state *s, const int32_t *tok, int n,
+                        float *logits_last, float *logits_all);
+
+/* One decode step of B sequences (1 <= B <= w->rows): appends tok[i] to seq[i] at its
+ * position; logits [B][V] receives each one's next-token logits. GRIT_EINVAL when a
+ * sequence is full or an id is outside the vocabulary (nothing is appended then). */
+grit_err gxi_decode(gxi_state *w, gxi_state *const *seq, const int32_t *tok, int B,
+                    float *logits);
 
 /* Draws the next token from logits [V] (modified in place). */
 int32_t gxi_sample(gxi_state *s, float *logits, double temperature, int top_k, double top_p,

@@ -186,7 +186,7 @@ static int stream_out(serve_server *s, serve__job *j, const char *t, size_t n, i
  * HTTP status with err and param filled. */
 static unsigned prepare(serve_server *s, serve__job *j)
 {
-    int ctxlen = s->st.max_t;
+    int ctxlen = s->m.cfg.max_positions;
     if (j->route == SERVE_ROUTE_CHAT) {
         if (sft_render_chat(s->tok, s->chat, j->msgs, j->nmsgs, &j->ids) != GRIT_OK) {
             j->param = "messages";
@@ -225,128 +225,227 @@ static unsigned prepare(serve_server *s, serve__job *j)
     return 0;
 }
 
-/* Generates j (after prepare). 0, or an HTTP status with err filled. */
-static unsigned generate(serve_server *s, serve__job *j)
+/* The KV-cache bytes j needs (prompt and the tokens it may make), and whether they can
+ * ever fit the budget. 0, or 400 with err and param filled. */
+static unsigned size_up(serve_server *s, serve__job *j)
 {
-    int ctxlen = s->st.max_t, hold = 0;
-    int want = j->max_tokens < ctxlen - (int)j->ids.n ? j->max_tokens : ctxlen - (int)j->ids.n;
+    int ctxlen = s->m.cfg.max_positions;
+    j->want = j->max_tokens < ctxlen - (int)j->ids.n ? j->max_tokens : ctxlen - (int)j->ids.n;
+    j->kv = gxi_cache_bytes(&s->m, (int)j->ids.n + j->want);
+    if (j->kv <= s->kv_budget)
+        return 0;
+    j->param = "max_tokens";
+    snprintf(j->err, sizeof j->err, "'max_tokens': %zu prompt tokens and %d to generate need a "
+             "%.3f MiB KV cache; this server's budget for all requests is %.3f MiB "
+             "(--kv-budget-mib): ask for fewer tokens",
+             j->ids.n, j->want, (double)j->kv / 1048576.0, (double)s->kv_budget / 1048576.0);
+    return 400;
+}
+
+/* Starts j (admitted, its kv counted): its cache, its prompt through the model, the
+ * logits after it into logits. 0, or an HTTP status with err filled. */
+static unsigned start(serve_server *s, serve__job *j, float *logits)
+{
     for (int k = 0; k < j->nstop; k++)
-        if ((int)strlen(j->stop[k]) - 1 > hold)
-            hold = (int)strlen(j->stop[k]) - 1;
-    size_t cap_text = 4096, n = 0;
-    char *t = malloc(cap_text);
-    if (!t) {
+        if ((int)strlen(j->stop[k]) - 1 > j->hold)
+            j->hold = (int)strlen(j->stop[k]) - 1;
+    rng_seed(&j->rng, j->seed, 0x67656e); /* stream "gen", as grit generate */
+    j->finish = "length";
+    j->made = 0;
+    j->tcap = 4096;
+    if (!(j->t = malloc(j->tcap))) {
         snprintf(j->err, sizeof j->err, "out of memory");
         return 500;
     }
-    rng_t rng;
-    rng_seed(&rng, j->seed, 0x67656e); /* stream "gen", as grit generate */
-    gxi_reset(&s->st);
-    grit_err rc = gxi_forward(&s->st, (const int32_t *)j->ids.v, (int)j->ids.n, s->logits, NULL);
-    j->finish = "length";
-    j->made = 0;
-    int gone = 0;
-    for (; rc == GRIT_OK && j->made < want && !gone; j->made++) {
-        int32_t next = gxi_sample(&s->st, s->logits, j->temperature, j->top_k, j->top_p, &rng);
-        if (j->ttft < 0)
-            j->ttft = now_seconds() - j->t0;
-        int end = 0;
-        for (int k = 0; k < s->nends; k++)
-            end |= (uint32_t)next == s->ends[k];
-        if (end) {
-            j->finish = "stop";
-            break;
-        }
-        size_t len;
-        const char *b = bpe_token_bytes(s->tok, (uint32_t)next, &len);
-        if (b && len) {
-            if (n + len + 1 > cap_text) {
-                char *p = realloc(t, cap_text = 2 * (n + len + 1));
-                if (!p) {
-                    free(t);
-                    snprintf(j->err, sizeof j->err, "out of memory");
-                    return 500;
-                }
-                t = p;
-            }
-            size_t from = n;
-            memcpy(t + n, b, len);
-            n += len;
-            int hit = 0;
-            for (int k = 0; k < j->nstop && !hit; k++) { /* only where the new bytes can end one */
-                size_t sl = strlen(j->stop[k]), at = from >= sl ? from - sl + 1 : 0;
-                char *f = memmem(t + at, n - at, j->stop[k], sl);
-                if (f) {
-                    n = (size_t)(f - t);
-                    hit = 1;
-                }
-            }
-            if (hit) {
-                j->made++;
-                j->finish = "stop";
-                break;
-            }
-        }
-        if (j->stream)
-            gone = stream_out(s, j, t, n, 0, hold);
-        if (j->made + 1 < want && !gone)
-            rc = gxi_forward(&s->st, &next, 1, s->logits, NULL);
-    }
-    if (rc != GRIT_OK) {
-        free(t);
+    if (j->want == 0)
+        return 0;
+    if (gxi_init_cache(&j->cache, &s->m, (int)j->ids.n + j->want) != GRIT_OK ||
+        gxi_forward_in(&s->work, &j->cache, (const int32_t *)j->ids.v, (int)j->ids.n, logits,
+                       NULL) != GRIT_OK) {
         snprintf(j->err, sizeof j->err, "generation failed: %s", grit_errmsg());
         return 500;
     }
-    if (j->stream && !gone)
-        stream_out(s, j, t, n, 1, hold);
-    j->text = t;
-    j->tlen = n;
     return 0;
+}
+
+/* One token of j from the logits after its last one: sample with j's parameters and
+ * rng, stop at an end token, a stop string or want tokens, stream what is final.
+ * Returns 1 when j goes on (j->feed is to be fed), 0 when it is finished (text made,
+ * status 0), or an HTTP status > 1 with err filled. */
+static unsigned token(serve_server *s, serve__job *j, float *logits)
+{
+    if (j->made >= j->want || j->gone)
+        return 0;
+    int32_t next = gxi_sample(&s->work, logits, j->temperature, j->top_k, j->top_p, &j->rng);
+    if (j->ttft < 0)
+        j->ttft = now_seconds() - j->t0;
+    for (int k = 0; k < s->nends; k++)
+        if ((uint32_t)next == s->ends[k]) {
+            j->finish = "stop";
+            return 0;
+        }
+    size_t len;
+    const char *b = bpe_token_bytes(s->tok, (uint32_t)next, &len);
+    if (b && len) {
+        if (j->n + len + 1 > j->tcap) {
+            char *p = realloc(j->t, j->tcap = 2 * (j->n + len + 1));
+            if (!p) {
+                snprintf(j->err, sizeof j->err, "out of memory");
+                return 500;
+            }
+            j->t = p;
+        }
+        size_t from = j->n;
+        memcpy(j->t + j->n, b, len);
+        j->n += len;
+        for (int k = 0; k < j->nstop; k++) { /* only where the new bytes can end one */
+            size_t sl = strlen(j->stop[k]), at = from >= sl ? from - sl + 1 : 0;
+            char *f = memmem(j->t + at, j->n - at, j->stop[k], sl);
+            if (f) {
+                j->n = (size_t)(f - j->t);
+                j->made++;
+                j->finish = "stop";
+                return 0;
+            }
+        }
+    }
+    if (j->stream)
+        j->gone = stream_out(s, j, j->t, j->n, 0, j->hold);
+    j->made++;
+    j->feed = next;
+    return j->made < j->want && !j->gone;
+}
+
+/* Ends j with status st (0: its text is the answer): the stream's last events, the
+ * connection's response deadline, the count of a stream whose client left; frees its
+ * cache and gives its bytes back to the budget. Takes and drops s->mu. */
+static void finish(serve_server *s, serve__job *j, unsigned st, int admitted)
+{
+    if (st == 0 && j->stream && !j->gone)
+        stream_out(s, j, j->t, j->n, 1, j->hold);
+    if (st == 0) {
+        j->text = j->t;
+        j->tlen = j->n;
+    } else
+        free(j->t);
+    j->t = NULL;
+    gxi_free(&j->cache);
+    pthread_mutex_lock(&s->mu);
+    if (admitted)
+        s->kv_used -= j->kv;
+    j->status = st;
+    j->done = 1;
+    pthread_cond_broadcast(&s->done_cv);
+    if (j->conn) /* a stream: the rest must be taken in time, read or not */
+        conn_guard_set(s->guard, j->conn->e, SERVE_RESPONSE_S);
+    if (j->cancelled && !j->accounted) { /* a stream whose client left: counted here */
+        int nin = (int)j->ids.n, nout = j->made, route = j->route;
+        double ttft = j->ttft, lat = now_seconds() - j->t0;
+        j->accounted = 1;
+        pthread_mutex_unlock(&s->mu);
+        serve__account(s, route, 200, nin, nout, lat, ttft, 1);
+        pthread_mutex_lock(&s->mu);
+    }
+    serve__job_release(s, j);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The next job to admit (under s->mu, dropped meanwhile): *held (prepared, waiting for
+ * cache memory) or the queue's head, prepared and sized; jobs that fail there are
+ * finished. NULL when none waits. */
+static serve__job *next_job(serve_server *s, serve__job **held)
+{
+    while (!*held && s->qhead) {
+        serve__job *j = s->qhead;
+        s->qhead = j->next;
+        if (!s->qhead)
+            s->qtail = NULL;
+        pthread_mutex_unlock(&s->mu);
+        unsigned st = prepare(s, j);
+        if (st == 0)
+            st = size_up(s, j);
+        pthread_mutex_lock(&s->mu);
+        j->status = st;
+        j->started = 1; /* the connection may answer now (the stream's headers) */
+        pthread_cond_broadcast(&s->done_cv);
+        if (st) {
+            s->waiting--;
+            pthread_mutex_unlock(&s->mu);
+            finish(s, j, st, 0);
+            pthread_mutex_lock(&s->mu);
+        } else
+            *held = j;
+    }
+    return *held;
 }
 
 void *serve__worker(void *arg)
 {
     serve_server *s = arg;
+    int V = s->m.cfg.vocab, na = 0;
+    serve__job *act[SERVE_MAX_BATCH], *held = NULL;
+    gxi_state *seq[SERVE_MAX_BATCH];
+    int32_t tok[SERVE_MAX_BATCH];
     pthread_mutex_lock(&s->mu);
-    while (!s->stop_worker || s->qhead) {
-        serve__job *j = s->qhead;
-        if (!j) {
-            pthread_cond_wait(&s->job_cv, &s->mu);
+    for (;;) {
+        double t0 = now_seconds();
+        int worked = 0;
+        serve__job *j;
+        /* admit, first come first served: up to max_batch, within the cache budget (a job
+         * that does not fit yet waits, and so do those behind it) */
+        while (na < s->max_batch && (j = next_job(s, &held)) &&
+               s->kv_used + j->kv <= s->kv_budget) {
+            held = NULL;
+            s->waiting--;
+            s->kv_used += j->kv;
+            s->active = na + 1;
+            pthread_mutex_unlock(&s->mu);
+            float *lg = s->logits + (size_t)na * (size_t)V;
+            unsigned st = start(s, j, lg);
+            if (st == 0)
+                st = token(s, j, lg);
+            if (st == 1)
+                act[na++] = j;
+            else
+                finish(s, j, st, 1);
+            worked = 1;
+            pthread_mutex_lock(&s->mu);
+            s->active = na;
+        }
+        if (na == 0) {
+            if (worked)
+                s->gen_seconds += now_seconds() - t0;
+            else if (s->stop_worker && !s->qhead && !held)
+                break;
+            else if (!held && !s->qhead)
+                pthread_cond_wait(&s->job_cv, &s->mu);
             continue;
         }
-        s->qhead = j->next;
-        if (!s->qhead)
-            s->qtail = NULL;
-        s->waiting--;
-        s->running = 1;
         pthread_mutex_unlock(&s->mu);
-        double t0 = now_seconds();
-        unsigned st = prepare(s, j);
-        pthread_mutex_lock(&s->mu);
-        j->status = st;
-        j->started = 1; /* the connection may answer now (the stream's headers) */
-        pthread_cond_broadcast(&s->done_cv);
-        pthread_mutex_unlock(&s->mu);
-        if (st == 0)
-            st = generate(s, j);
-        double dt = now_seconds() - t0;
-        pthread_mutex_lock(&s->mu);
-        s->running = 0;
-        s->gen_seconds += dt;
-        j->status = st;
-        j->done = 1;
-        pthread_cond_broadcast(&s->done_cv);
-        if (j->conn) /* a stream: the rest must be taken in time, read or not */
-            conn_guard_set(s->guard, j->conn->e, SERVE_RESPONSE_S);
-        if (j->cancelled && !j->accounted) { /* a stream whose client left: counted here */
-            int nin = (int)j->ids.n, nout = j->made, route = j->route;
-            double ttft = j->ttft, lat = now_seconds() - j->t0;
-            j->accounted = 1;
-            pthread_mutex_unlock(&s->mu);
-            serve__account(s, route, 200, nin, nout, lat, ttft, 1);
-            pthread_mutex_lock(&s->mu);
+        /* one decode step for every active job, then a token for each */
+        for (int i = 0; i < na; i++) {
+            seq[i] = &act[i]->cache;
+            tok[i] = act[i]->feed;
         }
-        serve__job_release(s, j);
+        grit_err rc = gxi_decode(&s->work, seq, tok, na, s->logits);
+        int keep = 0;
+        for (int i = 0; i < na; i++) {
+            unsigned st = rc != GRIT_OK ? 500 : token(s, act[i], s->logits + (size_t)i * (size_t)V);
+            if (rc != GRIT_OK)
+                snprintf(act[i]->err, sizeof act[i]->err, "generation failed: %s",
+                         grit_errmsg());
+            if (st == 1)
+                act[keep++] = act[i];
+            else
+                finish(s, act[i], st, 1);
+        }
+        pthread_mutex_lock(&s->mu);
+        s->steps++;
+        s->batch_sum += na;
+        for (int b = 0; b < SERVE_NBATCH; b++)
+            s->batch_bucket[b] += na <= serve__batch_buckets[b];
+        s->active = na = keep;
+        s->gen_seconds += now_seconds() - t0;
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;

@@ -10,8 +10,9 @@
  * down the sockets past theirs and libmicrohttpd then frees the slot. While a request waits
  * for the model or generates, its connection has no deadline (the queue is
  * bounded instead); its response then has SERVE_RESPONSE_S to be taken. The
- * model runs on one worker thread (complete.c) that takes the queued requests in
- * order: a long-lived thread keeps one OpenMP team instead of one per connection.
+ * model runs on one worker thread (job.c) that batches the queued requests
+ * continuously: a long-lived thread keeps one OpenMP team instead of one per
+ * connection.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -34,6 +35,7 @@
 const double serve__lat_buckets[SERVE_NLAT] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 const double serve__ttft_buckets[SERVE_NTTFT] = {0.005, 0.01, 0.025, 0.05, 0.1,
                                                  0.25,  0.5,  1,     2.5,  10};
+const double serve__batch_buckets[SERVE_NBATCH] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
 const unsigned serve__codes[SERVE_NCODES] = {200, 400, 401, 404, 405, 413, 500, 503, 0};
 const char *const serve__route_names[SERVE_NROUTES] = {"/v1/completions",
                                                        "/v1/chat/completions"};
@@ -183,7 +185,7 @@ static size_t histogram(char *out, size_t cap, const char *name, const char *hel
 
 static char *metrics_text(serve_server *s)
 {
-    char *out = NULL, req[4096], lat[2048], ttft[2048];
+    char *out = NULL, req[4096], lat[2048], ttft[2048], bat[2048];
     pthread_mutex_lock(&s->mu);
     size_t at = (size_t)snprintf(req, sizeof req,
                                  "# HELP grit_serve_requests_total Generation requests answered, "
@@ -204,6 +206,9 @@ static char *metrics_text(serve_server *s)
     histogram(ttft, sizeof ttft, "grit_serve_time_to_first_token_seconds",
               "Arrival to the first generated token (queueing included).", serve__ttft_buckets,
               s->ttft_bucket, SERVE_NTTFT, s->ttft_sum, s->ttft_count);
+    histogram(bat, sizeof bat, "grit_serve_batch_size_steps",
+              "Requests in each decode step (the continuous batch).", serve__batch_buckets,
+              s->batch_bucket, SERVE_NBATCH, s->batch_sum, s->steps);
     int rc = asprintf(
         &out,
         "%s"
@@ -221,9 +226,18 @@ static char *metrics_text(serve_server *s)
         "# HELP grit_serve_queue_depth Requests waiting for the model.\n"
         "# TYPE grit_serve_queue_depth gauge\ngrit_serve_queue_depth %d\n"
         "# HELP grit_serve_busy 1 while a request is generating.\n"
-        "# TYPE grit_serve_busy gauge\ngrit_serve_busy %d\n%s%s",
+        "# TYPE grit_serve_busy gauge\ngrit_serve_busy %d\n"
+        "# HELP grit_serve_batch_size Requests generating now (the batch).\n"
+        "# TYPE grit_serve_batch_size gauge\ngrit_serve_batch_size %d\n"
+        "# HELP grit_serve_max_batch Requests that may generate at once (--max-batch).\n"
+        "# TYPE grit_serve_max_batch gauge\ngrit_serve_max_batch %d\n"
+        "# HELP grit_serve_kv_cache_bytes KV-cache memory of the requests generating.\n"
+        "# TYPE grit_serve_kv_cache_bytes gauge\ngrit_serve_kv_cache_bytes %zu\n"
+        "# HELP grit_serve_kv_budget_bytes KV-cache memory budget (--kv-budget-mib).\n"
+        "# TYPE grit_serve_kv_budget_bytes gauge\ngrit_serve_kv_budget_bytes %zu\n%s%s%s",
         req, (unsigned long long)s->prompt_tokens, (unsigned long long)s->completion_tokens,
-        (unsigned long long)s->cancelled, s->gen_seconds, s->waiting, s->running, lat, ttft);
+        (unsigned long long)s->cancelled, s->gen_seconds, s->waiting, s->active > 0, s->active,
+        s->max_batch, s->kv_used, s->kv_budget, lat, ttft, bat);
     pthread_mutex_unlock(&s->mu);
     return rc < 0 ? NULL : out;
 }
@@ -280,8 +294,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (!strcmp(url, "/health") && get) {
         char *b = NULL;
         pthread_mutex_lock(&s->mu);
-        int rc = asprintf(&b, "{\"status\":\"ok\",\"model\":\"%s\",\"queue_depth\":%d}",
-                          s->model_id, s->waiting);
+        int rc = asprintf(&b, "{\"status\":\"ok\",\"model\":\"%s\",\"queue_depth\":%d,"
+                              "\"batch_size\":%d}",
+                          s->model_id, s->waiting, s->active);
         pthread_mutex_unlock(&s->mu);
         return serve__reply(c, 200, JSON_CT, rc < 0 ? NULL : b);
     }
@@ -363,6 +378,13 @@ grit_err serve_open(const serve_opts *o, serve_server **out)
     snprintf(s->token, sizeof s->token, "%s", o->token);
     s->token_len = strlen(s->token);
     s->max_queue = o->max_queue > 0 ? o->max_queue : 32;
+    s->max_batch = o->max_batch > 0 ? o->max_batch : 32;
+    if (s->max_batch > SERVE_MAX_BATCH) {
+        serve_close(s);
+        return grit_errf(GRIT_EINVAL, "serve --max-batch %d: expected 1..%d", o->max_batch,
+                         SERVE_MAX_BATCH);
+    }
+    s->kv_budget = (size_t)((o->kv_budget_mib > 0 ? o->kv_budget_mib : 1024.0) * 1048576.0);
     s->log = o->log;
     int nt = o->threads > 0 ? o->threads : 1;
     grit_err rc = pretrained_load(o->checkpoint, &s->m, nt, s->where, sizeof s->where);
@@ -402,8 +424,9 @@ grit_err serve_open(const serve_opts *o, serve_server **out)
                      "TEMPLATE (llama2, llama3, chatml, zephyr, plain)", grit_errmsg());
     }
     if (rc == GRIT_OK &&
-        (rc = gxi_init(&s->st, &s->m, s->m.cfg.max_positions, 256, nt)) == GRIT_OK &&
-        !(s->logits = malloc(sizeof *s->logits * (size_t)s->m.cfg.vocab)))
+        (rc = gxi_init_work(&s->work, &s->m, s->max_batch > 256 ? s->max_batch : 256, nt)) ==
+            GRIT_OK &&
+        !(s->logits = malloc(sizeof *s->logits * (size_t)s->max_batch * (size_t)s->m.cfg.vocab)))
         rc = grit_errf(GRIT_ENOMEM, "out of memory");
     if (rc != GRIT_OK) {
         serve_close(s);
@@ -468,7 +491,7 @@ void serve_close(serve_server *s)
     if (s->working)
         pthread_join(s->worker, NULL);
     free(s->logits);
-    gxi_free(&s->st);
+    gxi_free(&s->work);
     gx_free(&s->m);
     bpe_ctx_close(s->ctx);
     bpe_close(s->tok);

@@ -15,11 +15,17 @@
  *
  * Generation is the inference path of grit generate (model/gptneox_infer.h: the
  * same KV cache, sampling and seed stream), so a greedy completion equals
- * `grit generate` on the same prompt. One inference state, on one worker thread,
- * serves one request at a time; requests wait in a bounded first-come queue
- * (serve_opts.max_queue; past it: 503). "stream": true answers with server-sent
- * events as the tokens come (complete.c, job.c); a client that disconnects
- * mid-stream stops its generation. Not here: continuous batching.
+ * `grit generate` on the same prompt. One worker thread batches the requests
+ * continuously (job.c): each step it admits waiting requests (first come first
+ * served) up to serve_opts.max_batch and within the KV-cache memory budget
+ * (serve_opts.kv_budget_mib; a request's cache holds its prompt and max_tokens, one
+ * that can never fit is a 400), feeds their prompts, then runs one decode step for
+ * every active request (model/gptneox_infer.h: gxi_decode, bitwise the answer each
+ * gets alone) and samples each with its own parameters and seed. Requests that are
+ * not admitted wait in a bounded queue (serve_opts.max_queue; past it: 503).
+ * "stream": true answers with server-sent events as the tokens come (complete.c,
+ * job.c); a client that disconnects mid-stream stops its generation at its next
+ * token.
  *
  * Deadlines (no slow client holds a slot for long; core/connguard.h): a whole
  * request (headers and body) must arrive within SERVE_REQUEST_S of the connection
@@ -45,6 +51,7 @@
 #define SERVE_SLOTS 64       /* connections at once (a thread each) */
 #define SERVE_PER_IP 16      /* per client address, when bound beyond loopback */
 #define SERVE_TOKEN_MIN 16   /* characters of a bearer token */
+#define SERVE_MAX_BATCH 256  /* the largest --max-batch */
 
 typedef struct serve_opts {
     const char *checkpoint; /* run directory, step folder or Hugging Face folder */
@@ -55,7 +62,9 @@ typedef struct serve_opts {
     int port;               /* 0: any free port (serve_port says which) */
     const char *token;      /* the bearer token (>= SERVE_TOKEN_MIN characters); copied */
     int threads;            /* compute threads */
-    int max_queue;          /* requests waiting behind the running one (0: 32) */
+    int max_queue;          /* requests waiting to be admitted (0: 32) */
+    int max_batch;          /* requests generating at once (0: 32; 1: one at a time) */
+    double kv_budget_mib;   /* memory for their KV caches (0: 1024 MiB) */
     FILE *log;              /* one line per request (method, route, status, tokens, time) */
 } serve_opts;
 

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "data/bpe.h"
+#include "core/rng.h"
 #include "data/sft.h"
 #include "model/gptneox_infer.h"
 #include "serve/serve.h"
@@ -29,6 +30,7 @@
 #define SERVE_NLAT 10      /* latency histogram buckets (serve__lat_buckets) */
 #define SERVE_NTTFT 10     /* time-to-first-token buckets */
 #define SERVE_NCODES 9     /* status codes counted (serve__codes), the last "other" */
+#define SERVE_NBATCH 9     /* decode batch size buckets (serve__batch_buckets) */
 
 enum { SERVE_ROUTE_COMPLETIONS, SERVE_ROUTE_CHAT, SERVE_NROUTES };
 
@@ -71,6 +73,15 @@ struct serve__job {
     char *sse;           /* streaming: the events so far */
     size_t sse_len, sse_cap, sse_off; /* sse_off: bytes the connection has taken */
     serve__job *next;
+    /* the generation in progress: the worker's only */
+    gxi_state cache;     /* this request's KV cache (gxi_init_cache) */
+    size_t kv;           /* its bytes, counted in s->kv_used while admitted */
+    int want, hold;      /* tokens to make at most; stop-string bytes held back */
+    int32_t feed;        /* the token to feed at the next decode step */
+    rng_t rng;           /* stream "gen", seeded by the request */
+    char *t;             /* the text so far (becomes text) */
+    size_t n, tcap;
+    int gone;            /* the stream's client left (or the server is closing) */
 };
 
 struct serve_server {
@@ -81,10 +92,12 @@ struct serve_server {
     char model_id[256];
     char where[4400];
     FILE *log;
-    /* the model: used only by the worker thread, one request at a time */
+    /* the model: used only by the worker thread */
     gx_model m;
-    gxi_state st;
-    float *logits; /* [vocab] */
+    gxi_state work;  /* scratch for a decode step of max_batch rows or a prompt's piece */
+    float *logits;   /* [max_batch][vocab] */
+    int max_batch;
+    size_t kv_budget; /* bytes for the active requests' caches */
     bpe *tok;
     bpe_ctx *ctx;
     int hf;        /* tokenizer.json: special tokens are recognised in prompts */
@@ -98,7 +111,7 @@ struct serve_server {
     struct conn_guard *guard; /* the connections' deadlines (core/connguard.h) */
     /* the queue and the metrics, under mu */
     pthread_mutex_t mu;
-    int max_queue, waiting, running, stop_worker, closing;
+    int max_queue, waiting, stop_worker, closing; /* waiting: queued or held for memory */
     serve__job *qhead, *qtail; /* requests for the worker, first come first served */
     pthread_cond_t job_cv, done_cv; /* done_cv: a job started, progressed or ended */
     pthread_t worker;
@@ -108,9 +121,14 @@ struct serve_server {
     double gen_seconds, latency_sum, ttft_sum;
     uint64_t latency_count, latency_bucket[SERVE_NLAT]; /* bucket: counts <= serve__lat_buckets */
     uint64_t ttft_count, ttft_bucket[SERVE_NTTFT];
+    size_t kv_used;   /* bytes of the active requests' caches */
+    int active;       /* requests generating (the batch) */
+    uint64_t steps, batch_bucket[SERVE_NBATCH]; /* decode steps by batch size */
+    double batch_sum;
 };
 
-extern const double serve__lat_buckets[SERVE_NLAT], serve__ttft_buckets[SERVE_NTTFT];
+extern const double serve__lat_buckets[SERVE_NLAT], serve__ttft_buckets[SERVE_NTTFT],
+    serve__batch_buckets[SERVE_NBATCH];
 extern const unsigned serve__codes[SERVE_NCODES];
 extern const char *const serve__route_names[SERVE_NROUTES];
 
@@ -122,9 +140,9 @@ char *serve__error_body(const char *type, const char *param, const char *fmt, ..
 void serve__account(serve_server *s, int route, unsigned status, int nin, int nout, double dt,
                     double ttft, int cancelled);
 
-/* The worker thread: runs the queued jobs one at a time, until stop_worker (set after
- * the daemon, whose connection threads wait for their jobs, has stopped). One
- * long-lived thread keeps one OpenMP team for the model. */
+/* The worker thread: batches the queued jobs continuously (job.c), until stop_worker
+ * (set after the daemon, whose connection threads wait for their jobs, has stopped)
+ * and every job is done. One long-lived thread keeps one OpenMP team for the model. */
 void *serve__worker(void *arg);
 
 /* Drops one reference to j (under s->mu); the last frees it. */
