@@ -9,6 +9,7 @@
 #include "model/family.h"
 #include "tensor/matmul.h"
 #include "tensor/ops.h"
+#include "tensor/rowgemm.h"
 
 void gxi_free(gxi_state *s)
 {
@@ -156,15 +157,27 @@ static void norm(const gxi_state *s, float *out, const float *x, const float *w,
         op_layernorm_fwd(out, s->mean, s->rstd, x, w, b, n, c->hidden, (float)c->ln_eps);
 }
 
+/* C = A B^T + beta C over M rows: OpenBLAS for a prompt's rows; for a decode step (one
+ * row, or gxi_decode's B rows) the batch-invariant kernel (tensor/rowgemm.h), so a row's
+ * result never depends on how many rows share the step. */
+static void gemm(const gxi_state *s, int M, int N, int K, const float *A, const float *B,
+                 float beta, float *C)
+{
+    if (s->invariant)
+        mm_nt_rows(M, N, K, A, K, B, K, beta, C, N);
+    else
+        mm_nt(M, N, K, 1.0f, A, K, B, K, beta, C, N);
+}
+
 /* out = x W^T (+ b) over n rows, as the trainer's linear_fwd. */
-static void linear(float *out, const float *x, const float *w, const float *b, int n, int rows,
-                   int in)
+static void linear(const gxi_state *s, float *out, const float *x, const float *w,
+                   const float *b, int n, int rows, int in)
 {
     if (b) {
         fill_rows(out, b, n, rows);
-        mm_nt(n, rows, in, 1.0f, x, in, w, in, 1.0f, out, rows);
+        gemm(s, n, rows, in, x, w, 1.0f, out);
     } else
-        mm_nt(n, rows, in, 1.0f, x, in, w, in, 0.0f, out, rows);
+        gemm(s, n, rows, in, x, w, 0.0f, out);
 }
 
 /* One layer over the n rows (row i: position rpos[i] of sequence rseq[i]): the
@@ -182,7 +195,7 @@ static void layer(gxi_state *s, int l, int n)
     const float *proj_b = w->proj_b ? w->proj_b : m->zeros;
     op_qkv_layout lay = gx_qkv_layout(c);
     norm(s, s->ln, s->x, w->ln1_w, w->ln1_b, n);
-    linear(s->qkv, s->ln, w->qkv_w, w->qkv_b, n, Q, C);
+    linear(s, s->qkv, s->ln, w->qkv_w, w->qkv_b, n, Q, C);
     for (int i = 0; i < n; i++) { /* rotary at each row's own position (elementwise) */
         size_t p = (size_t)s->rpos[i];
         op_rotary_lay(s->qkv + (size_t)i * (size_t)Q, m->rope_cos + p * (size_t)r2,
@@ -201,7 +214,7 @@ static void layer(gxi_state *s, int l, int n)
         }
     }
     attend(s, l, n);
-    mm_nt(n, C, C, 1.0f, s->att, C, w->dense_w, C, 0.0f, s->o, C);
+    gemm(s, n, C, C, s->att, w->dense_w, 0.0f, s->o);
     /* the same operation order as the trainer's layer_fwd */
     float *y, *u;
     if (c->parallel_residual) {
@@ -218,12 +231,12 @@ static void layer(gxi_state *s, int l, int n)
     }
     if (!(c->parallel_residual && c->shared_norm)) /* one norm: s->ln is norm1(x) already */
         norm(s, s->ln, u, w->ln2_w, w->ln2_b, n);
-    linear(s->fc, s->ln, w->fc_w, w->fc_b, n, F, C);
+    linear(s, s->fc, s->ln, w->fc_w, w->fc_b, n, F, C);
     if (c->mlp == GX_MLP_SWIGLU)
         op_swiglu_fwd(s->gelu, s->fc, n, FI);
     else
         op_gelu_fwd(s->gelu, s->fc, (long)n * FI, c->act);
-    mm_nt(n, C, FI, 1.0f, s->gelu, FI, w->proj_w, FI, 1.0f, y, C);
+    gemm(s, n, C, FI, s->gelu, w->proj_w, 1.0f, y);
     memcpy(s->x, y, sizeof(float) * (size_t)n * (size_t)C);
 }
 
@@ -262,10 +275,10 @@ static void rows_fwd(gxi_state *w, const int32_t *tok, int n, float *logits_last
         return;
     norm(w, w->lnf, w->x, m->w.lnf_w, m->w.lnf_b, n);
     if (logits_all)
-        mm_nt(n, V, C, 1.0f, w->lnf, C, m->w.embed_out, C, 0.0f, logits_all, V);
+        gemm(w, n, V, C, w->lnf, m->w.embed_out, 0.0f, logits_all);
     if (logits_last)
-        mm_nt(1, V, C, 1.0f, w->lnf + (size_t)(n - 1) * (size_t)C, C, m->w.embed_out, C, 0.0f,
-              logits_last, V);
+        gemm(w, 1, V, C, w->lnf + (size_t)(n - 1) * (size_t)C, m->w.embed_out, 0.0f,
+             logits_last);
 }
 
 static grit_err check_ids(const gx_config *c, const int32_t *tok, int n)
@@ -294,6 +307,7 @@ grit_err gxi_forward_in(gxi_state *w, gxi_state *s, const int32_t *tok, int n,
             w->rseq[i] = s;
             w->rpos[i] = s->pos + i;
         }
+        w->invariant = k == 1; /* one token: a decode step of one sequence */
         rows_fwd(w, tok + done, k, last ? logits_last : NULL,
                  logits_all ? logits_all + (size_t)done * (size_t)V : NULL);
         s->pos += k;
@@ -322,6 +336,7 @@ grit_err gxi_decode(gxi_state *w, gxi_state *const *seq, const int32_t *tok, int
     if (check_ids(&w->m->cfg, tok, B) != GRIT_OK)
         return GRIT_EINVAL;
     int saved = threads_begin(w, B);
+    w->invariant = 1;
     for (int i = 0; i < B; i++) {
         w->rseq[i] = seq[i];
         w->rpos[i] = seq[i]->pos;

@@ -27,11 +27,14 @@
  * the B rows, attention is per row against its own sequence's cache at its own
  * position. gxi_forward is gxi_forward_in with the state as its own work: every
  * path (a prompt's rows, one token, B sequences' tokens) is the same code over a
- * list of (sequence, position) rows. A row's result does not depend on the other
- * rows of its call (OpenBLAS computes each output of a GEMM from its own row in the
- * same order whatever M is; threads split rows and heads, never a sum), so a
- * sequence decoded in a batch gets bitwise the logits it gets alone
- * (tests/integration/serve_batch.py checks it end to end).
+ * list of (sequence, position) rows. A decode step (a single-token forward, or
+ * gxi_decode's B rows) runs its GEMMs with the batch-invariant kernel of
+ * tensor/rowgemm.h (OpenBLAS's result for a row changes with the number of rows in
+ * the call); attention and the norms are per row and threads split rows and heads,
+ * never a sum, so a sequence decoded in a batch gets bitwise the logits it gets alone
+ * (tests/unit/model/test_infer_batch.c for every family, serve_batch.py end to end).
+ * A prompt's rows (two or more in a call) use OpenBLAS: grit generate and grit serve
+ * feed a prompt through the same call shapes (pieces of 256 rows).
  *
  * Sampling (gxi_sample): temperature 0 is greedy (argmax, lowest id on
  * ties); otherwise logits / temperature, keep the top_k largest (0: all),
@@ -66,6 +69,7 @@ typedef struct gxi_state {
     int *rpos;         /* [rows] its position */
     int nthreads;      /* threads for calls with enough work */
     int cur_threads;   /* threads of the call in progress */
+    int invariant;     /* the call in progress is a decode step (tensor/rowgemm.h) */
 } gxi_state;
 
 grit_err gxi_init(gxi_state *s, const gx_model *m, int max_t, int rows, int nthreads);
