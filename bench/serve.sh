@@ -2,20 +2,21 @@
 # bench/serve.sh [GRIT] [TOKENIZER_JSON] - grit serve under load on loopback, continuous batching
 # (--max-batch 32) against one request at a time (--max-batch 1) on the same load: requests/s,
 # completion tokens/s and p50/p99 latency for 1, 8 and 32 concurrent clients (a bounded client
-# loop: TOTAL greedy requests per level, split among the clients, each a distinct prompt of
-# 12-13 tokens and MAX_TOKENS new tokens), on the pythia-70m and ~70M Llama (llama-70m) shapes
+# loop: max(clients, MIN_REQS) greedy requests per level, split among the clients, each a
+# distinct prompt of 12-13 tokens and MAX_TOKENS new tokens), on the pythia-70m and ~70M Llama
+# (llama-70m) shapes
 # (weights from 1 training step; speed does not depend on their values; the Llama shape, vocab
 # 32000, is sent token ids). Both servers run at once, idle in turn: each repeat loads one then
 # the other, so a change in machine load hits both; the table shows the median repeat (by
 # tokens/s). Every batched answer must equal the one-at-a-time answer to the same request
 # (greedy), else the bench fails.
-# Env: THREADS (compute threads per server, default 2), TOTAL (requests per level, default 32),
+# Env: THREADS (compute threads per server, default 2), MIN_REQS (default 8),
 # MAX_TOKENS (default 16), REPEATS (default 3), MODELS (default "pythia-70m llama-70m").
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 grit=${1:-$root/build/grit}
 tok=${2:-$root/tests/data/gpt-neox-20b-tokenizer.json}
-threads=${THREADS:-2} total=${TOTAL:-32} max_tokens=${MAX_TOKENS:-16} repeats=${REPEATS:-3}
+threads=${THREADS:-2} total=${MIN_REQS:-8} max_tokens=${MAX_TOKENS:-16} repeats=${REPEATS:-3}
 models=${MODELS:-pythia-70m llama-70m}
 tmp=$(mktemp -d)
 pids=()
@@ -25,7 +26,7 @@ trap 'exit 143' INT TERM
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) online;" \
   "flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx|avx2|fma|avx512f|avx512_bf16|amx_bf16)$' | tr '\n' ' ')"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $threads compute threads per server," \
-  "$total requests of $max_tokens tokens per level, median of $repeats repeats"
+  "max(clients, $total) requests of $max_tokens tokens per level, median of $repeats repeats"
 for model in $models; do
   vocab=50000; [ "${model#llama}" != "$model" ] && vocab=32000
   cat > "$tmp/$model.json" <<JSON
@@ -63,7 +64,7 @@ def one(port, i):
 def level(port, clients, texts):
     lat, toks, lock = [], [0], threading.Lock()
     def client(c):
-        for k in range(c, total, clients):
+        for k in range(c, max(clients, total), clients):
             dt, n, text = one(port, k)
             with lock:
                 lat.append(dt); toks[0] += n; texts[k] = text
@@ -90,7 +91,7 @@ for clients in (1, 8, 32):
     for m in ("one-at-a-time", "batched"):
         x = med[m]
         ratio = f"{med['batched']['tps'] / med['one-at-a-time']['tps']:.2f}x" if m == "batched" else ""
-        print(f"| {clients} | {m} | {total} | {x['rps']:.2f} | {x['tps']:.1f} | {x['p50']:.3f} | {x['p99']:.3f} | {ratio} |")
+        print(f"| {clients} | {m} | {max(clients, total)} | {x['rps']:.2f} | {x['tps']:.1f} | {x['p50']:.3f} | {x['p99']:.3f} | {ratio} |")
 print(f"batched answers equal one-at-a-time answers: {'yes' if same else 'NO'} ({compared} requests compared)")
 sys.exit(0 if same else 1)
 PY

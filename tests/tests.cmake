@@ -463,7 +463,9 @@ add_test(NAME reference.validate
           ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
 set_tests_properties(reference.validate PROPERTIES TIMEOUT 300 LABELS "reference;integration;mpi")
 # grit serve as a real process on loopback: auth, greedy = grit generate, concurrency, bad
-# requests, slow clients, streaming (SSE), chat, metrics histograms; ended by PID (src/serve)
+# requests, slow clients, streaming (SSE), chat, metrics histograms, continuous batching (32
+# streams = their solo answers, seeded sampling batched, the KV budget on a second server);
+# ended by PID (src/serve)
 add_test(NAME integration.serve
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/serve.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
           ${CMAKE_SOURCE_DIR}/tests/data/gpt-neox-20b-tokenizer.json)
