@@ -32,14 +32,22 @@ size_t gxi_cache_bytes(const gx_model *m, int max_t)
     return 2 * sizeof(float) * (size_t)c->layers * (size_t)max_t * KV;
 }
 
-/* A cache of max_t positions (0: none) and scratch for rows tokens (0: none). */
-static grit_err alloc_state(gxi_state *s, const gx_model *m, int max_t, int rows, int nthreads)
+enum { CACHE = 1, SCRATCH = 2 };
+
+/* The parts asked for: a cache of max_t positions, scratch for rows tokens a call. */
+static grit_err alloc_state(gxi_state *s, const gx_model *m, int max_t, int rows, int nthreads,
+                            int parts)
 {
     memset(s, 0, sizeof *s);
     const gx_config *c = &m->cfg;
-    if (max_t < 0 || max_t > c->max_positions || rows < 0 || nthreads < 1)
+    if ((parts & CACHE) && (max_t < 1 || max_t > c->max_positions))
         return grit_errf(GRIT_EINVAL, "inference: expected 1 <= context <= max_positions %d, "
                                       "got %d", c->max_positions, max_t);
+    if ((parts & SCRATCH) && (rows < 1 || nthreads < 1))
+        return grit_errf(GRIT_EINVAL, "inference: expected at least one row and one thread, "
+                                      "got %d and %d", rows, nthreads);
+    max_t = parts & CACHE ? max_t : 0;
+    rows = parts & SCRATCH ? rows : 0;
     size_t C = (size_t)c->hidden, V = (size_t)c->vocab;
     size_t FF = (size_t)c->intermediate * (c->mlp == GX_MLP_SWIGLU ? 2 : 1);
     size_t KV = (size_t)gx_kv_heads(c) * (C / (size_t)c->heads), Q = (size_t)m->qkv_dim;
@@ -67,31 +75,17 @@ static grit_err alloc_state(gxi_state *s, const gx_model *m, int max_t, int rows
 
 grit_err gxi_init(gxi_state *s, const gx_model *m, int max_t, int rows, int nthreads)
 {
-    if (max_t < 1 || rows < 1) {
-        memset(s, 0, sizeof *s);
-        return grit_errf(GRIT_EINVAL, "inference: expected 1 <= context <= max_positions %d, "
-                                      "got %d", m->cfg.max_positions, max_t);
-    }
-    return alloc_state(s, m, max_t, rows, nthreads);
+    return alloc_state(s, m, max_t, rows, nthreads, CACHE | SCRATCH);
 }
 
 grit_err gxi_init_cache(gxi_state *s, const gx_model *m, int max_t)
 {
-    if (max_t < 1) {
-        memset(s, 0, sizeof *s);
-        return grit_errf(GRIT_EINVAL, "inference: expected 1 <= context <= max_positions %d, "
-                                      "got %d", m->cfg.max_positions, max_t);
-    }
-    return alloc_state(s, m, max_t, 0, 1);
+    return alloc_state(s, m, max_t, 0, 1, CACHE);
 }
 
 grit_err gxi_init_work(gxi_state *s, const gx_model *m, int rows, int nthreads)
 {
-    if (rows < 1) {
-        memset(s, 0, sizeof *s);
-        return grit_errf(GRIT_EINVAL, "inference: expected at least one row of scratch");
-    }
-    return alloc_state(s, m, 0, rows, nthreads);
+    return alloc_state(s, m, 0, rows, nthreads, SCRATCH);
 }
 
 void gxi_reset(gxi_state *s) { s->pos = 0; }

@@ -27,13 +27,14 @@ static inline __attribute__((always_inline)) void tile(int mr, int nr, int K, co
                                                         int lda, const float *B, int ldb,
                                                         float beta, float *C, int ldc)
 {
-    v8 acc[4][2];
-    for (int r = 0; r < 4; r++)
+    v8 acc[4][2], w[2], x[4];
+    for (int r = 0; r < 4; r++) {
+        x[r] = (v8){0};
         for (int c = 0; c < 2; c++)
-            acc[r][c] = (v8){0};
+            acc[r][c] = w[c] = (v8){0};
+    }
     int k = 0;
     for (; k + 8 <= K; k += 8) {
-        v8 w[2], x[4];
         for (int c = 0; c < nr; c++)
             w[c] = load8(B + (size_t)c * (size_t)ldb + k);
         for (int r = 0; r < mr; r++)
@@ -64,10 +65,17 @@ void mm_nt_rows(int M, int N, int K, const float *A, int lda, const float *B, in
         for (int i = 0; i < M; i += 4) {
             const float *a = A + (size_t)i * (size_t)lda;
             float *c = C + (size_t)i * (size_t)ldc + j;
-            if (M - i >= 4 && nr == 2)
+            int mr = M - i < 4 ? M - i : 4;
+            if (nr == 2 && mr == 4) /* constant shapes: the accumulators stay in registers */
                 tile(4, 2, K, a, lda, b, ldb, beta, c, ldc);
+            else if (nr == 2 && mr == 1) /* grit generate's steps, a batch of one */
+                tile(1, 2, K, a, lda, b, ldb, beta, c, ldc);
+            else if (nr == 2 && mr == 2)
+                tile(2, 2, K, a, lda, b, ldb, beta, c, ldc);
+            else if (nr == 2)
+                tile(3, 2, K, a, lda, b, ldb, beta, c, ldc);
             else
-                tile(M - i < 4 ? M - i : 4, nr, K, a, lda, b, ldb, beta, c, ldc);
+                tile(mr, nr, K, a, lda, b, ldb, beta, c, ldc);
         }
     }
 }
