@@ -65,20 +65,6 @@ static void usage(FILE *f)
             "  -h, --help         show this help\n");
 }
 
-static int to_int(const char *flag, const char *s, long lo, long hi, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) {
-        fprintf(stderr, "grit serve: %s: expected an integer in [%ld, %ld], got '%s'\n", flag, lo,
-                hi, s);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
 /* The token from FILE, or a new one written there. 0 on success. */
 static int token_from_file(const char *path, char *tok, size_t cap)
 {
@@ -145,13 +131,13 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--host") && v) {
             o.bind = argv[++i];
         } else if (!strcmp(a, "--port") && v) {
-            bad = to_int(a, argv[++i], 0, 65535, &o.port);
+            bad = cli_int("serve", a, argv[++i], 0, 65535, &o.port);
         } else if (!strcmp(a, "--queue") && v) {
-            bad = to_int(a, argv[++i], 1, 100000, &o.max_queue);
+            bad = cli_int("serve", a, argv[++i], 1, 100000, &o.max_queue);
         } else if (!strcmp(a, "--threads") && v) {
-            bad = to_int(a, argv[++i], 1, 1024, &o.threads);
+            bad = cli_int("serve", a, argv[++i], 1, 1024, &o.threads);
         } else if (!strcmp(a, "--max-batch") && v) {
-            bad = to_int(a, argv[++i], 1, SERVE_MAX_BATCH, &o.max_batch);
+            bad = cli_int("serve", a, argv[++i], 1, SERVE_MAX_BATCH, &o.max_batch);
         } else if (!strcmp(a, "--kv-budget-mib") && v) {
             char *end;
             errno = 0;

@@ -30,37 +30,12 @@ if [ ! -d "$root/web/node_modules/playwright-core" ]; then
   (cd "$root/web" && npm install --no-audit --no-fund >/dev/null)
 fi
 
-cat > "$tmp/cfg.json" <<JSON
-{
-  "model": {"hidden_size": 32, "num_layers": 2, "num_heads": 4, "intermediate_size": 64,
-            "vocab_size": 50277, "rotary_pct": 0.25, "max_positions": 64},
-  "optim": {"micro_batch": 2, "grad_accum": 1, "seq_len": 32, "total_steps": 4},
-  "data": {"source": "synthetic", "synthetic_vocab": 50000},
-  "checkpoint": {"interval_steps": 2},
-  "seed": 1, "threads": 2
-}
-JSON
-"$grit" train "$tmp/cfg.json" --run-dir "$tmp/run" --quiet
+"$grit" train "$root/tests/configs/rate_tiny.json" --run-dir "$tmp/run" --quiet
 ck2=$tmp/run/ckpt/step_00000002 ck4=$tmp/run/ckpt/step_00000004
 [ -d "$ck2" ] && [ -d "$ck4" ] || { echo "FAIL: no checkpoints: $(ls "$tmp/run/ckpt")"; exit 1; }
 
-# --- the webhook receiver: appends each POSTed body as a line to hooks.jsonl
-cat > "$tmp/hook.py" <<'PY'
-import http.server, sys
-out, portfile = sys.argv[1], sys.argv[2]
-class H(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        with open(out, "ab") as f:
-            f.write(self.headers.get("Content-Type", "").encode() + b"\t" + body + b"\n")
-        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers()
-        self.wfile.write(b"ok")
-    def log_message(self, *a): pass
-s = http.server.HTTPServer(("127.0.0.1", 0), H)
-open(portfile + ".tmp", "w").write(str(s.server_port)); __import__("os").rename(portfile + ".tmp", portfile)
-s.serve_forever()
-PY
-"$py" "$tmp/hook.py" "$tmp/hooks.jsonl" "$tmp/hookport" & pids+=($!)
+# --- the webhook receiver: appends "Content-Type<TAB>body" per POST to hooks.jsonl
+"$py" "$here/webhook_receiver.py" "$tmp/hooks.jsonl" "$tmp/hookport" & pids+=($!)
 for _ in $(seq 1 100); do [ -s "$tmp/hookport" ] && break; sleep 0.1; done
 hook="http://127.0.0.1:$(cat "$tmp/hookport")/services/T000/B000/secret"
 

@@ -14,6 +14,7 @@
 #    a missing run is a clear error.
 set -euo pipefail
 grit=$1 tokjson=$2
+here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -25,17 +26,7 @@ trap cleanup EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 py=/usr/bin/python3
-cat > "$tmp/cfg.json" <<JSON
-{
-  "model": {"hidden_size": 32, "num_layers": 2, "num_heads": 4, "intermediate_size": 64,
-            "vocab_size": 50277, "rotary_pct": 0.25, "max_positions": 64},
-  "optim": {"micro_batch": 2, "grad_accum": 1, "seq_len": 32, "total_steps": 4},
-  "data": {"source": "synthetic", "synthetic_vocab": 50000},
-  "checkpoint": {"interval_steps": 2},
-  "seed": 1, "threads": 2
-}
-JSON
-"$grit" train "$tmp/cfg.json" --run-dir "$tmp/run" --quiet
+"$grit" train "$here/../configs/rate_tiny.json" --run-dir "$tmp/run" --quiet
 ck=$tmp/run/ckpt
 mv "$ck/step_00000004" "$tmp/held"
 printf '{"id":"a","prompt":"Hello"}\n{"id":"b","prompt":"The sky is"}\n{"id":"c","prompt":"1, 2, 3,"}\n' > "$tmp/p.jsonl"
@@ -54,22 +45,8 @@ grep -q "watch: 1 new batch" <<<"$out" || fail "watch 1 made no batch: $out"
 out=$("$grit" rate watch "$tmp/db" --run "$tmp/run" --once "${w[@]}" 2>&1) || fail "watch 2: $out"
 grep -q "watch: 0 new batch" <<<"$out" || fail "watch 2 repeated a batch: $out"
 
-# a webhook receiver: one line per POST
-cat > "$tmp/hook.py" <<'PY'
-import http.server, os, sys
-out, portfile = sys.argv[1], sys.argv[2]
-class H(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        with open(out, "ab") as f:
-            f.write(body + b"\n")
-        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
-    def log_message(self, *a): pass
-s = http.server.HTTPServer(("127.0.0.1", 0), H)
-open(portfile + ".tmp", "w").write(str(s.server_port)); os.rename(portfile + ".tmp", portfile)
-s.serve_forever()
-PY
-"$py" "$tmp/hook.py" "$tmp/hooks" "$tmp/hookport" & pids+=($!)
+# a webhook receiver: "Content-Type<TAB>body" per POST
+"$py" "$here/webhook_receiver.py" "$tmp/hooks" "$tmp/hookport" & pids+=($!)
 for _ in $(seq 100); do [ -s "$tmp/hookport" ] && break; sleep 0.1; done
 hook=http://127.0.0.1:$(cat "$tmp/hookport")/hook
 
@@ -82,7 +59,7 @@ out=$("$grit" rate watch "$tmp/db" --run "$tmp/run" --once --baseline "$ck/step_
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
 assert len(lines) == 1, lines
-t = json.loads(lines[0])["text"]
+t = json.loads(lines[0].split("\t", 1)[1])["text"]
 assert "batch 2 is ready: 6 answers from new checkpoint" in t and "step_00000004" in t, t
 PY
 
@@ -108,9 +85,7 @@ rc=0; wait "$lp" || rc=$?
   fail "the loop: rc $rc: $(cat "$tmp/loop.err" "$tmp/loop.out")"
 
 # serve with a slow webhook receiver (3 s per post): ratings must not wait for it
-sed 's/^s = http.server.HTTPServer/H.do_POST_fast = H.do_POST\ndef slow(self):\n    __import__("time").sleep(3); self.do_POST_fast()\nH.do_POST = slow\ns = http.server.HTTPServer/' \
-  "$tmp/hook.py" > "$tmp/slowhook.py"
-"$py" "$tmp/slowhook.py" "$tmp/slowhooks" "$tmp/slowport" & pids+=($!)
+"$py" "$here/webhook_receiver.py" "$tmp/slowhooks" "$tmp/slowport" 3 & pids+=($!)
 for _ in $(seq 100); do [ -s "$tmp/slowport" ] && break; sleep 0.1; done
 tok=$("$grit" rate add-rater "$tmp/db" carol)
 "$grit" rate serve "$tmp/db" --port 0 --port-file "$tmp/sport" --webhook-min 1 \

@@ -65,6 +65,17 @@ static int check_failures;
 /* Checks that the thread's error context mentions `needle`. */
 #define CHECK_ERRMSG(needle) CHECK_STR_HAS(grit_errmsg(), (needle))
 
+/* The index of the first largest of v[0..n): the tests' own greedy choice, independent of
+ * the sampling code they check. */
+static inline int check_argmax(const float *v, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[b])
+            b = i;
+    return b;
+}
+
 /* Expression form of CHECK_DONE: `return CHECK_RESULT();` */
 #define CHECK_RESULT()                                                                   \
     (check_failures ? (fprintf(stderr, "%d check(s) failed\n", check_failures), 1)       \

@@ -10,15 +10,6 @@
 #include "model/gptneox.h"
 #include "model/gptneox_infer.h"
 
-static int argmax(const float *v, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[b])
-            b = i;
-    return b;
-}
-
 static void run(bool parallel)
 {
     gx_config cfg = {.hidden = 32, .layers = 2, .heads = 4, .intermediate = 64, .vocab = 256,
@@ -53,7 +44,7 @@ static void run(bool parallel)
             maxdiff = d > maxdiff ? d : maxdiff;
             maxabs = fabs(ref[(size_t)p * V + v]) > maxabs ? fabs(ref[(size_t)p * V + v]) : maxabs;
         }
-        argmax_same &= argmax(got + (size_t)p * V, V) == argmax(ref + (size_t)p * V, V);
+        argmax_same &= check_argmax(got + (size_t)p * V, V) == check_argmax(ref + (size_t)p * V, V);
     }
     printf("%s residual: max |logit diff| %.3g (logits up to %.3g)\n",
            parallel ? "parallel" : "sequential", maxdiff, maxabs);
@@ -78,7 +69,7 @@ static void run(bool parallel)
     float *lf = malloc(sizeof(float) * (size_t)(N - 1) * V);
     gx_step(&m2, seq, 0.0f, lf);
     for (int i = P; i < N; i++)
-        CHECK_INT(seq[i], argmax(lf + (size_t)(i - 1) * V, V));
+        CHECK_INT(seq[i], check_argmax(lf + (size_t)(i - 1) * V, V));
 
     /* seeded sampling: same seed, same tokens */
     int32_t a[20], b[20];

@@ -20,15 +20,6 @@
 
 enum { S = 6, MAXG = 12 };
 
-static int argmax(const float *v, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i] > v[b])
-            b = i;
-    return b;
-}
-
 static void run(const char *preset, int variant)
 {
     gx_config cfg;
@@ -64,7 +55,7 @@ static void run(const char *preset, int variant)
         float *lg = solo + (size_t)i * MAXG * V;
         CHECK_INT(gxi_forward(&one, prompt[i], plen[i], lg, NULL), GRIT_OK);
         for (int g = 1; g < gen[i]; g++) {
-            toks[i][g - 1] = argmax(lg + (size_t)(g - 1) * V, V);
+            toks[i][g - 1] = check_argmax(lg + (size_t)(g - 1) * V, V);
             CHECK_INT(gxi_forward(&one, &toks[i][g - 1], 1, lg + (size_t)g * V, NULL), GRIT_OK);
         }
     }
