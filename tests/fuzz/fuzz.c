@@ -571,17 +571,20 @@ static int run_shards(const bytes *in, char *why, size_t cap)
 
 /* ---- manifest / state: checkpoint metadata ------------------------------------------ */
 
-static void setup_manifest(void)
+/* The tiny checkpoint's file `name` as the one seed. */
+static void seed_ckpt_file(const char *name)
 {
     tiny_checkpoint();
     char p[1200];
-    ckpt_file_path(p, sizeof p, "manifest.json");
+    ckpt_file_path(p, sizeof p, name);
     bytes b = {0};
     if (read_file(p, &b) != 0)
-        die("no manifest.json");
+        die(name);
     add_seed(b.p, b.n);
     free(b.p);
 }
+
+static void setup_manifest(void) { seed_ckpt_file("manifest.json"); }
 
 static int run_ckpt_file(const char *file, const bytes *in, char *why, size_t cap, int state)
 {
@@ -630,17 +633,7 @@ static int run_manifest(const bytes *in, char *why, size_t cap)
     return run_ckpt_file("manifest.json", in, why, cap, 0);
 }
 
-static void setup_state(void)
-{
-    tiny_checkpoint();
-    char p[1200];
-    ckpt_file_path(p, sizeof p, "trainer_state.json");
-    bytes b = {0};
-    if (read_file(p, &b) != 0)
-        die("no trainer_state.json");
-    add_seed(b.p, b.n);
-    free(b.p);
-}
+static void setup_state(void) { seed_ckpt_file("trainer_state.json"); }
 
 static int run_state(const bytes *in, char *why, size_t cap)
 {
