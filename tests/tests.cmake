@@ -318,8 +318,9 @@ set_tests_properties(integration.health_mpi PROPERTIES TIMEOUT 300 LABELS "integ
 # and energy for the GPU check's and power sampling's tests on machines without a GPU: test_gpu loads it by path, and
 # integration.health_gpu runs grit health --deep against it.
 add_library(grit-fake-nvml SHARED tests/fake/fake_nvml.c)
-# test_power_nvml stages GPU power and energy counters through it.
-foreach(t test_gpu test_power_nvml)
+# test_power_nvml stages GPU power and energy counters through it, test_hb_gpu GPU
+# utilisation and SM clocks (the heartbeat's gpu_util=/sm_clock=).
+foreach(t test_gpu test_power_nvml test_hb_gpu)
   target_compile_definitions(${t} PRIVATE GRIT_FAKE_NVML="$<TARGET_FILE:grit-fake-nvml>")
   add_dependencies(${t} grit-fake-nvml)
 endforeach()
