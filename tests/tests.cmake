@@ -439,7 +439,8 @@ add_test(NAME unit.pyclient
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}/tests/python)
 set_tests_properties(unit.pyclient PROPERTIES TIMEOUT 120 LABELS "unit;pytorch"
   SKIP_RETURN_CODE 77
-  ENVIRONMENT "GRIT_HB_PARSE=$<TARGET_FILE:grit-hb-parse>;GRIT_BIN=$<TARGET_FILE:grit>;PYTHONPATH=${CMAKE_SOURCE_DIR}/python")
+  ENVIRONMENT "GRIT_HB_PARSE=$<TARGET_FILE:grit-hb-parse>;GRIT_BIN=$<TARGET_FILE:grit>;PYTHONPATH=${CMAKE_SOURCE_DIR}/python;GRIT_FAKE_NVML=$<TARGET_FILE:grit-fake-nvml>")
+add_dependencies(grit-hb-parse grit-fake-nvml) # the client's GPU signal is tested against it
 add_test(NAME integration.pytorch_launch
   COMMAND ${GRIT_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/pytorch_launch.py $<TARGET_FILE:grit>)
 set_tests_properties(integration.pytorch_launch PROPERTIES TIMEOUT 480
