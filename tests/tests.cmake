@@ -324,6 +324,16 @@ foreach(t test_gpu test_power_nvml test_hb_gpu)
   target_compile_definitions(${t} PRIVATE GRIT_FAKE_NVML="$<TARGET_FILE:grit-fake-nvml>")
   add_dependencies(${t} grit-fake-nvml)
 endforeach()
+# A GPU that slows (the stand-in NVML's utilisation and SM clock files drop) on a node whose
+# rank a CPU cgroup slows for real: a "utilisation" incident naming node1 and its gpu_util
+# and sm_clock, its health check recorded, node1 replaced, bitwise equal to the fault-free
+# run, which raises no alarm on noisy healthy GPUs. Skips (77, loudly) without a writable
+# CPU cgroup. About 1.5-2 minutes on a loaded 2-core host.
+add_test(NAME integration.silent_gpu
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/silent_gpu.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
+          $<TARGET_FILE:grit-fake-nvml>)
+set_tests_properties(integration.silent_gpu PROPERTIES TIMEOUT 300
+  LABELS "integration;mpi;cgroup" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 add_test(NAME integration.health_gpu
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/health_gpu.sh $<TARGET_FILE:grit>
           $<TARGET_FILE:grit-fake-nvml>)

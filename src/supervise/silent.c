@@ -45,7 +45,7 @@ void silent_free(silent *st)
     if (!st)
         return;
     free(st->node_of), free(st->r_util), free(st->r_nutil), free(st->r_step), free(st->n_net);
-    free(st->n_gpu), free(st->n_ngpu), free(st->n_clk);
+    free(st->n_gpu), free(st->n_clk);
     free(st->r_comm), free(st->r_nstep);
     free(st->hist), free(st->base), free(st->base_acc), free(st->base_step_acc);
     free(st->scratch), free(st->last);
@@ -91,8 +91,7 @@ grit_err silent_init(silent *st, const silent_cfg *cfg, int nranks, const int *n
     st->r_comm = calloc((size_t)nranks, sizeof *st->r_comm);
     st->r_nstep = calloc((size_t)nranks, sizeof *st->r_nstep);
     st->n_net = malloc((size_t)nnodes * sizeof *st->n_net);
-    st->n_gpu = calloc((size_t)nnodes, sizeof *st->n_gpu);
-    st->n_ngpu = calloc((size_t)nnodes, sizeof *st->n_ngpu);
+    st->n_gpu = malloc((size_t)nnodes * sizeof *st->n_gpu);
     st->n_clk = malloc((size_t)nnodes * sizeof *st->n_clk);
     st->last = malloc(per * sizeof *st->last);
     st->hist = malloc(per * SILENT_HISTORY * sizeof *st->hist);
@@ -101,7 +100,7 @@ grit_err silent_init(silent *st, const silent_cfg *cfg, int nranks, const int *n
     st->base_step_acc = malloc((size_t)cfg->warmup * sizeof *st->base_step_acc);
     st->scratch = malloc(((size_t)nnodes + (size_t)nranks + (size_t)cfg->warmup) * sizeof *st->scratch);
     if (!st->node_of || !st->r_util || !st->r_nutil || !st->r_step || !st->r_comm ||
-        !st->r_nstep || !st->n_net || !st->n_gpu || !st->n_ngpu || !st->n_clk || !st->hist ||
+        !st->r_nstep || !st->n_net || !st->n_gpu || !st->n_clk || !st->hist ||
         !st->base || !st->base_acc || !st->base_step_acc || !st->scratch || !st->last) {
         silent_free(st);
         return grit_errf(GRIT_ENOMEM, "silent detector: out of memory for %d ranks", nranks);
@@ -118,7 +117,7 @@ grit_err silent_init(silent *st, const silent_cfg *cfg, int nranks, const int *n
         }
     memset(st->r_nutil, 0, (size_t)nranks * sizeof *st->r_nutil);
     for (int n = 0; n < nnodes; n++)
-        st->n_net[n] = st->n_clk[n] = NAN;
+        st->n_net[n] = st->n_gpu[n] = st->n_clk[n] = NAN;
     for (size_t i = 0; i < per * SILENT_HISTORY; i++)
         st->hist[i] = NAN;
     for (size_t i = 0; i < per; i++)
@@ -153,13 +152,13 @@ void silent_record_gpu(silent *st, int rank, double gpu_util, double sm_clock)
 {
     if (!st->node_of || rank < 0 || rank >= st->nranks)
         return;
+    /* the newest: every beat repeats the sampler's latest pair, and taking both from the
+     * same beat lets a GPU that sinks and throttles at once flip both on the same tick */
     int n = st->node_of[rank];
-    if (gpu_util >= 0 && gpu_util <= 1) {
-        st->n_gpu[n] += gpu_util;
-        st->n_ngpu[n]++;
-    }
+    if (gpu_util >= 0 && gpu_util <= 1)
+        st->n_gpu[n] = gpu_util;
     if (sm_clock > 0 && sm_clock <= 1)
-        st->n_clk[n] = isfinite(st->n_clk[n]) ? fmin(st->n_clk[n], sm_clock) : sm_clock;
+        st->n_clk[n] = sm_clock;
 }
 
 void silent_tick(silent *st)
@@ -182,7 +181,7 @@ void silent_tick(silent *st)
     for (int n = 0; n < nn; n++) {
         val[SILENT_UTIL] = cnt[n] > 0 ? sum[n] / cnt[n] : NAN;
         val[SILENT_NET] = st->n_net[n];
-        val[SILENT_GPU] = st->n_ngpu[n] > 0 ? st->n_gpu[n] / st->n_ngpu[n] : NAN;
+        val[SILENT_GPU] = st->n_gpu[n];
         val[SILENT_CLOCK] = st->n_clk[n];
         for (int s = 0; s < SILENT_NSIGNALS; s++) {
             double *prev = &st->last[(size_t)s * (size_t)nn + (size_t)n];
@@ -222,11 +221,8 @@ void silent_tick(silent *st)
         st->r_step[r] = st->r_comm[r] = 0;
         st->r_nstep[r] = 0;
     }
-    for (int n = 0; n < nn; n++) {
-        st->n_net[n] = st->n_clk[n] = NAN;
-        st->n_gpu[n] = 0;
-        st->n_ngpu[n] = 0;
-    }
+    for (int n = 0; n < nn; n++)
+        st->n_net[n] = st->n_gpu[n] = st->n_clk[n] = NAN;
     st->ticks++;
 }
 

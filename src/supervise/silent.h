@@ -112,9 +112,8 @@ typedef struct silent {
     double *r_comm;      /* [nranks] sum of their communication times */
     int *r_nstep;        /* [nranks] steps since the tick (0: none) */
     double *n_net;       /* [nnodes] peak bytes/s since the tick, NAN none */
-    double *n_gpu;       /* [nnodes] GPU busy share sum since the tick */
-    int *n_ngpu;         /* [nnodes] its count */
-    double *n_clk;       /* [nnodes] lowest SM clock ratio since the tick, NAN none */
+    double *n_gpu;       /* [nnodes] the newest GPU busy share since the tick, NAN none */
+    double *n_clk;       /* [nnodes] the newest SM clock ratio since the tick, NAN none */
     double *last;        /* [SILENT_NSIGNALS][nnodes] the previous tick's sample (NAN none) */
     /* per node, per signal: SILENT_HISTORY ticks (NAN: no sample), baseline samples */
     double *hist;        /* [SILENT_NSIGNALS][nnodes][HISTORY] */
@@ -138,7 +137,8 @@ void silent_record(silent *st, int rank, double util, double step_time, double c
                    double net);
 
 /* What a node's GPU sampler sent in one heartbeat of rank: gpu_util (0..1) and sm_clock
- * (0..1), each NAN when absent. A bad rank is ignored. */
+ * (0..1), each NAN when absent; the tick keeps the newest of each (every beat repeats the
+ * sampler's latest pair). A bad rank is ignored. */
 void silent_record_gpu(silent *st, int rank, double gpu_util, double sm_clock);
 
 /* Closes the current tick: one sample per node and signal from what was recorded. */

@@ -341,6 +341,15 @@ static void test_gpu_slow(void)
     CHECK_STR_HAS(d, "on each of the last 5 ticks");
     CHECK((size_t)silent_describe(&v, "node1", d, sizeof d) < 200); /* fits the incident */
 
+    /* the slowdown comes in the middle of a tick: that tick got a beat before it and one
+     * after; both signals come from the newest beat, so they flip on the same tick and the
+     * verdict names both (a mean of the tick's beats would flip the clock a tick early) */
+    ginit(NODES, RPN);
+    gwarmup();
+    silent_record_gpu(&st, RPN, 0.95, 0.99);
+    CHECK_INT(grun(NODES, g_cpu, gpu, clk, 0.25, 30, &v), WIN);
+    CHECK_INT(v.fired, (1u << SILENT_GPU) | (1u << SILENT_CLOCK));
+
     /* a throttling GPU that stays busy: the clock alone, still a utilisation incident */
     ginit(NODES, RPN);
     gwarmup();
