@@ -66,12 +66,12 @@ noisy node0 node1 node2 node3
 
 tiny_job "$tmp/job.json" 6 30 50
 now() { date +%s.%N; }
-# the job's length: about 30 s of healthy running here and now (see silent_cpu.sh)
+# the job's length: about 25 s of healthy running here and now (see silent_cpu.sh)
 c0=$(now)
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none -np 3 \
   "$tmp/wrap.sh" "$grit" train "$tmp/job.json" --run-dir "$tmp/cal" --quiet > "$tmp/cal.out" 2>&1 ||
   { tail -20 "$tmp/cal.out"; echo "FAIL: calibration run failed"; exit 1; }
-steps=${GRIT_SILENT_STEPS:-$(steps_for 30 "$tmp/cal" 30 "$c0")}
+steps=${GRIT_SILENT_STEPS:-$(steps_for 25 "$tmp/cal" 30 "$c0")}
 sed -i "s/\"total_steps\": 30/\"total_steps\": $steps/" "$tmp/job.json"
 echo "job: $steps steps on 3 nodes + 1 spare"
 L() { # DIR: grit launch in the background ($lpid)
