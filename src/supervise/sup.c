@@ -16,8 +16,9 @@
  * spike_z robust standard deviations, 1.4826 x MAD, above the median of the
  * last 32 steps); a failing periodic health check (grit health --quick in the
  * background every health_every seconds); silent slowdowns (silent.h: a node whose
- * utilisation or peak network throughput from the heartbeats stays below its peers'
- * and its own baseline while the job's steps slow down; ticked every SILENT_TICK_S).
+ * utilisation (CPU, or GPU busy share and SM clock) or peak network throughput from the
+ * heartbeats stays below its peers' and its own baseline while the job's steps slow
+ * down; ticked every SILENT_TICK_S).
  *
  * Faults for tests and demos (--inject) are sup_inject.c's: it puts them into the
  * environment of the processes they break (the job, a node's health check), and
@@ -208,9 +209,9 @@ static grit_err launch(sup *s)
                      .window = s->o->signal_window, .warmup = s->o->signal_warmup,
                      .min_rate = s->o->net_min_rate, .step_slow = s->o->signal_step_slow,
                      .clock_factor = s->o->clock_factor};
-    silent_free(&s->sil); /* off (both factors 0): a freed st judges nothing */
-    if (src == GRIT_OK && (lc.util_factor > 0 || lc.net_factor > 0 || lc.clock_factor > 0)) /* a new baseline for
-                                                                       * every launch */
+    silent_free(&s->sil); /* off (every factor 0): a freed st judges nothing */
+    /* a new baseline for every launch */
+    if (src == GRIT_OK && (lc.util_factor > 0 || lc.net_factor > 0 || lc.clock_factor > 0))
         src = silent_init(&s->sil, &lc, s->nranks, node_of);
     s->sil_ts = now_seconds();
     free(node_of);

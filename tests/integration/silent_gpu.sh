@@ -116,17 +116,8 @@ grep -q '"event":"diagnosis".*"node":"node1".*"health":"healthy"' "$ev" ||
   fail "throttled: no health check verdict for node1 in the diagnosis: $(grep -o '"event":"diagnosis".*' "$ev" | head -1)"
 grep -q '"health": *"healthy"' "$tmp/thr/supervisor.json" ||
   fail "throttled: the incident in supervisor.json has no health verdict"
-grep -q '"event":"cordon","node":"node1"' "$ev" || fail "throttled: node1 was not cordoned"
-[ "$(grep -c '"event":"cordon"' "$ev" || true)" -eq 1 ] || fail "throttled: more than node1 cordoned"
-grep -q '"event":"recovered"' "$ev" || fail "throttled: no recovered event"
-grep -q '"event":"done"' "$ev" || fail "throttled: no done event"
-cmp -s "$tmp/ref/model.safetensors" "$tmp/thr/model.safetensors" || fail "throttled: final weights differ from the fault-free run"
-t_det=$(grep -o '"ts":[0-9.]*,"event":"detected"' "$ev" | head -1 | grep -o '[0-9.]*' | head -1 || true)
-if [ -n "$t_det" ]; then
-  lat=$("$py" -c "print(round($t_det - $t_thr, 1))")
-  "$py" -c "import sys; sys.exit(0 if $t_det - $t_thr <= 60 else 1)" || fail "throttled: detected after $lat s (> 60 s)"
-  echo "ok   throttled: detected $lat s after the slowdown: $(grep -o 'detected utilisation[^;]*;' "$tmp/thr.out" | head -1)"
-fi
+replaced_ok throttled "$tmp/thr" "$tmp/ref" node1 "$t_thr"
+[ -z "$det_latency" ] || echo "ok   throttled: detected $det_latency s after the slowdown: $(grep -o 'detected utilisation[^;]*;' "$tmp/thr.out" | head -1)"
 [ $fails -eq 0 ] || { echo "the detector's last ticks (GRIT_SILENT_TRACE):"; grep '^silent:' "$tmp/thr.out" | tail -12; }
 [ $fails -eq 0 ] && echo "ok   silent_gpu: all checks passed"
 exit $((fails > 0))

@@ -24,6 +24,11 @@
 #                         may get a fifth of a core, and a limit of PCT% of a whole core would
 #                         throttle nothing), then moves it into $cg limited to PCT% of that;
 #                         sets throttle_got (cores) and throttle_quota (us per 100 ms)
+#   replaced_ok WHAT DIR REF NODE T0
+#                         after a slow node was found in the run in DIR: NODE (and only it)
+#                         cordoned, a recovered and a done event, final weights bitwise
+#                         equal to the fault-free run in REF, and the first detection within
+#                         60 s of T0 (date +%s.%N); its latency in $det_latency ("": none)
 # A test sets grit, py and tmp before sourcing it.
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -99,4 +104,18 @@ cpu_throttle() {
   throttle_quota=$("$py" -c "print(max(1000, int($2 / 100 * $throttle_got * 100000)))")
   if [ -f "$cg/cpu.max" ]; then echo "$throttle_quota 100000" > "$cg/cpu.max"; else echo "$throttle_quota" > "$cg/cpu.cfs_quota_us"; fi
   echo "$1" > "$cg/cgroup.procs"
+}
+
+replaced_ok() {
+  local what=$1 d=$2 ref=$3 node=$4 t0=$5 ev=$2/events.jsonl t_det
+  grep -q "\"event\":\"cordon\",\"node\":\"$node\"" "$ev" || fail "$what: $node was not cordoned"
+  [ "$(grep -c '"event":"cordon"' "$ev" || true)" -eq 1 ] || fail "$what: not exactly $node cordoned"
+  grep -q '"event":"recovered"' "$ev" || fail "$what: no recovered event"
+  grep -q '"event":"done"' "$ev" || fail "$what: no done event"
+  cmp -s "$ref/model.safetensors" "$d/model.safetensors" || fail "$what: final weights differ from the fault-free run"
+  det_latency=""
+  t_det=$(grep -o '"ts":[0-9.]*,"event":"detected"' "$ev" | head -1 | grep -o '[0-9.]*' | head -1 || true)
+  [ -n "$t_det" ] || return 0
+  det_latency=$("$py" -c "print(round($t_det - $t0, 1))")
+  "$py" -c "import sys; sys.exit(0 if $t_det - $t0 <= 60 else 1)" || fail "$what: detected after $det_latency s (> 60 s)"
 }
