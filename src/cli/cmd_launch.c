@@ -228,12 +228,15 @@ int cmd_launch(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (o.util_factor >= 1 || o.net_factor >= 1 || o.clock_factor >= 1) { /* parsed [0, 1] */
-        fprintf(stderr, "grit launch: --util-factor, --net-factor and --clock-factor: expected "
-                        "a number in [0, 1), got %g, %g and %g\n", o.util_factor, o.net_factor,
-                o.clock_factor);
-        return 2;
-    }
+    const struct { const char *name; double v; } factors[] = {
+        {"--util-factor", o.util_factor}, {"--net-factor", o.net_factor},
+        {"--clock-factor", o.clock_factor}};
+    for (size_t k = 0; k < sizeof factors / sizeof *factors; k++)
+        if (factors[k].v >= 1) { /* the parse allowed [0, 1] */
+            fprintf(stderr, "grit launch: %s: expected a number in [0, 1), got %g\n",
+                    factors[k].name, factors[k].v);
+            return 2;
+        }
     int slurm = o.backend && !strcmp(o.backend, "slurm");
     if (o.backend && !slurm && strcmp(o.backend, "local")) {
         fprintf(stderr, "grit launch: --backend '%s': expected local or slurm\n", o.backend);
