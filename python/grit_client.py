@@ -4,7 +4,7 @@ Standard library only, one module: copy it next to your trainer or put this dire
 PYTHONPATH. It speaks grit's heartbeat line protocol (docs/heartbeat.md):
 
     HB1 <secret> rank=R node=N step=S loss=L gnorm=G step_time=T comm_time=C pid=P host=H [tokens=K]
-        [util=U] [net_rx=B net_tx=B]
+        [util=U] [net_rx=B net_tx=B] [gpu_util=G sm_clock=K]
     EV1 <secret> rank=R node=N kind=K step=S detail=D
 
 as UDP datagrams to GRIT_SUP_ADDR, authenticated with the job's GRIT_SUP_SECRET. With
@@ -34,7 +34,10 @@ the process used (time.process_time(): all its threads, torch's included) per se
 wall time since its previous beat; on the node's local rank 0 (LOCAL_RANK,
 OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID; 0 when none is set) it also reads the interface
 byte counters in /sys/class/net (all but lo, or GRIT_NET_IFACE) every 0.1 s and sends the
-peak rates as net_rx=/net_tx=. Both ride on every beat sent after they were measured.
+peak rates as net_rx=/net_tx=, and, where NVML loads (ctypes; GRIT_NVML_LIB, else
+libnvidia-ml.so.1), samples the node's GPUs (CUDA_VISIBLE_DEVICES's, else all) before each
+beat: gpu_util= the mean busy share (0..1), sm_clock= the lowest SM clock / maximum SM clock.
+No NVML, no GPU: no GPU fields. All ride on every beat sent after they were measured.
 
 Rank and node come from the environment: the rank from RANK (torchrun, torch env://), else
 OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID; the node from GRIT_NODES and
@@ -48,6 +51,7 @@ checkpoint as the newest or the new one complete, never a half file that looks c
 """
 
 import atexit
+import ctypes
 import os
 import re
 import signal
@@ -109,6 +113,84 @@ def _default_node(rank):
 def _fmt(x):
     """A float field as grit's parser reads it (strtod: nan, inf and 1e-05 all parse)."""
     return "%.9g" % float(x)
+
+
+class _Gpus:
+    """The node's GPUs through NVML (ctypes), for gpu_util= and sm_clock=; see
+    src/heartbeat/hb_gpu.h, which the C trainer uses. open() returns None when there is
+    nothing to sample; sample() never raises."""
+
+    class _Util(ctypes.Structure):  # nvmlUtilization_t
+        _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+
+    SM = 1  # NVML_CLOCK_SM
+
+    @classmethod
+    def open(cls):
+        try:
+            lib = ctypes.CDLL(os.environ.get("GRIT_NVML_LIB") or "libnvidia-ml.so.1")
+            init = getattr(lib, "nvmlInit_v2", None) or lib.nvmlInit
+            if init() != 0:
+                return None
+        except (OSError, AttributeError):
+            return None
+        g = cls()
+        g._lib, g._devs, g._max = lib, [], []
+        try:
+            cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+            if cvd is None:
+                n = ctypes.c_uint(0)
+                count = getattr(lib, "nvmlDeviceGetCount_v2", None) or lib.nvmlDeviceGetCount
+                names = [str(i) for i in range(n.value)] if count(ctypes.byref(n)) == 0 else []
+            else:
+                names = [e.strip() for e in cvd.split(",")]
+            by_index = getattr(lib, "nvmlDeviceGetHandleByIndex_v2", None) or lib.nvmlDeviceGetHandleByIndex
+            for e in names:  # CUDA's rule: up to the first entry that names no device
+                h = ctypes.c_void_p()
+                if e.isdigit():
+                    rc = by_index(ctypes.c_uint(int(e)), ctypes.byref(h))
+                else:
+                    rc = lib.nvmlDeviceGetHandleByUUID(e.encode(), ctypes.byref(h)) if e else 1
+                if rc != 0:
+                    break
+                m = ctypes.c_uint(0)
+                try:
+                    ok = lib.nvmlDeviceGetMaxClockInfo(h, ctypes.c_int(cls.SM), ctypes.byref(m)) == 0
+                except AttributeError:
+                    ok = False
+                g._devs.append(h)
+                g._max.append(m.value if ok else 0)
+        except (OSError, AttributeError, ValueError):
+            g._devs = []
+        if not g._devs:
+            g.close()
+            return None
+        return g
+
+    def sample(self):
+        """(gpu_util, sm_clock), each None when no GPU answered."""
+        utils, clock = [], None
+        for h, mx in zip(self._devs, self._max):
+            try:
+                u = self._Util()
+                if self._lib.nvmlDeviceGetUtilizationRates(h, ctypes.byref(u)) == 0 and u.gpu <= 100:
+                    utils.append(u.gpu / 100.0)
+            except (OSError, AttributeError):
+                pass
+            try:
+                c = ctypes.c_uint(0)
+                if mx and self._lib.nvmlDeviceGetClockInfo(h, ctypes.c_int(self.SM), ctypes.byref(c)) == 0:
+                    r = min(1.0, c.value / mx)
+                    clock = r if clock is None else min(clock, r)
+            except (OSError, AttributeError):
+                pass
+        return (sum(utils) / len(utils) if utils else None), clock
+
+    def close(self):
+        try:
+            self._lib.nvmlShutdown()
+        except (OSError, AttributeError):
+            pass
 
 
 class _Client:
@@ -196,6 +278,7 @@ class _Client:
         next_beat = wall0 + self._period
         prev = (self._net_totals(), wall0) if self._net else (None, wall0)
         peak = None
+        gpus = _Gpus.open() if self._net else None  # one sampler per node, as for the network
         while not self._quit:
             now = time.monotonic()
             self._wake.wait(min(NET_SLICE_S, max(0.0, next_beat - now)) if self._net
@@ -219,10 +302,16 @@ class _Client:
             if peak is not None:
                 sig += " net_rx=%.0f net_tx=%.0f" % peak
                 peak = (0.0, 0.0)
+            if gpus is not None:
+                gu, gk = gpus.sample()
+                sig += (" gpu_util=%.4f" % gu if gu is not None else "") + (
+                    " sm_clock=%.4f" % gk if gk is not None else "")
             self._sig = sig.encode()
             last = self._last
             if last is not None:
                 self._send(last + self._sig + b"\n")
+        if gpus is not None:
+            gpus.close()
 
     def close(self):
         self._quit = True

@@ -318,11 +318,22 @@ set_tests_properties(integration.health_mpi PROPERTIES TIMEOUT 300 LABELS "integ
 # and energy for the GPU check's and power sampling's tests on machines without a GPU: test_gpu loads it by path, and
 # integration.health_gpu runs grit health --deep against it.
 add_library(grit-fake-nvml SHARED tests/fake/fake_nvml.c)
-# test_power_nvml stages GPU power and energy counters through it.
-foreach(t test_gpu test_power_nvml)
+# test_power_nvml stages GPU power and energy counters through it, test_hb_gpu GPU
+# utilisation and SM clocks (the heartbeat's gpu_util=/sm_clock=).
+foreach(t test_gpu test_power_nvml test_hb_gpu)
   target_compile_definitions(${t} PRIVATE GRIT_FAKE_NVML="$<TARGET_FILE:grit-fake-nvml>")
   add_dependencies(${t} grit-fake-nvml)
 endforeach()
+# A GPU that slows (the stand-in NVML's utilisation and SM clock files drop) on a node whose
+# rank a CPU cgroup slows for real: a "utilisation" incident naming node1 and its gpu_util
+# and sm_clock, its health check recorded, node1 replaced, bitwise equal to the fault-free
+# run, which raises no alarm on noisy healthy GPUs. Skips (77, loudly) without a writable
+# CPU cgroup. About 1.5-2 minutes on a loaded 2-core host.
+add_test(NAME integration.silent_gpu
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/silent_gpu.sh $<TARGET_FILE:grit> ${GRIT_PYTHON}
+          $<TARGET_FILE:grit-fake-nvml>)
+set_tests_properties(integration.silent_gpu PROPERTIES TIMEOUT 300
+  LABELS "integration;mpi;cgroup" RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 add_test(NAME integration.health_gpu
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/health_gpu.sh $<TARGET_FILE:grit>
           $<TARGET_FILE:grit-fake-nvml>)
@@ -438,7 +449,8 @@ add_test(NAME unit.pyclient
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}/tests/python)
 set_tests_properties(unit.pyclient PROPERTIES TIMEOUT 120 LABELS "unit;pytorch"
   SKIP_RETURN_CODE 77
-  ENVIRONMENT "GRIT_HB_PARSE=$<TARGET_FILE:grit-hb-parse>;GRIT_BIN=$<TARGET_FILE:grit>;PYTHONPATH=${CMAKE_SOURCE_DIR}/python")
+  ENVIRONMENT "GRIT_HB_PARSE=$<TARGET_FILE:grit-hb-parse>;GRIT_BIN=$<TARGET_FILE:grit>;PYTHONPATH=${CMAKE_SOURCE_DIR}/python;GRIT_FAKE_NVML=$<TARGET_FILE:grit-fake-nvml>")
+add_dependencies(grit-hb-parse grit-fake-nvml) # the client's GPU signal is tested against it
 add_test(NAME integration.pytorch_launch
   COMMAND ${GRIT_PYTHON} ${CMAKE_SOURCE_DIR}/tests/integration/pytorch_launch.py $<TARGET_FILE:grit>)
 set_tests_properties(integration.pytorch_launch PROPERTIES TIMEOUT 480

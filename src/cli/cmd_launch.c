@@ -46,7 +46,8 @@ static void usage(FILE *f)
             "  --straggler-min-gap S  seconds: a smaller difference is timer and scheduler noise,\n"
             "                         whatever the ratio (default 0.01)\n"
             "  --util-factor F        silent slowdowns (docs/heartbeat.md): a node whose\n"
-            "                         utilisation (CPU cores busy of its ranks, from their\n"
+            "                         utilisation (its GPUs' busy share where it reports\n"
+            "                         GPUs, else the CPU cores busy of its ranks, from their\n"
             "                         heartbeats) is below F x the other nodes' median and F x\n"
             "                         its own baseline on each of the last --signal-window\n"
             "                         seconds, while the job's steps are --signal-step-slow x\n"
@@ -54,6 +55,9 @@ static void usage(FILE *f)
             "                         0 off; F < 1)\n"
             "  --net-factor F         the same for the node's peak network throughput (bytes/s\n"
             "                         on its interfaces; default 0.5, 0 off)\n"
+            "  --clock-factor F       the same for its GPUs' lowest SM clock / maximum clock\n"
+            "                         (a throttling GPU; a utilisation incident; default 0.8,\n"
+            "                         0 off)\n"
             "  --signal-window S      seconds that must all be low, 1..60 (default 5)\n"
             "  --signal-warmup S      seconds after each launch that set the baseline, 1..600\n"
             "                         (default 30)\n"
@@ -131,6 +135,7 @@ int cmd_launch(int argc, char **argv)
                   .hang_floor = 30, .hang_cap = 600, .startup_timeout = 120, .grace = 3,
                   .backoff = 0.5, .stop_grace = 25, .straggler_factor = 2.5, .straggler_window = 5,
                   .straggler_min_gap = 0.01, .util_factor = 0.6, .net_factor = 0.5,
+                  .clock_factor = 0.8,
                   .signal_window = 5, .signal_warmup = 30, .net_min_rate = 1e6,
                   .signal_step_slow = 1.2,
                   .spike_z = 8, .health_every = 0, .spare_wait = 600, .no_spare = "give_up",
@@ -187,6 +192,7 @@ int cmd_launch(int argc, char **argv)
         NUM_OPT("--straggler-min-gap", straggler_min_gap, 0, 1e7)
         NUM_OPT("--util-factor", util_factor, 0, 1)
         NUM_OPT("--net-factor", net_factor, 0, 1)
+        NUM_OPT("--clock-factor", clock_factor, 0, 1)
         NUM_OPT("--net-min-rate", net_min_rate, 0, 1e15)
         NUM_OPT("--signal-step-slow", signal_step_slow, 1, 1e6)
         NUM_OPT("--spike-z", spike_z, 0, 1e6)
@@ -222,11 +228,15 @@ int cmd_launch(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (o.util_factor >= 1 || o.net_factor >= 1) { /* the parse allowed [0, 1] */
-        fprintf(stderr, "grit launch: --util-factor and --net-factor: expected a number in "
-                        "[0, 1), got %g and %g\n", o.util_factor, o.net_factor);
-        return 2;
-    }
+    const struct { const char *name; double v; } factors[] = {
+        {"--util-factor", o.util_factor}, {"--net-factor", o.net_factor},
+        {"--clock-factor", o.clock_factor}};
+    for (size_t k = 0; k < sizeof factors / sizeof *factors; k++)
+        if (factors[k].v >= 1) { /* the parse allowed [0, 1] */
+            fprintf(stderr, "grit launch: %s: expected a number in [0, 1), got %g\n",
+                    factors[k].name, factors[k].v);
+            return 2;
+        }
     int slurm = o.backend && !strcmp(o.backend, "slurm");
     if (o.backend && !slurm && strcmp(o.backend, "local")) {
         fprintf(stderr, "grit launch: --backend '%s': expected local or slurm\n", o.backend);

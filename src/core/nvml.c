@@ -36,6 +36,7 @@ grit_err nvml_open(const char *path, nvml_api *api)
     *(void **)&api->shutdown = sym(h, "nvmlShutdown", NULL);
     *(void **)&api->count = sym(h, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount");
     *(void **)&api->handle = sym(h, "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex");
+    *(void **)&api->handle_uuid = sym(h, "nvmlDeviceGetHandleByUUID", NULL);
     *(void **)&api->name = sym(h, "nvmlDeviceGetName", NULL);
     *(void **)&api->temp = sym(h, "nvmlDeviceGetTemperature", NULL);
     *(void **)&api->ecc = sym(h, "nvmlDeviceGetTotalEccErrors", NULL);
@@ -51,6 +52,9 @@ grit_err nvml_open(const char *path, nvml_api *api)
     *(void **)&api->event_free = sym(h, "nvmlEventSetFree", NULL);
     *(void **)&api->energy = sym(h, "nvmlDeviceGetTotalEnergyConsumption", NULL);
     *(void **)&api->power = sym(h, "nvmlDeviceGetPowerUsage", NULL);
+    *(void **)&api->utilization = sym(h, "nvmlDeviceGetUtilizationRates", NULL);
+    *(void **)&api->clock = sym(h, "nvmlDeviceGetClockInfo", NULL);
+    *(void **)&api->max_clock = sym(h, "nvmlDeviceGetMaxClockInfo", NULL);
     return GRIT_OK;
 }
 

@@ -3,9 +3,10 @@
  *
  * grit has no build dependency on the NVIDIA driver: nvml_open() dlopen()s
  * libnvidia-ml.so.1 and resolves the entry points grit uses into a table of
- * function pointers. Two modules read it: the health check (src/health/gpu.c:
- * ECC, retirement, temperature, throttling, Xid events) and power sampling
- * (src/obs/live.c: energy counter and power draw). Keeping the dlopen here
+ * function pointers. Three modules read it: the health check (src/health/gpu.c:
+ * ECC, retirement, temperature, throttling, Xid events), power sampling
+ * (src/obs/live.c: energy counter and power draw) and the heartbeat's GPU signal
+ * (src/heartbeat/hb_gpu.c: utilisation and SM clocks). Keeping the dlopen here
  * means there is one list of symbol names and one library path rule.
  *
  * Not in here: nvmlInit/nvmlShutdown calls and any judging. The caller calls
@@ -41,12 +42,19 @@ typedef struct nvml_event { /* nvmlEventData_t */
     unsigned gpu_instance, compute_instance;
 } nvml_event;
 
+typedef struct nvml_util { /* nvmlUtilization_t: percent of the sample period */
+    unsigned gpu, memory;
+} nvml_util;
+
+#define NVML_CLOCK_SM 1 /* nvmlClockType_t */
+
 typedef struct nvml_api {
     void *lib; /* dlopen handle; NULL for a table filled in by hand (a fake driver) */
     nvml_ret (*init)(void);
     nvml_ret (*shutdown)(void);
     nvml_ret (*count)(unsigned *);
     nvml_ret (*handle)(unsigned, nvml_dev *);
+    nvml_ret (*handle_uuid)(const char *, nvml_dev *);
     nvml_ret (*name)(nvml_dev, char *, unsigned);
     nvml_ret (*temp)(nvml_dev, int, unsigned *);
     nvml_ret (*ecc)(nvml_dev, int, int, unsigned long long *);
@@ -63,6 +71,11 @@ typedef struct nvml_api {
     /* power (obs): mJ since the driver loaded (Volta and newer), and mW now */
     nvml_ret (*energy)(nvml_dev, unsigned long long *);
     nvml_ret (*power)(nvml_dev, unsigned *);
+    /* silent slowdowns (heartbeat/hb_gpu.h): % busy over the driver's last sample
+     * period, and the SM clock now and at most (MHz) */
+    nvml_ret (*utilization)(nvml_dev, nvml_util *);
+    nvml_ret (*clock)(nvml_dev, int, unsigned *);
+    nvml_ret (*max_clock)(nvml_dev, int, unsigned *);
 } nvml_api;
 
 /* The library nvml_open(path) loads: path when non-empty, else $GRIT_NVML_LIB when

@@ -17,6 +17,14 @@ static bool same_secret(const char *a, const char *b)
     return diff == 0 && la > 0;
 }
 
+/* v as a number when all of it is one, else NAN (no measurement). */
+static double whole_number(const char *v)
+{
+    char *end;
+    double x = strtod(v, &end);
+    return end != v && !*end ? x : NAN;
+}
+
 grit_err hb_parse(const char *line, const char *secret, hb_msg *m)
 {
     memset(m, 0, sizeof *m);
@@ -24,7 +32,7 @@ grit_err hb_parse(const char *line, const char *secret, hb_msg *m)
     m->step = -1;
     m->loss = m->gnorm = NAN;
     m->energy_j = NAN; /* esrc= without energy_j= measures nothing */
-    m->util = m->net_rx = m->net_tx = NAN;
+    m->util = m->net_rx = m->net_tx = m->gpu_util = m->sm_clock = NAN;
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", line);
     buf[strcspn(buf, "\r\n")] = '\0';
@@ -75,6 +83,10 @@ grit_err hb_parse(const char *line, const char *secret, hb_msg *m)
             m->net_rx = strtod(v, &end);
         else if (!strcmp(k, "net_tx"))
             m->net_tx = strtod(v, &end);
+        else if (!strcmp(k, "gpu_util"))
+            m->gpu_util = whole_number(v);
+        else if (!strcmp(k, "sm_clock"))
+            m->sm_clock = whole_number(v);
         else if (!strcmp(k, "kind"))
             snprintf(m->kind, sizeof m->kind, "%s", v);
         else if (!strcmp(k, "detail"))
@@ -95,5 +107,9 @@ grit_err hb_parse(const char *line, const char *secret, hb_msg *m)
         m->util = NAN;
     if (!(isfinite(m->net_rx) && m->net_rx >= 0 && isfinite(m->net_tx) && m->net_tx >= 0))
         m->net_rx = m->net_tx = NAN;
+    if (!(m->gpu_util >= 0 && m->gpu_util <= 1)) /* shares: 0..1 (NAN fails both) */
+        m->gpu_util = NAN;
+    if (!(m->sm_clock > 0 && m->sm_clock <= 1))
+        m->sm_clock = NAN;
     return GRIT_OK;
 }

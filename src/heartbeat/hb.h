@@ -8,6 +8,7 @@
  *       step_time=<seconds> comm_time=<seconds> pid=<int> host=<boot_id>
  *       [energy_j=<joules> power_w=<watts> esrc=<HB_ESRC_* mask> gpus=<int>]
  *       [util=<cores busy>] [net_rx=<bytes/s> net_tx=<bytes/s>]
+ *       [gpu_util=<0..1>] [sm_clock=<0..1>]
  *   EV1 <secret> rank=<int> node=<name> kind=<word> step=<int> [detail=<word>]
  *
  * HB1 reports progress (a worker with nothing new sends its last step again
@@ -34,7 +35,11 @@
  * HB_NET_SLICE_S and sends net_rx=/net_tx=, the PEAK rate over those slices since the
  * previous beat. Peak, not mean: in a synchronous job every node moves the same bytes
  * per step and waits for the slowest, so mean rates are equal on every node; the rate a
- * node reaches while it does send is what its link can do. Absent fields: NAN.
+ * node reaches while it does send is what its link can do. A client started with gpu
+ * (one per node: local rank 0) samples the node's GPUs through NVML before each periodic
+ * beat (hb_gpu.h) and sends gpu_util= (mean busy share over its GPUs) and sm_clock=
+ * (the lowest SM clock / maximum SM clock among them); no GPU: neither field. An older
+ * supervisor ignores them. Absent fields: NAN.
  *
  * Files: hb.c the parser (both ends), hb_client.c the worker's thread, hb_server.c
  * the supervisor's socket.
@@ -64,6 +69,7 @@ typedef struct hb_msg {
     char kind[32], detail[64]; /* EV1 */
     double util;               /* cores busy over the last beat period; NAN when absent */
     double net_rx, net_tx;     /* node's peak interface bytes/s; NAN when absent */
+    double gpu_util, sm_clock; /* node's GPU busy share and SM clock ratio, 0..1; NAN absent */
 } hb_msg;
 
 /* Parses one line; GRIT_EINVAL for a malformed line, GRIT_EFORMAT (no message
@@ -94,6 +100,7 @@ typedef struct hb_client_opts {
     hb_sample_fn sample;   /* NULL: no energy fields */
     void *sample_ctx;      /* the caller's; must outlive the client */
     bool net;              /* sample the node's interfaces (one client per node) */
+    bool gpu;              /* sample the node's GPUs through NVML (one client per node) */
 } hb_client_opts;
 
 /* From GRIT_SUP_ADDR / GRIT_SUP_SECRET; NULL (no error) when not supervised.

@@ -7,11 +7,13 @@
  *
  * Signals (hb.h): util= from the process's CPU clock at each periodic beat; with net,
  * the thread also wakes every HB_NET_SLICE_S between beats to read the interface
- * counters and keeps the peak rate until the next beat. Both are computed on this
- * thread only and published under mu, like the energy.
+ * counters and keeps the peak rate until the next beat; with gpu, it samples the node's
+ * GPUs (hb_gpu.h) before each periodic beat, outside mu like the energy. All are
+ * computed on this thread only and published under mu.
  */
 #define _GNU_SOURCE
 #include "heartbeat/hb.h"
+#include "heartbeat/hb_gpu.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -46,7 +48,8 @@ struct hb_client {
     long beats;        /* periodic beats sent by the thread */
     pthread_cond_t done_cv; /* signalled after each of them */
     /* signals: the last beat's values (under mu; NAN: not measured yet) */
-    double util, net_rx, net_tx;
+    double util, net_rx, net_tx, gpu_util, sm_clock;
+    bool gpu;                    /* sample the node's GPUs (opened on the thread) */
     /* the beat thread's own bookkeeping (no lock: only it touches these) */
     double cpu0, wall0;          /* process CPU and wall clock at the previous beat */
     bool net;                    /* sample the interfaces */
@@ -76,7 +79,7 @@ static void send_line(hb_client *c, const char *line)
 
 static void send_beat(hb_client *c)
 {
-    char line[768], energy[160] = "", sig[128] = "";
+    char line[768], energy[160] = "", sig[160] = "";
     if (c->energy.sources)
         snprintf(energy, sizeof energy, " energy_j=%.3f power_w=%.3f esrc=%d gpus=%d",
                  c->energy.joules, c->energy.watts, c->energy.sources, c->energy.gpus);
@@ -84,7 +87,11 @@ static void send_beat(hb_client *c)
     if (isfinite(c->util))
         n += snprintf(sig, sizeof sig, " util=%.4f", c->util);
     if (isfinite(c->net_rx))
-        snprintf(sig + n, sizeof sig - (size_t)n, " net_rx=%.0f net_tx=%.0f", c->net_rx, c->net_tx);
+        n += snprintf(sig + n, sizeof sig - (size_t)n, " net_rx=%.0f net_tx=%.0f", c->net_rx, c->net_tx);
+    if (isfinite(c->gpu_util))
+        n += snprintf(sig + n, sizeof sig - (size_t)n, " gpu_util=%.4f", c->gpu_util);
+    if (isfinite(c->sm_clock))
+        snprintf(sig + n, sizeof sig - (size_t)n, " sm_clock=%.4f", c->sm_clock);
     snprintf(line, sizeof line,
              "HB1 %s rank=%d node=%s step=%ld loss=%.9g gnorm=%.9g step_time=%.6f "
              "comm_time=%.6f pid=%ld host=%s%s%s\n",
@@ -184,9 +191,23 @@ static void meter_sample(hb_client *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* Samples the node's GPUs (c->mu not held: NVML calls), then publishes them. */
+static void gpu_sample(hb_client *c, hb_gpu *g)
+{
+    if (!g)
+        return;
+    double u, k;
+    hb_gpu_sample(g, &u, &k);
+    pthread_mutex_lock(&c->mu);
+    c->gpu_util = u;
+    c->sm_clock = k;
+    pthread_mutex_unlock(&c->mu);
+}
+
 static void *client_loop(void *arg)
 {
     hb_client *c = arg;
+    hb_gpu *g = c->gpu ? hb_gpu_open() : NULL; /* NVML's init may take a while: here */
     meter_sample(c); /* the baseline */
     pthread_mutex_lock(&c->mu);
     c->cpu0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
@@ -213,9 +234,10 @@ static void *client_loop(void *arg)
         next_beat = clock_s(CLOCK_MONOTONIC) + c->period;
         c->final = 0;
         signals_publish(c);
-        if (c->sample) {
+        if (c->sample || g) {
             pthread_mutex_unlock(&c->mu);
             meter_sample(c);
+            gpu_sample(c, g);
             pthread_mutex_lock(&c->mu);
         }
         if (!c->quit)
@@ -225,6 +247,7 @@ static void *client_loop(void *arg)
     }
     pthread_cond_broadcast(&c->done_cv);
     pthread_mutex_unlock(&c->mu);
+    hb_gpu_close(g);
     return NULL;
 }
 
@@ -250,8 +273,9 @@ hb_client *hb_client_start(const hb_client_opts *o)
     snprintf(c->host, sizeof c->host, "%s", o->host ? o->host : "");
     c->sample = o->sample;
     c->sample_ctx = o->sample_ctx;
-    c->util = c->net_rx = c->net_tx = NAN;
+    c->util = c->net_rx = c->net_tx = c->gpu_util = c->sm_clock = NAN;
     c->net = o->net;
+    c->gpu = o->gpu;
     c->nt0 = -1;
     c->peak_rx = c->peak_tx = -1;
     const char *ifn = getenv("GRIT_NET_IFACE");

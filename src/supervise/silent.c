@@ -45,6 +45,7 @@ void silent_free(silent *st)
     if (!st)
         return;
     free(st->node_of), free(st->r_util), free(st->r_nutil), free(st->r_step), free(st->n_net);
+    free(st->n_gpu), free(st->n_clk);
     free(st->r_comm), free(st->r_nstep);
     free(st->hist), free(st->base), free(st->base_acc), free(st->base_step_acc);
     free(st->scratch), free(st->last);
@@ -61,9 +62,11 @@ grit_err silent_init(silent *st, const silent_cfg *cfg, int nranks, const int *n
         return grit_errf(GRIT_EINVAL, "silent detector: warmup %d ticks, expected 1..%d",
                          cfg->warmup, SILENT_MAX_WARMUP);
     if (!(isfinite(cfg->util_factor) && cfg->util_factor < 1) ||
-        !(isfinite(cfg->net_factor) && cfg->net_factor < 1))
-        return grit_errf(GRIT_EINVAL, "silent detector: factors %g/%g, expected < 1 (<= 0: off)",
-                         cfg->util_factor, cfg->net_factor);
+        !(isfinite(cfg->net_factor) && cfg->net_factor < 1) ||
+        !(isfinite(cfg->clock_factor) && cfg->clock_factor < 1))
+        return grit_errf(GRIT_EINVAL, "silent detector: factors %g/%g/%g (util/net/clock), "
+                         "expected < 1 (<= 0: off)", cfg->util_factor, cfg->net_factor,
+                         cfg->clock_factor);
     if (!(cfg->min_rate >= 0) || !(cfg->step_slow >= 1))
         return grit_errf(GRIT_EINVAL, "silent detector: min_rate %g (>= 0) or step_slow %g "
                          "(>= 1) out of range", cfg->min_rate, cfg->step_slow);
@@ -88,6 +91,8 @@ grit_err silent_init(silent *st, const silent_cfg *cfg, int nranks, const int *n
     st->r_comm = calloc((size_t)nranks, sizeof *st->r_comm);
     st->r_nstep = calloc((size_t)nranks, sizeof *st->r_nstep);
     st->n_net = malloc((size_t)nnodes * sizeof *st->n_net);
+    st->n_gpu = malloc((size_t)nnodes * sizeof *st->n_gpu);
+    st->n_clk = malloc((size_t)nnodes * sizeof *st->n_clk);
     st->last = malloc(per * sizeof *st->last);
     st->hist = malloc(per * SILENT_HISTORY * sizeof *st->hist);
     st->base = malloc(per * sizeof *st->base);
@@ -95,7 +100,7 @@ grit_err silent_init(silent *st, const silent_cfg *cfg, int nranks, const int *n
     st->base_step_acc = malloc((size_t)cfg->warmup * sizeof *st->base_step_acc);
     st->scratch = malloc(((size_t)nnodes + (size_t)nranks + (size_t)cfg->warmup) * sizeof *st->scratch);
     if (!st->node_of || !st->r_util || !st->r_nutil || !st->r_step || !st->r_comm ||
-        !st->r_nstep || !st->n_net || !st->hist ||
+        !st->r_nstep || !st->n_net || !st->n_gpu || !st->n_clk || !st->hist ||
         !st->base || !st->base_acc || !st->base_step_acc || !st->scratch || !st->last) {
         silent_free(st);
         return grit_errf(GRIT_ENOMEM, "silent detector: out of memory for %d ranks", nranks);
@@ -112,7 +117,7 @@ grit_err silent_init(silent *st, const silent_cfg *cfg, int nranks, const int *n
         }
     memset(st->r_nutil, 0, (size_t)nranks * sizeof *st->r_nutil);
     for (int n = 0; n < nnodes; n++)
-        st->n_net[n] = NAN;
+        st->n_net[n] = st->n_gpu[n] = st->n_clk[n] = NAN;
     for (size_t i = 0; i < per * SILENT_HISTORY; i++)
         st->hist[i] = NAN;
     for (size_t i = 0; i < per; i++)
@@ -143,6 +148,19 @@ void silent_record(silent *st, int rank, double util, double step_time, double c
         st->n_net[n] = isfinite(st->n_net[n]) ? fmax(st->n_net[n], net) : net;
 }
 
+void silent_record_gpu(silent *st, int rank, double gpu_util, double sm_clock)
+{
+    if (!st->node_of || rank < 0 || rank >= st->nranks)
+        return;
+    /* the newest: every beat repeats the sampler's latest pair, and taking both from the
+     * same beat lets a GPU that sinks and throttles at once flip both on the same tick */
+    int n = st->node_of[rank];
+    if (gpu_util >= 0 && gpu_util <= 1)
+        st->n_gpu[n] = gpu_util;
+    if (sm_clock > 0 && sm_clock <= 1)
+        st->n_clk[n] = sm_clock;
+}
+
 void silent_tick(silent *st)
 {
     if (!st->node_of)
@@ -163,6 +181,8 @@ void silent_tick(silent *st)
     for (int n = 0; n < nn; n++) {
         val[SILENT_UTIL] = cnt[n] > 0 ? sum[n] / cnt[n] : NAN;
         val[SILENT_NET] = st->n_net[n];
+        val[SILENT_GPU] = st->n_gpu[n];
+        val[SILENT_CLOCK] = st->n_clk[n];
         for (int s = 0; s < SILENT_NSIGNALS; s++) {
             double *prev = &st->last[(size_t)s * (size_t)nn + (size_t)n];
             if (isfinite(val[s])) { /* fresh: remembered for one empty tick */
@@ -202,7 +222,7 @@ void silent_tick(silent *st)
         st->r_nstep[r] = 0;
     }
     for (int n = 0; n < nn; n++)
-        st->n_net[n] = NAN;
+        st->n_net[n] = st->n_gpu[n] = st->n_clk[n] = NAN;
     st->ticks++;
 }
 
@@ -229,39 +249,55 @@ int silent_check(const silent *st, silent_verdict *v)
         return 0;
     double *others = st->scratch;
     int found = 0;
-    for (int s = 0; s < SILENT_NSIGNALS; s++) {
-        double f = s == SILENT_UTIL ? st->cfg.util_factor : st->cfg.net_factor;
-        if (f <= 0)
-            continue;
-        for (int n = 0; n < nn; n++) {
+    /* a node with a GPU baseline is judged on its GPUs, not on its CPU time (silent.h) */
+    const double *gpu_base = st->base + (size_t)SILENT_GPU * (size_t)nn;
+    silent_verdict low[SILENT_NSIGNALS]; /* this node's low signals */
+    for (int n = 0; n < nn; n++) {
+        unsigned fired = 0;
+        int best = -1;
+        for (int s = 0; s < SILENT_NSIGNALS; s++) {
+            double f = s == SILENT_NET     ? st->cfg.net_factor
+                     : s == SILENT_CLOCK   ? st->cfg.clock_factor
+                                           : st->cfg.util_factor;
             double base = st->base[(size_t)s * (size_t)nn + (size_t)n];
-            if (!isfinite(base))
+            if (f <= 0 || !isfinite(base) || (s == SILENT_UTIL && isfinite(gpu_base[n])))
                 continue;
             double vsum = 0, osum = 0;
-            int low = 1;
-            for (int k = 0; k < w && low; k++) {
+            int is_low = 1;
+            for (int k = 0; k < w && is_low; k++) {
                 size_t slot = (size_t)((judged - 1 - k) % SILENT_HISTORY);
                 double x = hist_at(st, s, n)[slot];
                 int no = 0;
-                for (int m = 0; m < nn; m++)
+                for (int m = 0; m < nn; m++) /* CPU time: compared with CPU-only nodes */
                     if (m != n)
-                        others[no++] = hist_at(st, s, m)[slot];
+                        others[no++] = s == SILENT_UTIL && isfinite(gpu_base[m])
+                                           ? NAN : hist_at(st, s, m)[slot];
                 double med = median_finite(others, no);
-                low = isfinite(x) && isfinite(med) && x < f * med && x < f * base &&
-                      (s != SILENT_NET || med >= st->cfg.min_rate);
+                is_low = isfinite(x) && isfinite(med) && x < f * med && x < f * base &&
+                         (s != SILENT_NET || med >= st->cfg.min_rate);
                 vsum += x;
                 osum += med;
             }
-            if (!low || !(osum > 0))
+            if (!is_low || !(osum > 0))
                 continue;
-            double ratio = vsum / osum;
-            if (!found || ratio < v->ratio) {
-                *v = (silent_verdict){.node = n, .signal = (silent_signal)s, .value = vsum / w,
-                                      .others = osum / w, .baseline = base, .ratio = ratio,
+            low[s] = (silent_verdict){.node = n, .signal = (silent_signal)s, .value = vsum / w,
+                                      .others = osum / w, .baseline = base, .ratio = vsum / osum,
                                       .step = step, .step_base = st->step_base, .window = w};
-                found = 1;
-            }
+            fired |= 1u << s;
+            if (best < 0 || low[s].ratio < low[best].ratio)
+                best = s;
         }
+        if (best < 0 || (found && low[best].ratio >= v->ratio))
+            continue;
+        *v = low[best];
+        v->fired = fired;
+        for (int s = 0; s < SILENT_NSIGNALS; s++) {
+            int f = (fired >> s) & 1u;
+            v->values[s] = f ? low[s].value : NAN;
+            v->peers[s] = f ? low[s].others : NAN;
+            v->bases[s] = f ? low[s].baseline : NAN;
+        }
+        found = 1;
     }
     return found;
 }
@@ -276,7 +312,9 @@ void silent_trace(const silent *st, FILE *f)
     for (int n = 0; n < st->nnodes; n++)
         for (int s = 0; s < SILENT_NSIGNALS; s++) {
             double x = t < w ? acc_at(st, s, n)[t] : hist_at(st, s, n)[(t - w) % SILENT_HISTORY];
-            fprintf(f, " | n%d %s %.3g (base %.3g)", n, s == SILENT_UTIL ? "util" : "net", x,
+            if (s >= SILENT_GPU && !isfinite(x) && !isfinite(st->base[(size_t)s * (size_t)st->nnodes + (size_t)n]))
+                continue; /* no GPU on this node */
+            fprintf(f, " | n%d %s %.3g (base %.3g)", n, silent_signal_field((silent_signal)s), x,
                     st->base[(size_t)s * (size_t)st->nnodes + (size_t)n]);
         }
     fputc('\n', f);
@@ -284,7 +322,13 @@ void silent_trace(const silent *st, FILE *f)
 
 const char *silent_signal_name(silent_signal s)
 {
-    return s == SILENT_UTIL ? "utilisation" : s == SILENT_NET ? "network" : "?";
+    return s == SILENT_NET ? "network" : s >= 0 && s < SILENT_NSIGNALS ? "utilisation" : "?";
+}
+
+const char *silent_signal_field(silent_signal s)
+{
+    static const char *const names[SILENT_NSIGNALS] = {"cpu_util", "net", "gpu_util", "sm_clock"};
+    return s >= 0 && s < SILENT_NSIGNALS ? names[s] : "?";
 }
 
 int silent_describe(const silent_verdict *v, const char *node_name, char *buf, size_t cap)
@@ -296,9 +340,25 @@ int silent_describe(const silent_verdict *v, const char *node_name, char *buf, s
                         "baseline",
                         node_name, v->value, v->others, v->ratio, v->baseline, v->window, v->step,
                         v->step_base);
-    return snprintf(buf, cap,
-                    "node %s network %.3g B/s peak vs %.3g, the others' median (%.2fx; its "
-                    "baseline %.3g) on each of the last %d ticks; steps %.3f s vs %.3f s baseline",
-                    node_name, v->value, v->others, v->ratio, v->baseline, v->window, v->step,
-                    v->step_base);
+    if (v->signal == SILENT_NET)
+        return snprintf(buf, cap,
+                        "node %s network %.3g B/s peak vs %.3g, the others' median (%.2fx; its "
+                        "baseline %.3g) on each of the last %d ticks; steps %.3f s vs %.3f s "
+                        "baseline",
+                        node_name, v->value, v->others, v->ratio, v->baseline, v->window, v->step,
+                        v->step_base);
+    /* the GPU signals: each that fired (values[] holds the primary's too), weakest first */
+    size_t n = (size_t)snprintf(buf, cap, "node %s", node_name);
+    silent_signal order[2] = {v->signal, v->signal == SILENT_GPU ? SILENT_CLOCK : SILENT_GPU};
+    for (int i = 0; i < 2; i++) {
+        silent_signal s = order[i];
+        if ((v->fired >> s) & 1u && n < cap)
+            n += (size_t)snprintf(buf + n, cap - n, "%s %s %.2f%s vs peers %.2f (baseline %.2f)",
+                                  i ? "," : "", silent_signal_field(s), v->values[s],
+                                  s == SILENT_CLOCK ? " of max" : "", v->peers[s], v->bases[s]);
+    }
+    if (n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, " on each of the last %d ticks; steps %.3f s vs "
+                              "%.3f s baseline", v->window, v->step, v->step_base);
+    return (int)n;
 }

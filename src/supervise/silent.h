@@ -39,7 +39,16 @@
  *      step time is at least step_slow x its baseline: the low signal costs throughput.
  *      A checkpoint save (a tick or two without steps, everyone's signals dip) and a
  *      host-wide load (every node low at once: nobody below the others) do not fire.
- * When several nodes are suspect, the one with the smallest value/others ratio is named.
+ * GPUs (hb_gpu.h: gpu_util= and sm_clock= from the one client per node that samples
+ * them): a node with a GPU baseline is judged on its GPU utilisation (the mean busy share
+ * of its GPUs, against the other GPU nodes) INSTEAD of its CPU busy time, by the same
+ * rule and util_factor; and on its SM clock ratio (the lowest clock / maximum clock of
+ * its GPUs: a GPU that throttles for heat or power), by the same rule and clock_factor.
+ * Nodes without a GPU keep the CPU signal and are compared with each other only (a
+ * GPU job's CPU time says nothing about a CPU-only node's). Both GPU signals are
+ * "utilisation" incidents.
+ * When several nodes are suspect, the one with the smallest value/others ratio is named;
+ * the verdict lists every signal that fired on it (e.g. gpu_util and sm_clock).
  *
  * Sizes: ranks and nodes as the job has (allocated at init, none in record/tick/check);
  * SILENT_HISTORY ticks kept per node. A tick costs O(ranks + nodes x window x nodes) for
@@ -57,7 +66,15 @@
 #define SILENT_MAX_WARMUP 600
 #define SILENT_HISTORY SILENT_MAX_WINDOW
 
-typedef enum silent_signal { SILENT_UTIL, SILENT_NET, SILENT_NSIGNALS } silent_signal;
+/* SILENT_UTIL: CPU busy time per compute share; SILENT_GPU and SILENT_CLOCK: the node's
+ * GPU busy share and SM clock ratio; SILENT_NET: peak bytes/s. */
+typedef enum silent_signal {
+    SILENT_UTIL,
+    SILENT_NET,
+    SILENT_GPU,
+    SILENT_CLOCK,
+    SILENT_NSIGNALS
+} silent_signal;
 
 typedef struct silent_cfg {
     double util_factor; /* low: below factor x others' median and x own baseline; <= 0 off */
@@ -66,6 +83,7 @@ typedef struct silent_cfg {
     int warmup;         /* ticks of baseline after a launch, 1..SILENT_MAX_WARMUP */
     double min_rate;    /* bytes/s: the others' median below this judges no link */
     double step_slow;   /* the job's step time over the window >= this x baseline (>= 1) */
+    double clock_factor; /* SM clock ratio below this x others' and own baseline; <= 0 off */
 } silent_cfg;
 
 /* Why a node was flagged: its numbers over the window. */
@@ -78,6 +96,8 @@ typedef struct silent_verdict {
     double ratio;          /* value / others */
     double step, step_base; /* the job's median step time over the window, and baseline */
     int window;
+    unsigned fired;        /* 1u << signal for every signal low on this node (signal's too) */
+    double values[SILENT_NSIGNALS], peers[SILENT_NSIGNALS], bases[SILENT_NSIGNALS];
 } silent_verdict;
 
 /* Caller-owned; zero it before the first silent_init, release with silent_free. */
@@ -92,6 +112,8 @@ typedef struct silent {
     double *r_comm;      /* [nranks] sum of their communication times */
     int *r_nstep;        /* [nranks] steps since the tick (0: none) */
     double *n_net;       /* [nnodes] peak bytes/s since the tick, NAN none */
+    double *n_gpu;       /* [nnodes] the newest GPU busy share since the tick, NAN none */
+    double *n_clk;       /* [nnodes] the newest SM clock ratio since the tick, NAN none */
     double *last;        /* [SILENT_NSIGNALS][nnodes] the previous tick's sample (NAN none) */
     /* per node, per signal: SILENT_HISTORY ticks (NAN: no sample), baseline samples */
     double *hist;        /* [SILENT_NSIGNALS][nnodes][HISTORY] */
@@ -114,6 +136,11 @@ grit_err silent_init(silent *st, const silent_cfg *cfg, int nranks, const int *n
 void silent_record(silent *st, int rank, double util, double step_time, double comm_time,
                    double net);
 
+/* What a node's GPU sampler sent in one heartbeat of rank: gpu_util (0..1) and sm_clock
+ * (0..1), each NAN when absent; the tick keeps the newest of each (every beat repeats the
+ * sampler's latest pair). A bad rank is ignored. */
+void silent_record_gpu(silent *st, int rank, double gpu_util, double sm_clock);
+
 /* Closes the current tick: one sample per node and signal from what was recorded. */
 void silent_tick(silent *st);
 
@@ -124,10 +151,12 @@ int silent_check(const silent *st, silent_verdict *v);
  * baselines (grit launch prints it under GRIT_SILENT_TRACE=1, docs/env.md). */
 void silent_trace(const silent *st, FILE *f);
 
-/* "utilisation" or "network". */
+/* The incident kind: "utilisation" (UTIL, GPU, CLOCK) or "network". */
 const char *silent_signal_name(silent_signal s);
+/* The signal itself: "cpu_util", "net", "gpu_util" or "sm_clock". */
+const char *silent_signal_field(silent_signal s);
 
-/* The verdict in one line, naming the signal and its values. */
+/* The verdict in one line, naming each signal that fired and its values. */
 int silent_describe(const silent_verdict *v, const char *node_name, char *buf, size_t cap);
 
 /* Releases st's storage; a zeroed or freed st is a no-op. */

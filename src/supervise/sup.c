@@ -16,8 +16,9 @@
  * spike_z robust standard deviations, 1.4826 x MAD, above the median of the
  * last 32 steps); a failing periodic health check (grit health --quick in the
  * background every health_every seconds); silent slowdowns (silent.h: a node whose
- * utilisation or peak network throughput from the heartbeats stays below its peers'
- * and its own baseline while the job's steps slow down; ticked every SILENT_TICK_S).
+ * utilisation (CPU, or GPU busy share and SM clock) or peak network throughput from the
+ * heartbeats stays below its peers' and its own baseline while the job's steps slow
+ * down; ticked every SILENT_TICK_S).
  *
  * Faults for tests and demos (--inject) are sup_inject.c's: it puts them into the
  * environment of the processes they break (the job, a node's health check), and
@@ -206,10 +207,11 @@ static grit_err launch(sup *s)
     grit_err src = straggler_init(&s->strag, &sc, s->nranks, node_of);
     silent_cfg lc = {.util_factor = s->o->util_factor, .net_factor = s->o->net_factor,
                      .window = s->o->signal_window, .warmup = s->o->signal_warmup,
-                     .min_rate = s->o->net_min_rate, .step_slow = s->o->signal_step_slow};
-    silent_free(&s->sil); /* off (both factors 0): a freed st judges nothing */
-    if (src == GRIT_OK && (lc.util_factor > 0 || lc.net_factor > 0)) /* a new baseline for
-                                                                       * every launch */
+                     .min_rate = s->o->net_min_rate, .step_slow = s->o->signal_step_slow,
+                     .clock_factor = s->o->clock_factor};
+    silent_free(&s->sil); /* off (every factor 0): a freed st judges nothing */
+    /* a new baseline for every launch */
+    if (src == GRIT_OK && (lc.util_factor > 0 || lc.net_factor > 0 || lc.clock_factor > 0))
         src = silent_init(&s->sil, &lc, s->nranks, node_of);
     s->sil_ts = now_seconds();
     free(node_of);
@@ -597,6 +599,7 @@ static int poll_running(sup *s)
         /* a liveness beat of a step seen already carries no new step time */
         silent_record(&s->sil, m.rank, m.util, m.step > ri->step && m.step > 0 ? m.step_time : NAN,
                       m.comm_time, isfinite(m.net_rx) ? fmax(m.net_rx, m.net_tx) : NAN);
+        silent_record_gpu(&s->sil, m.rank, m.gpu_util, m.sm_clock);
         if (m.step > ri->step) {
             if (m.step > 0 && m.step_time > 0) { /* step 0 is a liveness beat, no step */
                 ri->compute = fmax(0.0, m.step_time - m.comm_time);
@@ -739,7 +742,7 @@ static int poll_running(sup *s)
             while (rank < s->nranks && s->sil.node_of[rank] != lv.node)
                 rank++;
             silent_describe(&lv, s->rk[rank].node, d, sizeof d);
-            fail(s, lv.signal == SILENT_UTIL ? F_UTIL : F_NETWORK, rank, d);
+            fail(s, lv.signal == SILENT_NET ? F_NETWORK : F_UTIL, rank, d);
             return 1;
         }
     }

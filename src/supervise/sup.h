@@ -27,6 +27,7 @@ typedef struct sup_opts {
     double straggler_min_gap; /* and slower by more than S seconds (straggler.h) */
     /* silent slowdowns (silent.h): utilisation / network below F x the others' median */
     double util_factor, net_factor; /* < 1; 0 off */
+    double clock_factor;            /* GPU SM clock ratio vs peers' (silent.h); < 1; 0 off */
     int signal_window, signal_warmup; /* seconds (ticks): all low; baseline after a launch */
     double net_min_rate;     /* bytes/s: the others' peak below this judges no link */
     double signal_step_slow; /* and the job's steps this much slower than the baseline */

@@ -123,6 +123,9 @@ void sup_ledger_save(sup *s)
                            (json_int_t)in->step_seen, "resumed_at", (json_int_t)in->resumed_at,
                            "fault", in->fault_ts, "detect", in->detect_ts, "recovered",
                            in->recovered_ts));
+        if (in->health[0]) /* sup_diagnose: the evidence of a measured incident */
+            json_object_set_new(json_array_get(inc, json_array_size(inc) - 1), "health",
+                                json_string(in->health));
     }
     json_t *quar = json_array();
     for (int i = 0; i < s->nquar; i++)
@@ -179,6 +182,9 @@ grit_err sup_ledger_load(sup *s)
         snprintf(in->detail, sizeof in->detail, "%s",
                  json_string_value(json_object_get(x, "detail")) ?
                  json_string_value(json_object_get(x, "detail")) : "");
+        snprintf(in->health, sizeof in->health, "%s",
+                 json_string_value(json_object_get(x, "health")) ?
+                 json_string_value(json_object_get(x, "health")) : "");
         in->rank = (int)json_integer_value(json_object_get(x, "rank"));
         in->step_seen = (long)json_integer_value(json_object_get(x, "step"));
         in->resumed_at = (long)json_integer_value(json_object_get(x, "resumed_at"));

@@ -70,6 +70,7 @@ typedef struct rank_info {
 typedef struct incident {
     sup_fail kind;
     char node[64], detail[200];
+    char health[120]; /* a measured incident's health check on the node ("": none run) */
     int rank;
     long step_seen, resumed_at;
     double fault_ts, detect_ts, recovered_ts; /* Unix seconds (0: not known) */

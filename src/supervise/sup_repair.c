@@ -81,9 +81,13 @@ grit_err sup_diagnose(sup *s)
         snprintf(targets[i], sizeof *targets, "%s",
                  s->nimplicated ? s->implicated[i] : cluster_at(&s->cl, i)->name);
     /* judged by measurements (step times, utilisation, throughput) that a health check
-     * run afterwards in a fresh process would not see */
-    int slow = s->f_kind == F_STRAGGLER || s->f_kind == F_UTIL || s->f_kind == F_NETWORK;
-    if (s->be->check_begin && !slow) { /* all suspects at once */
+     * run afterwards in a fresh process would not see: the node is cordoned whatever the
+     * check says. A straggler's step times are all the evidence there is; a utilisation or
+     * network incident's node still gets the health check (a GPU, network or compute
+     * fault it can name), its verdict kept in the incident as evidence */
+    int measured = s->f_kind == F_UTIL || s->f_kind == F_NETWORK;
+    int slow = s->f_kind == F_STRAGGLER || measured;
+    if (s->be->check_begin && (!slow || measured)) { /* all suspects at once */
         for (int i = 0; i < nt; i++)
             faults[i] = sup_inject_node_fault(s->inj, targets[i]);
         s->be->check_begin(s->o, targets, nt, faults);
@@ -92,13 +96,32 @@ grit_err sup_diagnose(sup *s)
     for (int i = 0; i < nt; i++) {
         struct sup_verdict *v = &s->vd[s->nvd++];
         snprintf(v->node, sizeof v->node, "%s", targets[i]);
-        /* a straggler was judged by its step times: no health check would see it */
-        v->bad = slow ? 1 : sup_check_node(s, targets[i], &machine_ok, v->why, sizeof v->why);
-        if (slow)
+        char hw[120] = "";
+        if (!slow) {
+            v->bad = sup_check_node(s, targets[i], &machine_ok, v->why, sizeof v->why);
+        } else {
+            if (measured)
+                sup_check_node(s, targets[i], &machine_ok, hw, sizeof hw);
+            v->bad = 1;
             snprintf(v->why, sizeof v->why, "%s: %.170s", sup_fail_name(s->f_kind), s->f_detail);
-        sup_event(s, "diagnosis", json_pack("{s:s,s:s,s:s}", "node", v->node, "verdict",
-                                            v->bad ? "unhealthy" : "healthy", "detail", v->why));
+        }
+        if (measured) /* the row of this incident on this node */
+            for (int k = s->ninc - 1; k >= 0 && !s->inc[k].recovered_ts; k--)
+                if (s->inc[k].kind == s->f_kind && !strcmp(s->inc[k].node, targets[i])) {
+                    snprintf(s->inc[k].health, sizeof s->inc[k].health, "%s", hw);
+                    break;
+                }
+        json_t *ev = json_pack("{s:s,s:s,s:s}", "node", v->node, "verdict",
+                               v->bad ? "unhealthy" : "healthy", "detail", v->why);
+        if (measured)
+            json_object_set_new(ev, "health", json_string(hw));
+        sup_event(s, "diagnosis", ev);
+        if (measured)
+            sup_say(s, "node %s: %s; health check: %s (cordoned on the measurement either way)",
+                    v->node, sup_fail_name(s->f_kind), hw);
     }
+    if (measured)
+        sup_ledger_save(s);
     free(targets), free(faults);
     return GRIT_OK;
 }

@@ -46,9 +46,9 @@ void sup_summary(sup *s, int ok)
                      in->recovered_ts - (in->fault_ts > 0 ? in->fault_ts : in->detect_ts));
             snprintf(lost, sizeof lost, "%ld", in->step_seen - in->resumed_at);
         }
-        fprintf(f, "  %-10s %-8s %-6ld %-12s %-12s %-10s %s\n", sup_fail_name(in->kind),
-                in->node[0] ? in->node : "-",
-                in->step_seen, det, rec, lost, in->detail);
+        fprintf(f, "  %-10s %-8s %-6ld %-12s %-12s %-10s %s%s%s\n", sup_fail_name(in->kind),
+                in->node[0] ? in->node : "-", in->step_seen, det, rec, lost, in->detail,
+                in->health[0] ? "; health check: " : "", in->health);
     }
     if (!s->ninc)
         fprintf(f, "  (no incidents)\n");

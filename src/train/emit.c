@@ -72,7 +72,7 @@ void emit_heartbeat_start(emitter *e, int rank, const char *node, bool measure)
     e->meter = measure ? obs_meter_open(NULL, NULL) : NULL; /* out of memory: no energy */
     hb_client_opts o = {.rank = rank, .node = node, .period = 1.0, .host = host,
                         .sample = e->meter ? sample_energy : NULL, .sample_ctx = e->meter,
-                        .net = measure};
+                        .net = measure, .gpu = measure};
     e->hb = hb_client_start(&o); /* NULL unless supervised */
     if (!e->hb) {
         obs_meter_close(e->meter);

@@ -18,6 +18,14 @@
  *                           set: not supported
  *   FAKE_NVML_NO_ENERGY=1   the energy counter is not supported (pre-Volta), so power
  *                           sampling must integrate the power draw
+ *   FAKE_NVML_UTIL_FILE=F   GPU utilisation per GPU in percent, "a,b,c" in file F, read at
+ *                           each nvmlDeviceGetUtilizationRates call (a test rewrites it
+ *                           while a run goes on; the last value serves the GPUs after it);
+ *                           unset: not supported; unreadable: an unknown error (999)
+ *   FAKE_NVML_CLOCK_FILE=F  the SM clock per GPU in MHz, the same way
+ *                           (nvmlDeviceGetClockInfo, NVML_CLOCK_SM only)
+ *   FAKE_NVML_MAX_CLOCK_MHZ the SM clock's maximum (nvmlDeviceGetMaxClockInfo; default
+ *                           1980, supported when FAKE_NVML_CLOCK_FILE is set)
  *
  * Return codes and the nvmlEventData_t layout follow nvml.h: 0 success,
  * 2 invalid argument, 3 not supported, 10 timeout.
@@ -147,6 +155,54 @@ int nvmlDeviceGetTotalEnergyConsumption(void *d, unsigned long long *mj)
         t0 = t;
     double s = (double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9;
     *mj = (unsigned long long)((double)list_at(p, i) * s); /* mW x s = mJ */
+    return 0;
+}
+/* The i-th number in the file named by $env: 0, 3 (the variable unset: not supported)
+ * or 999 (the file unreadable or empty). */
+static int file_at(const char *env, int i, unsigned *out)
+{
+    const char *p = getenv(env);
+    if (!p || !*p)
+        return 3;
+    char buf[256];
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return 999;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    if (!n || buf[0] < '0' || buf[0] > '9')
+        return 999;
+    *out = (unsigned)list_at(buf, i);
+    return 0;
+}
+
+typedef struct fake_util { /* nvmlUtilization_t */
+    unsigned gpu, memory;
+} fake_util;
+
+int nvmlDeviceGetUtilizationRates(void *d, fake_util *u)
+{
+    if (dev_index(d) < 0 || !u)
+        return 2;
+    int rc = file_at("FAKE_NVML_UTIL_FILE", dev_index(d), &u->gpu);
+    u->memory = rc ? 0 : u->gpu / 2;
+    return rc;
+}
+int nvmlDeviceGetClockInfo(void *d, int type, unsigned *mhz)
+{
+    if (dev_index(d) < 0 || !mhz || type < 0 || type > 3)
+        return 2;
+    return type == 1 ? file_at("FAKE_NVML_CLOCK_FILE", dev_index(d), mhz) : 3;
+}
+int nvmlDeviceGetMaxClockInfo(void *d, int type, unsigned *mhz)
+{
+    const char *m = getenv("FAKE_NVML_MAX_CLOCK_MHZ"), *c = getenv("FAKE_NVML_CLOCK_FILE");
+    if (dev_index(d) < 0 || !mhz || type < 0 || type > 3)
+        return 2;
+    if (type != 1 || !c || !*c)
+        return 3;
+    *mhz = m && *m ? (unsigned)atoi(m) : 1980;
     return 0;
 }
 const char *nvmlErrorString(int r)

@@ -38,7 +38,8 @@ check 2 "--straggler-min-gap: expected a number in \[0, 1e+07\], got '-0.5'" lau
 # read with atoi/strtol and became 0 or garbage without a word.
 check 2 "--nodes: expected an integer in \[1, 100000\], got 'four'" launch --run x --nodes four -- true
 check 2 "--hang-timeout: expected a number in \[0, 1e+07\], got '5s'" launch --run x --hang-timeout 5s -- true
-check 2 "--util-factor and --net-factor: expected a number in \[0, 1)" launch --run x --util-factor 1 -- true
+check 2 "--util-factor: expected a number in \[0, 1), got 1" launch --run x --util-factor 1 -- true
+check 2 "--clock-factor: expected a number in \[0, 1), got 1" launch --run x --clock-factor 1 -- true
 check 2 "--strikes: expected an integer in \[0, 1000000\], got '(nothing)'" launch --run x --strikes
 check 2 "--keep-last: expected an integer in \[1, " ckpt prune /tmp --keep-last two
 check 2 "STEP: expected an integer in \[0, " ckpt export /nonexistent-grit-ckpt 12x /tmp/x

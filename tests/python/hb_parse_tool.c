@@ -58,6 +58,8 @@ int main(int argc, char **argv)
         num("util", m.util);
         num("net_rx", m.net_rx);
         num("net_tx", m.net_tx);
+        num("gpu_util", m.gpu_util);
+        num("sm_clock", m.sm_clock);
         printf("}\n");
     }
     return 0;

@@ -1,8 +1,9 @@
 """Unit tests of python/grit_client.py (docs/pytorch.md).
 
 Run by ctest as `unit.pyclient` (tests/tests.cmake) with GRIT_HB_PARSE (grit's own heartbeat
-parser as a filter: tests/python/hb_parse_tool.c), GRIT_BIN (grit, for a real `grit launch`)
-and PYTHONPATH=python. Exit 77 (skipped) when a test had to be skipped because torch, mpirun
+parser as a filter: tests/python/hb_parse_tool.c), GRIT_BIN (grit, for a real `grit launch`),
+GRIT_FAKE_NVML (tests/fake/fake_nvml.c, the stand-in NVML for the GPU signal) and
+PYTHONPATH=python. Exit 77 (skipped) when a test had to be skipped because torch, mpirun
 or those binaries are missing, said loudly; any failure is exit 1.
 
     GRIT_HB_PARSE=build/grit-hb-parse GRIT_BIN=build/grit PYTHONPATH=python \\
@@ -36,7 +37,8 @@ except ImportError:
 
 ENV_KEYS = ("GRIT_SUP_ADDR", "GRIT_SUP_SECRET", "GRIT_NODES", "GRIT_RANKS_PER_NODE", "RANK",
             "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "GRIT_FAULTS",
-            "GRIT_HOST_ID", "SLURMD_NODENAME")
+            "GRIT_HOST_ID", "SLURMD_NODENAME", "GRIT_NVML_LIB", "FAKE_NVML_GPUS",
+            "FAKE_NVML_UTIL_FILE", "FAKE_NVML_CLOCK_FILE", "CUDA_VISIBLE_DEVICES", "LOCAL_RANK")
 
 
 def fresh(env):
@@ -198,6 +200,44 @@ class Protocol(unittest.TestCase):
         beats = hb_parse(self.rx.lines(wait=0.6))
         self.assertTrue(any(isinstance(b.get("util"), (int, float)) for b in beats), beats)
         self.assertTrue(all(b.get("net_rx") == "nan" for b in beats), beats)
+
+    def test_gpu_signal_from_nvml(self):
+        # local rank 0 samples the node's GPUs through NVML (the stand-in library): the
+        # mean busy share and the lowest SM clock ratio, following values changed while
+        # it runs; other local ranks and a machine without NVML send no GPU fields
+        fake = os.environ.get("GRIT_FAKE_NVML", "")
+        if not fake or not os.path.exists(fake):
+            self.skipTest("GRIT_FAKE_NVML (grit-fake-nvml) not built")
+        d = tempfile.mkdtemp(prefix="grit-pygpu-")
+        self.addCleanup(shutil.rmtree, d, True)
+        util, clock = os.path.join(d, "util"), os.path.join(d, "clock")
+        put = lambda p, t: open(p, "w").write(t)
+        put(util, "90,30,5\n")
+        put(clock, "1980,1485,100\n")
+        env = {"GRIT_SUP_ADDR": self.rx.addr, "GRIT_SUP_SECRET": SECRET, "RANK": "0",
+               "LOCAL_RANK": "0", "GRIT_NVML_LIB": fake, "FAKE_NVML_GPUS": "3",
+               "FAKE_NVML_UTIL_FILE": util, "FAKE_NVML_CLOCK_FILE": clock,
+               "CUDA_VISIBLE_DEVICES": "0,1"}  # GPU 2 is another job's
+        g = fresh(env)
+        g.init(period=0.1)
+        beats = [b for b in hb_parse(self.rx.lines(wait=0.6)) if b.get("gpu_util") != "nan"]
+        self.assertTrue(beats, "no beat with gpu_util=")
+        self.assertAlmostEqual(beats[-1]["gpu_util"], 0.6, places=4)
+        self.assertAlmostEqual(beats[-1]["sm_clock"], 0.75, places=4)
+        put(util, "35,35\n")
+        put(clock, "990,1980\n")
+        time.sleep(0.3)
+        last = hb_parse(self.rx.lines(wait=0.4))[-1]
+        self.assertAlmostEqual(last["gpu_util"], 0.35, places=4)
+        self.assertAlmostEqual(last["sm_clock"], 0.5, places=4)
+        for other in ({"LOCAL_RANK": "1"}, {"GRIT_NVML_LIB": "/nonexistent/libnvidia-ml.so.1"}):
+            g = fresh(dict(env, **other))
+            g.init(period=0.1)
+            beats = hb_parse(self.rx.lines(wait=0.5))
+            self.assertTrue(beats, other)
+            self.assertTrue(all(b["gpu_util"] == "nan" and b["sm_clock"] == "nan" for b in beats),
+                            (other, beats))
+        fresh({})
 
     def test_secret_never_shown(self):
         g = fresh({"GRIT_SUP_ADDR": self.rx.addr, "GRIT_SUP_SECRET": SECRET, "RANK": "0"})

@@ -3,7 +3,11 @@
  * flagged on exactly the window-th tick after the fault and named with their signal;
  * healthy noisy runs, a dip shorter than the window, a host-wide load, a checkpoint
  * pause, a node that was always different, a low signal that costs no step time and an
- * idle network flag nobody; bad configurations are refused with the field named. */
+ * idle network flag nobody; bad configurations are refused with the field named.
+ * GPUs (gpu_util= and sm_clock= per node): a node whose GPUs sink or throttle is flagged
+ * on the GPU signal(s) and named with their values, its CPU time ignored; noisy healthy
+ * GPU samples and a checkpoint pause flag nobody; a mixed job judges its GPU nodes on
+ * their GPUs and its CPU-only nodes on CPU time against each other. */
 #include <stdio.h>
 #include <string.h>
 
@@ -206,6 +210,10 @@ static void test_bad_config(void)
     CHECK_INT(silent_init(&st, &c, 2, ok), GRIT_EINVAL);
     CHECK_STR_HAS(grit_errmsg(), "expected < 1");
     c = good;
+    c.clock_factor = 1.0;
+    CHECK_INT(silent_init(&st, &c, 2, ok), GRIT_EINVAL);
+    CHECK_STR_HAS(grit_errmsg(), "(util/net/clock)");
+    c = good;
     c.step_slow = 0.5;
     CHECK_INT(silent_init(&st, &c, 2, ok), GRIT_EINVAL);
     CHECK_STR_HAS(grit_errmsg(), "step_slow");
@@ -260,6 +268,197 @@ static void test_waiting_peer_bursty_quota(void)
     }
 }
 
+/* --- GPUs ------------------------------------------------------------------------ */
+
+static void ginit(int nodes, int rpn)
+{
+    silent_cfg c = {.util_factor = 0.6, .net_factor = 0.5, .clock_factor = 0.8, .window = WIN,
+                    .warmup = WARM, .min_rate = 1e5, .step_slow = 1.2};
+    int node_of[16];
+    for (int r = 0; r < nodes * rpn; r++)
+        node_of[r] = r / rpn;
+    CHECK_INT(silent_init(&st, &c, nodes * rpn, node_of), GRIT_OK);
+}
+
+/* One tick of a GPU job on `nodes` nodes of `rpn` ranks: every rank beats cpu[node] and
+ * step; the node's first rank also gpu[node] and clk[node] (NAN: no GPU / not sent),
+ * jittered by rel and capped at 1 as NVML's shares are. */
+static void gtick(int nodes, int rpn, const double *cpu, const double *gpu, const double *clk,
+                  double step, double rel)
+{
+    for (int r = 0; r < nodes * rpn; r++) {
+        int n = r / rpn;
+        silent_record(&st, r, isfinite(cpu[n]) ? jitter(cpu[n], 0.1) : NAN,
+                      isfinite(step) ? jitter(step, 0.1) : NAN, 0.0, NAN);
+        if (r % rpn == 0)
+            silent_record_gpu(&st, r, isfinite(gpu[n]) ? fmin(1, jitter(gpu[n], rel)) : NAN,
+                              isfinite(clk[n]) ? fmin(1, jitter(clk[n], rel / 5)) : NAN);
+    }
+    silent_tick(&st);
+}
+
+static int grun(int nodes, const double *cpu, const double *gpu, const double *clk, double step,
+                int ticks, silent_verdict *v)
+{
+    for (int t = 1; t <= ticks; t++) {
+        gtick(nodes, RPN, cpu, gpu, clk, step, 0.05);
+        if (silent_check(&st, v))
+            return t;
+    }
+    return 0;
+}
+
+static const double g_cpu[NODES] = {0.3, 0.3, 0.3}, g_gpu[NODES] = {0.95, 0.95, 0.95},
+                    g_clk[NODES] = {0.99, 0.99, 0.99};
+
+static void gwarmup(void)
+{
+    for (int t = 0; t < WARM; t++)
+        gtick(NODES, RPN, g_cpu, g_gpu, g_clk, 0.1, 0.05);
+}
+
+/* node1's GPU runs at 38% busy and 52% of its clock; its CPU time does not move */
+static void test_gpu_slow(void)
+{
+    ginit(NODES, RPN);
+    gwarmup();
+    silent_verdict v;
+    double gpu[NODES] = {0.95, 0.38, 0.95}, clk[NODES] = {0.99, 0.52, 0.99};
+    CHECK_INT(grun(NODES, g_cpu, gpu, clk, 0.25, 30, &v), WIN);
+    CHECK_INT(v.node, 1);
+    CHECK_INT(v.signal, SILENT_GPU); /* 0.4x its peers: the weakest signal named first */
+    CHECK(!strcmp(silent_signal_name(v.signal), "utilisation"));
+    CHECK_INT(v.fired, (1u << SILENT_GPU) | (1u << SILENT_CLOCK));
+    CHECK_NEAR(v.values[SILENT_GPU], 0.38, 0.03);
+    CHECK_NEAR(v.values[SILENT_CLOCK], 0.52, 0.02);
+    CHECK_NEAR(v.peers[SILENT_CLOCK], 0.99, 0.02);
+    char d[300];
+    silent_describe(&v, "node1", d, sizeof d);
+    CHECK_STR_HAS(d, "node node1 gpu_util 0.3");
+    CHECK_STR_HAS(d, "vs peers 0.9");
+    CHECK_STR_HAS(d, ", sm_clock 0.5");
+    CHECK_STR_HAS(d, " of max vs peers 0.9");
+    CHECK_STR_HAS(d, "on each of the last 5 ticks");
+    CHECK((size_t)silent_describe(&v, "node1", d, sizeof d) < 200); /* fits the incident */
+
+    /* the slowdown comes in the middle of a tick: that tick got a beat before it and one
+     * after; both signals come from the newest beat, so they flip on the same tick and the
+     * verdict names both (a mean of the tick's beats would flip the clock a tick early) */
+    ginit(NODES, RPN);
+    gwarmup();
+    silent_record_gpu(&st, RPN, 0.95, 0.99);
+    CHECK_INT(grun(NODES, g_cpu, gpu, clk, 0.25, 30, &v), WIN);
+    CHECK_INT(v.fired, (1u << SILENT_GPU) | (1u << SILENT_CLOCK));
+
+    /* a throttling GPU that stays busy: the clock alone, still a utilisation incident */
+    ginit(NODES, RPN);
+    gwarmup();
+    double busy[NODES] = {0.95, 0.95, 0.95}, thr[NODES] = {0.99, 0.99, 0.6};
+    CHECK_INT(grun(NODES, g_cpu, busy, thr, 0.2, 30, &v), WIN);
+    CHECK_INT(v.node, 2);
+    CHECK_INT(v.signal, SILENT_CLOCK);
+    CHECK_INT(v.fired, 1u << SILENT_CLOCK);
+    silent_describe(&v, "node2", d, sizeof d);
+    CHECK_STR_HAS(d, "node node2 sm_clock 0.6");
+    CHECK(!strstr(d, "gpu_util"));
+
+    /* GPU nodes are judged on their GPUs, not their CPU time: node1's host threads idle
+     * (its GPUs busy) is no incident, however slow the job */
+    ginit(NODES, RPN);
+    gwarmup();
+    double cpu[NODES] = {0.3, 0.05, 0.3};
+    CHECK_INT(grun(NODES, cpu, g_gpu, g_clk, 0.3, 30, &v), 0);
+    /* the clock factor off: the throttle alone is not judged */
+    silent_cfg c = {.util_factor = 0.6, .net_factor = 0.5, .clock_factor = 0, .window = WIN,
+                    .warmup = WARM, .min_rate = 1e5, .step_slow = 1.2};
+    int node_of[NODES * RPN];
+    for (int r = 0; r < NODES * RPN; r++)
+        node_of[r] = r / RPN;
+    CHECK_INT(silent_init(&st, &c, NODES * RPN, node_of), GRIT_OK);
+    gwarmup();
+    CHECK_INT(grun(NODES, g_cpu, busy, thr, 0.2, 30, &v), 0);
+}
+
+/* Healthy GPUs are noisy: +-30% per sample, and single-tick dips to 20% (a data loader
+ * stall) on any node; a checkpoint save (every GPU idle, no steps, longer than the
+ * window); clocks that boost and sag by 10% together: nobody. */
+static void test_gpu_no_false_alarm(void)
+{
+    silent_verdict v;
+    for (int run = 0; run < 20; run++) {
+        ginit(NODES, RPN);
+        gwarmup();
+        for (int t = 0; t < 60; t++) {
+            double gpu[NODES] = {0.8, 0.8, 0.8}, clk[NODES] = {0.95, 0.95, 0.95};
+            if (t % 7 == run % 7)
+                gpu[(t + run) % NODES] = 0.2; /* one node's dip, one tick */
+            double sag = t % 10 < 5 ? 1.0 : 0.9;
+            for (int n = 0; n < NODES; n++)
+                clk[n] *= sag;
+            gtick(NODES, RPN, g_cpu, gpu, clk, t % 7 == run % 7 ? 0.3 : 0.12, 0.3);
+            CHECK_INT(silent_check(&st, &v), 0);
+        }
+    }
+    ginit(NODES, RPN); /* a checkpoint save: GPUs idle, no steps; node0 writes longer */
+    gwarmup();
+    double idle[NODES] = {0.0, 0.05, 0.05}, nan3[NODES] = {NAN, NAN, NAN};
+    for (int k = 0; k < 2 * WIN; k++) {
+        gtick(NODES, RPN, g_cpu, idle, g_clk, NAN, 0.05);
+        CHECK_INT(silent_check(&st, &v), 0);
+    }
+    CHECK_INT(grun(NODES, g_cpu, g_gpu, g_clk, 0.1, 30, &v), 0);
+    /* a node whose GPU sampler stopped answering (NAN) is never low */
+    double gone[NODES] = {0.95, NAN, 0.95};
+    CHECK_INT(grun(NODES, g_cpu, gone, nan3, 0.3, 30, &v), 0);
+}
+
+/* A mixed job on 4 nodes of one rank: nodes 0 and 1 report GPUs, 2 and 3 do not. The
+ * GPU nodes' CPU time (0.2 cores, feeding the GPU) is not the CPU nodes' peer (1.0), so
+ * nobody is low at baseline; node1's GPU sinking is a gpu_util incident; node3's CPU
+ * sinking is a cpu_util incident against node2 alone. */
+static void test_gpu_mixed(void)
+{
+    enum { N = 4 };
+    silent_verdict v;
+    double cpu[N] = {0.2, 0.2, 1.0, 1.0}, gpu[N] = {0.9, 0.9, NAN, NAN},
+           clk[N] = {0.99, 0.99, NAN, NAN};
+    ginit(N, 1);
+    for (int t = 0; t < WARM; t++)
+        gtick(N, 1, cpu, gpu, clk, 0.1, 0.05);
+    double gcpu[N] = {0.2, 0.05, 1.0, 1.0}; /* node1's host threads idle, its GPU busy */
+    for (int t = 0; t < 30; t++) { /* healthy GPUs, the job slower: nobody */
+        gtick(N, 1, gcpu, gpu, clk, 0.25, 0.05);
+        CHECK_INT(silent_check(&st, &v), 0);
+    }
+    ginit(N, 1);
+    for (int t = 0; t < WARM; t++)
+        gtick(N, 1, cpu, gpu, clk, 0.1, 0.05);
+    double gslow[N] = {0.9, 0.3, NAN, NAN};
+    int t = 1, found = 0;
+    for (; t <= 30 && !found; t++) {
+        gtick(N, 1, cpu, gslow, clk, 0.25, 0.05);
+        found = silent_check(&st, &v);
+    }
+    CHECK(found);
+    CHECK_INT(t - 1, WIN);
+    CHECK_INT(v.node, 1);
+    CHECK_INT(v.signal, SILENT_GPU);
+    ginit(N, 1);
+    for (int k = 0; k < WARM; k++)
+        gtick(N, 1, cpu, gpu, clk, 0.1, 0.05);
+    double cslow[N] = {0.2, 0.2, 1.0, 0.4};
+    found = 0;
+    for (t = 1; t <= 30 && !found; t++) {
+        gtick(N, 1, cslow, gpu, clk, 0.25, 0.05);
+        found = silent_check(&st, &v);
+    }
+    CHECK(found);
+    CHECK_INT(t - 1, WIN);
+    CHECK_INT(v.node, 3);
+    CHECK_INT(v.signal, SILENT_UTIL);
+    CHECK_NEAR(v.others, 1.0, 0.1); /* node2's, not the GPU nodes' 0.2 */
+}
+
 int main(void)
 {
     test_throttled_cpu();
@@ -269,6 +468,9 @@ int main(void)
     test_no_false_alarm();
     test_edges();
     test_bad_config();
+    test_gpu_slow();
+    test_gpu_no_false_alarm();
+    test_gpu_mixed();
     silent_free(&st);
     silent_free(&st);
     CHECK_DONE();
