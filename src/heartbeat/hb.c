@@ -78,11 +78,11 @@ grit_err hb_parse(const char *line, const char *secret, hb_msg *m)
         else if (!strcmp(k, "gpus"))
             m->gpus = (int)strtol(v, &end, 10);
         else if (!strcmp(k, "util"))
-            m->util = strtod(v, &end);
+            m->util = whole_number(v);
         else if (!strcmp(k, "net_rx"))
-            m->net_rx = strtod(v, &end);
+            m->net_rx = whole_number(v);
         else if (!strcmp(k, "net_tx"))
-            m->net_tx = strtod(v, &end);
+            m->net_tx = whole_number(v);
         else if (!strcmp(k, "gpu_util"))
             m->gpu_util = whole_number(v);
         else if (!strcmp(k, "sm_clock"))

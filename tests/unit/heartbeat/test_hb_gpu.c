@@ -46,6 +46,10 @@ static void parse_gpu(void)
         CHECK(isnan(m.gpu_util) && isnan(m.sm_clock));
         CHECK_INT(m.step, 4);
     }
+    /* the CPU and network signals too: a value that is not all number is no measurement */
+    CHECK_INT(hb_parse("HB1 " SECRET " rank=1 step=4 util=x net_rx=5e5q net_tx=1", SECRET, &m),
+              GRIT_OK);
+    CHECK(isnan(m.util) && isnan(m.net_rx) && isnan(m.net_tx));
 }
 
 static void sampler(void)
