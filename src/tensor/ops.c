@@ -9,6 +9,7 @@
 #include "tensor/ops.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "tensor/mathfn.h"
@@ -131,16 +132,24 @@ void op_gelu_bwd(float *dx, const float *dout, const float *x, long n, op_act ac
     }
 }
 
-/* One pass: each column block of rows in order, the gradient written and summed
- * while it is in registers (op_gelu_bwd then op_bias_grad read it twice). */
+/* One pass: each thread takes a contiguous range of columns (wide, so the rows' segments
+ * stream) and walks its rows in order, writing the gradient and summing it while it is in
+ * registers (op_gelu_bwd then op_bias_grad read it twice). Each column's sum runs over the
+ * rows in order whatever the ranges are, so the bits do not depend on the thread count. */
+#define GELU_BIAS_MAXW 1024
 void op_gelu_bwd_bias(float *dx, float *db, const float *dout, const float *x, int N, int C,
                       op_act act)
 {
-    int nblk = (C + COLBLK - 1) / COLBLK;
+    int per = (C + omp_get_max_threads() - 1) / omp_get_max_threads();
+    int W = (per + COLBLK - 1) / COLBLK * COLBLK;
+    W = W > GELU_BIAS_MAXW ? GELU_BIAS_MAXW : W;
+    int nblk = (C + W - 1) / W;
 #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < nblk; blk++) {
-        int c0 = blk * COLBLK, w = C - c0 < COLBLK ? C - c0 : COLBLK;
-        double acc[COLBLK] = {0};
+        int c0 = blk * W, w = C - c0 < W ? C - c0 : W;
+        double acc[GELU_BIAS_MAXW];
+        for (int j = 0; j < w; j++)
+            acc[j] = 0.0;
         for (int n = 0; n < N; n++) {
             long i0 = (long)n * C + c0;
             if (act == OP_GELU) {
