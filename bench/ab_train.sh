@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ab_train.sh - training throughput of two grit binaries, A and B, side by side: for each
 # preset, REPEATS rounds of one A run and one B run (interleaved, so a change in the
-# machine's load hits both), each STEPS steps of micro batch MB x SEQ tokens with THREADS
-# threads; prints each run's tokens/s (mean over the steps after the first) and the medians.
+# machine's load hits both; who goes first alternates), each STEPS steps of micro batch
+# MB x SEQ tokens with THREADS threads; prints each run's tokens/s (mean over the steps
+# after the first) and the medians.
 # Usage: bench/ab_train.sh GRIT_A GRIT_B   (e.g. main's build/grit against a branch's)
 # Override: PRESETS, REPEATS, STEPS, MB, SEQ, THREADS. Prints the CPU, its vector flags
 # and the load average (a shared machine's neighbours move every number).
@@ -27,7 +28,8 @@ for p in $PRESETS; do
  "threads": $THREADS}
 CFG
   for r in $(seq "$REPEATS"); do
-    for side in a b; do
+    order="a b"; [ $((r % 2)) -eq 0 ] && order="b a" # alternate who goes first
+    for side in $order; do
       bin=$a; [ $side = b ] && bin=$b
       rm -rf "$tmp/run"
       "$bin" train "$tmp/$p.json" --run-dir "$tmp/run" --quiet >/dev/null
