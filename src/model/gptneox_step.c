@@ -77,15 +77,6 @@ static op_norm norm_of(const gx_config *c, const float *w, const float *b, float
                      .mean = mean, .rstd = rstd};
 }
 
-static void norm_bwd(const gx_config *c, float *dx, float *dw, float *db, const float *dout,
-                     const float *x, const float *mean, const float *rstd, const float *w, int N)
-{
-    if (c->norm == GX_RMSNORM)
-        op_rmsnorm_bwd(dx, dw, dout, x, rstd, w, N, c->hidden);
-    else
-        op_layernorm_bwd(dx, dw, db, dout, x, mean, rstd, w, N, c->hidden);
-}
-
 /* Rows of this rank's up (and gate) projection. */
 static int fc_width(const gx_model *m)
 {
@@ -222,10 +213,9 @@ static void layer_bwd(gx_model *m, int l, float *dy)
         attn_bwd(m, l, dy);
         op_norm2_bwd(dy, x, N, C, &n2, &g2, &n1, &g1); /* norm2's term first, then norm1's */
     } else {
-        norm_bwd(c, dy, g->ln2_w, g->ln2_b, m->dln, a->mid, a->ln2_mean, a->ln2_rstd, w->ln2_w,
-                 N);
+        op_norm2_bwd(dy, a->mid, N, C, &n2, &g2, NULL, NULL);
         attn_bwd(m, l, dy);
-        norm_bwd(c, dy, g->ln1_w, g->ln1_b, m->datt, x, a->ln1_mean, a->ln1_rstd, w->ln1_w, N);
+        op_norm2_bwd(dy, x, N, C, &n1, &g1, NULL, NULL);
     }
 }
 
@@ -296,8 +286,9 @@ float gx_step_ex(gx_model *m, const int32_t *tokens, const gx_batch *sft, float 
 
     float *dy = m->dtmp;
     memset(dy, 0, sizeof(float) * (size_t)N * C);
-    norm_bwd(c, dy, m->g.lnf_w, m->g.lnf_b, m->dres, m->resid[L], m->lnf_mean, m->lnf_rstd,
-             m->w.lnf_w, N);
+    op_norm nf = norm_of(c, m->w.lnf_w, m->w.lnf_b, m->lnf_mean, m->lnf_rstd);
+    op_norm_grad gf = {.dout = m->dres, .dw = m->g.lnf_w, .db = m->g.lnf_b};
+    op_norm2_bwd(dy, m->resid[L], N, C, &nf, &gf, NULL, NULL);
     /* layer l's tensors are t[1 + tpl l .. tpl (l + 1)]; with tied embeddings the
      * head's gradient lands in tensor 0, reported with the embedding at the end */
     const gx_tensor *t = m->tensors;

@@ -119,9 +119,9 @@ typedef struct op_norm_grad {
     const float *dout, *dout_b;
     float *dw, *db;
 } op_norm_grad;
-/* dx += norm'(g) for one norm, or for two norms of the same x (p2 given: the second's
- * term added after the first's, as two op_*norm_bwd calls in that order). p->mean,
- * p->rstd are the statistics saved by the forward. */
+/* dx += norm'(g) for one norm (op_layernorm_bwd or op_rmsnorm_bwd by p1->rms), or for
+ * two norms of the same x (p2 given: the second's term added after the first's, as two
+ * op_*norm_bwd calls in that order). p->mean, p->rstd: the statistics the forward saved. */
 void op_norm2_bwd(float *dx, const float *x, int N, int C, const op_norm *p1,
                   const op_norm_grad *g1, const op_norm *p2, const op_norm_grad *g2);
 

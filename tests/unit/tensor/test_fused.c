@@ -1,6 +1,6 @@
 /*
  * test_fused.c - the fused kernels (ops.h: op_norm2_fwd, op_resid_fwd, op_norm2_bwd,
- * op_gelu_bwd_bias) against the unfused composition the trainer ran before them:
+ * op_gelu_bwd_bias) against the unfused kernels and their composition the trainer ran before them:
  * bitwise equal outputs, statistics and gradients, for LayerNorm and RMSNorm, a width
  * that is not a multiple of the column block or the vector length, and 1 and 3 threads.
  */
@@ -113,6 +113,12 @@ static void run(rng_t *r, int rms)
         SAME(fdb1, edb1, C);
         SAME(fdb2, edb2, C);
     }
+    norm_bwd(rms, edx, edw1, edb1, g1, x, m1, r1, w1); /* one norm alone */
+    op_norm2_bwd(fdx, x, N, C, &p1, &q1, NULL, NULL);
+    SAME(fdx, edx, NC);
+    SAME(fdw1, edw1, C);
+    if (!rms)
+        SAME(fdb1, edb1, C);
     for (long i = 0; i < NC; i++)
         sum[i] = g1[i] + g2[i];
     norm_bwd(rms, edx, edw1, edb1, sum, x, m1, r1, w1);
