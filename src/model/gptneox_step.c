@@ -69,13 +69,12 @@ static void norm_fwd(const gx_config *c, float *out, float *mean, float *rstd, c
         op_layernorm_fwd(out, mean, rstd, x, w, b, N, c->hidden, (float)c->ln_eps);
 }
 
-static void norm_bwd(const gx_config *c, float *dx, float *dw, float *db, const float *dout,
-                     const float *x, const float *mean, const float *rstd, const float *w, int N)
+/* A norm's parameters and saved statistics for the fused kernels (tensor/ops.h). */
+static op_norm norm_of(const gx_config *c, const float *w, const float *b, float *mean,
+                       float *rstd)
 {
-    if (c->norm == GX_RMSNORM)
-        op_rmsnorm_bwd(dx, dw, dout, x, rstd, w, N, c->hidden);
-    else
-        op_layernorm_bwd(dx, dw, db, dout, x, mean, rstd, w, N, c->hidden);
+    return (op_norm){.rms = c->norm == GX_RMSNORM, .eps = (float)c->ln_eps, .w = w, .b = b,
+                     .mean = mean, .rstd = rstd};
 }
 
 /* Rows of this rank's up (and gate) projection. */
@@ -84,15 +83,13 @@ static int fc_width(const gx_model *m)
     return m->cfg.mlp == GX_MLP_SWIGLU ? 2 * m->ni : m->ni;
 }
 
-/* y += mlp(norm2(u)) (norm2 is norm1's output when the block has one norm). */
-static void mlp_fwd(gx_model *m, int l, const float *u, float *y)
+/* y += mlp(a->ln2) (norm2's output, computed by layer_fwd; norm1's when the block has one). */
+static void mlp_fwd(gx_model *m, int l, float *y)
 {
     const gx_config *c = &m->cfg;
     int N = m->B * m->T, C = c->hidden, H4 = m->ni, F = fc_width(m);
     gx_layer *w = &m->w.layer[l];
     gx_layer_acts *a = &m->acts[l];
-    if (!c->shared_norm)
-        norm_fwd(c, a->ln2, a->ln2_mean, a->ln2_rstd, u, w->ln2_w, w->ln2_b, N);
     linear_fwd(m, a->fc, a->ln2, w->fc_w, w->fc_b, N, F, C);
     if (c->mlp == GX_MLP_SWIGLU)
         op_swiglu_fwd(a->gelu, a->fc, N, H4);
@@ -123,22 +120,25 @@ static void layer_fwd(gx_model *m, int l)
     op_qkv_layout lay = m->lay;
     lay.seg = m->seg;
 
-    norm_fwd(c, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, N);
+    op_norm n1 = norm_of(c, w->ln1_w, w->ln1_b, a->ln1_mean, a->ln1_rstd);
+    op_norm n2 = norm_of(c, w->ln2_w, w->ln2_b, a->ln2_mean, a->ln2_rstd);
+    if (c->parallel_residual && !c->shared_norm) /* both norms read x: one pass */
+        op_norm2_fwd(&n1, a->ln1, &n2, a->ln2, x, N, C);
+    else
+        norm_fwd(c, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, N);
     linear_fwd(m, a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, Q, C);
     op_rotary_lay(a->qkv, m->rope_cos, m->rope_sin, &lay, N, m->T, m->nh, hd, m->rot, 0);
     op_attn_fwd(a->att, a->lse, a->qkv, &lay, m->B, m->T, m->nh, hd, m->att_scratch);
     gx__mm(m, 'N', 'T', N, C, A, a->att, A, w->dense_w, A, 0.0f, o, C);
     gx__tp_reduce(m, o, (size_t)N * C, 0); /* row parallel (tp > 1) */
-    if (c->parallel_residual) {
-        op_add3_bias(y, x, o, dense_b, N, C);
-        if (w->proj_b)
-            op_add_bias(y, y, proj_b, N, C);
-        mlp_fwd(m, l, x, y);
-    } else {
-        op_add3_bias(a->mid, x, o, dense_b, N, C);
-        op_add_bias(y, a->mid, proj_b, N, C);
-        mlp_fwd(m, l, a->mid, y);
-    }
+    /* residual: y = x + o + dense_b (+ proj_b), the MLP's product accumulated after;
+     * sequential: mid = x + o + dense_b, y = mid + proj_b, norm2(mid) in the same pass */
+    if (c->parallel_residual)
+        op_resid_fwd(y, NULL, x, o, dense_b, w->proj_b, NULL, NULL, N, C);
+    else
+        op_resid_fwd(y, a->mid, x, o, dense_b, proj_b, c->shared_norm ? NULL : &n2, a->ln2, N,
+                     C);
+    mlp_fwd(m, l, y);
 }
 
 /* MLP backward from dy (gradient of its output); leaves dNorm2-output in m->dln. */
@@ -157,9 +157,12 @@ static void mlp_bwd(gx_model *m, int l, const float *dy)
         op_swiglu_bwd(m->dfc, a->gelu, a->fc, N, H4);
     } else {
         gx__mm(m, 'N', 'N', N, H4, C, dy, C, w->proj_w, H4, 0.0f, m->dfc, H4);
-        op_gelu_bwd(m->dfc, m->dfc, a->fc, (long)N * H4, c->act);
+        if (g->fc_b) /* gelu' and the bias gradient in one pass */
+            op_gelu_bwd_bias(m->dfc, g->fc_b, m->dfc, a->fc, N, H4, c->act);
+        else
+            op_gelu_bwd(m->dfc, m->dfc, a->fc, (long)N * H4, c->act);
     }
-    if (g->fc_b)
+    if (g->fc_b && c->mlp == GX_MLP_SWIGLU)
         op_bias_grad(g->fc_b, m->dfc, N, F, F);
     gx__mm(m, 'T', 'N', F, C, N, m->dfc, F, a->ln2, C, 1.0f, g->fc_w, C);
     gx__mm(m, 'N', 'N', N, C, F, m->dfc, F, w->fc_w, C, 0.0f, m->dln, C);
@@ -197,24 +200,23 @@ static void layer_bwd(gx_model *m, int l, float *dy)
     gx_layer *w = &m->w.layer[l], *g = &m->g.layer[l];
     gx_layer_acts *a = &m->acts[l];
     const float *x = m->resid[l];
+    op_norm n1 = norm_of(c, w->ln1_w, w->ln1_b, a->ln1_mean, a->ln1_rstd);
+    op_norm n2 = norm_of(c, w->ln2_w, w->ln2_b, a->ln2_mean, a->ln2_rstd);
+    op_norm_grad g1 = {.dout = m->datt, .dw = g->ln1_w, .db = g->ln1_b};
+    op_norm_grad g2 = {.dout = m->dln, .dw = g->ln2_w, .db = g->ln2_b};
+    mlp_bwd(m, l, dy);
     if (c->parallel_residual && c->shared_norm) {
-        mlp_bwd(m, l, dy);
         attn_bwd(m, l, dy);
-        long n = (long)N * C; /* both branches read the one norm's output */
-#pragma omp parallel for schedule(static)
-        for (long i = 0; i < n; i++)
-            m->datt[i] += m->dln[i];
+        g1.dout_b = m->dln; /* both branches read the one norm's output */
+        op_norm2_bwd(dy, x, N, C, &n1, &g1, NULL, NULL);
     } else if (c->parallel_residual) {
-        mlp_bwd(m, l, dy);
         attn_bwd(m, l, dy);
-        norm_bwd(c, dy, g->ln2_w, g->ln2_b, m->dln, x, a->ln2_mean, a->ln2_rstd, w->ln2_w, N);
+        op_norm2_bwd(dy, x, N, C, &n2, &g2, &n1, &g1); /* norm2's term first, then norm1's */
     } else {
-        mlp_bwd(m, l, dy);
-        norm_bwd(c, dy, g->ln2_w, g->ln2_b, m->dln, a->mid, a->ln2_mean, a->ln2_rstd, w->ln2_w,
-                 N);
+        op_norm2_bwd(dy, a->mid, N, C, &n2, &g2, NULL, NULL);
         attn_bwd(m, l, dy);
+        op_norm2_bwd(dy, x, N, C, &n1, &g1, NULL, NULL);
     }
-    norm_bwd(c, dy, g->ln1_w, g->ln1_b, m->datt, x, a->ln1_mean, a->ln1_rstd, w->ln1_w, N);
 }
 
 float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logits_out)
@@ -284,8 +286,9 @@ float gx_step_ex(gx_model *m, const int32_t *tokens, const gx_batch *sft, float 
 
     float *dy = m->dtmp;
     memset(dy, 0, sizeof(float) * (size_t)N * C);
-    norm_bwd(c, dy, m->g.lnf_w, m->g.lnf_b, m->dres, m->resid[L], m->lnf_mean, m->lnf_rstd,
-             m->w.lnf_w, N);
+    op_norm nf = norm_of(c, m->w.lnf_w, m->w.lnf_b, m->lnf_mean, m->lnf_rstd);
+    op_norm_grad gf = {.dout = m->dres, .dw = m->g.lnf_w, .db = m->g.lnf_b};
+    op_norm2_bwd(dy, m->resid[L], N, C, &nf, &gf, NULL, NULL);
     /* layer l's tensors are t[1 + tpl l .. tpl (l + 1)]; with tied embeddings the
      * head's gradient lands in tensor 0, reported with the embedding at the end */
     const gx_tensor *t = m->tensors;

@@ -9,75 +9,34 @@
 #include "tensor/ops.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "tensor/mathfn.h"
+#include "tensor/norm_row.h"
 
-#define COLBLK 64
+#define COLBLK NORM_COLBLK
 
 void op_layernorm_fwd(float *out, float *mean, float *rstd, const float *x,
                       const float *w, const float *b, int N, int C, float eps)
 {
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *xr = x + (long)n * C;
-        float *o = out + (long)n * C;
-        float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-        for (int c = 0; c < C; c++)
-            s += xr[c];
-        float m = s / (float)C;
-        float v = 0.0f;
-#pragma omp simd reduction(+ : v)
-        for (int c = 0; c < C; c++)
-            v += (xr[c] - m) * (xr[c] - m);
-        float r = 1.0f / sqrtf(v / (float)C + eps);
-        for (int c = 0; c < C; c++)
-            o[c] = (xr[c] - m) * r * w[c] + b[c];
-        mean[n] = m;
-        rstd[n] = r;
-    }
+    for (int n = 0; n < N; n++)
+        ln_row_fwd(out + (long)n * C, mean + n, rstd + n, x + (long)n * C, w, b, C, eps);
 }
 
 void op_layernorm_bwd(float *dx, float *dw, float *db, const float *dout, const float *x,
                       const float *mean, const float *rstd, const float *w, int N, int C)
 {
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *xr = x + (long)n * C, *g = dout + (long)n * C;
-        float *d = dx + (long)n * C;
-        float m = mean[n], r = rstd[n];
-        float a = 0.0f, bsum = 0.0f;
-#pragma omp simd reduction(+ : a, bsum)
-        for (int c = 0; c < C; c++) {
-            float gh = g[c] * w[c];
-            a += gh;
-            bsum += gh * (xr[c] - m) * r;
-        }
-        a /= (float)C;
-        bsum /= (float)C;
-        for (int c = 0; c < C; c++) {
-            float xh = (xr[c] - m) * r;
-            d[c] += r * (g[c] * w[c] - a - xh * bsum);
-        }
-    }
+    for (int n = 0; n < N; n++)
+        ln_row_bwd(dx + (long)n * C, dout + (long)n * C, NULL, x + (long)n * C, mean[n], rstd[n],
+                   w, C);
     int nblk = (C + COLBLK - 1) / COLBLK;
 #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < nblk; blk++) {
         int c0 = blk * COLBLK, c1 = c0 + COLBLK < C ? c0 + COLBLK : C;
-        double aw[COLBLK] = {0}, ab[COLBLK] = {0};
-        for (int n = 0; n < N; n++) {
-            const float *xr = x + (long)n * C, *g = dout + (long)n * C;
-            float m = mean[n], r = rstd[n];
-            for (int c = c0; c < c1; c++) {
-                aw[c - c0] += (double)(g[c] * ((xr[c] - m) * r));
-                ab[c - c0] += (double)g[c];
-            }
-        }
-        for (int c = c0; c < c1; c++) {
-            dw[c] += (float)aw[c - c0];
-            db[c] += (float)ab[c - c0];
-        }
+        norm_cols_wgrad(dw, db, dout, NULL, x, mean, rstd, N, C, c0, c1);
     }
 }
 
@@ -146,23 +105,71 @@ void op_gelu_fwd(float *out, const float *x, long n, op_act act)
     }
 }
 
+/* gelu'(v) of each form, multiplied into the incoming gradient. */
+static inline float gelu_erf_bwd(float dout, float v)
+{
+    float pdf = INV_SQRT_2PI * mf_exp(-0.5f * v * v);
+    return dout * (normal_cdf(v) + v * pdf);
+}
+
+static inline float gelu_tanh_bwd(float dout, float v)
+{
+    float du = SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * v * v);
+    float s = tanh_gate(v);
+    return dout * (s + v * s * (1.0f - s) * 2.0f * du);
+}
+
 void op_gelu_bwd(float *dx, const float *dout, const float *x, long n, op_act act)
 {
     if (act == OP_GELU) {
 #pragma omp parallel for simd schedule(static)
-        for (long i = 0; i < n; i++) {
-            float v = x[i];
-            float pdf = INV_SQRT_2PI * mf_exp(-0.5f * v * v);
-            dx[i] = dout[i] * (normal_cdf(v) + v * pdf);
-        }
+        for (long i = 0; i < n; i++)
+            dx[i] = gelu_erf_bwd(dout[i], x[i]);
     } else {
 #pragma omp parallel for simd schedule(static)
-        for (long i = 0; i < n; i++) {
-            float v = x[i];
-            float du = SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * v * v);
-            float s = tanh_gate(v);
-            dx[i] = dout[i] * (s + v * s * (1.0f - s) * 2.0f * du);
+        for (long i = 0; i < n; i++)
+            dx[i] = gelu_tanh_bwd(dout[i], x[i]);
+    }
+}
+
+/* One pass: each thread takes a contiguous range of columns (wide, so the rows' segments
+ * stream) and walks its rows in order, writing the gradient and summing it while it is in
+ * registers (op_gelu_bwd then op_bias_grad read it twice). Each column's sum runs over the
+ * rows in order whatever the ranges are, so the bits do not depend on the thread count. */
+#define GELU_BIAS_MAXW 1024
+void op_gelu_bwd_bias(float *dx, float *db, const float *dout, const float *x, int N, int C,
+                      op_act act)
+{
+    int per = (C + omp_get_max_threads() - 1) / omp_get_max_threads();
+    int W = (per + COLBLK - 1) / COLBLK * COLBLK;
+    W = W > GELU_BIAS_MAXW ? GELU_BIAS_MAXW : W;
+    int nblk = (C + W - 1) / W;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < nblk; blk++) {
+        int c0 = blk * W, w = C - c0 < W ? C - c0 : W;
+        double acc[GELU_BIAS_MAXW];
+        for (int j = 0; j < w; j++)
+            acc[j] = 0.0;
+        for (int n = 0; n < N; n++) {
+            long i0 = (long)n * C + c0;
+            if (act == OP_GELU) {
+#pragma omp simd
+                for (int j = 0; j < w; j++) {
+                    float d = gelu_erf_bwd(dout[i0 + j], x[i0 + j]);
+                    dx[i0 + j] = d;
+                    acc[j] += (double)d;
+                }
+            } else {
+#pragma omp simd
+                for (int j = 0; j < w; j++) {
+                    float d = gelu_tanh_bwd(dout[i0 + j], x[i0 + j]);
+                    dx[i0 + j] = d;
+                    acc[j] += (double)d;
+                }
+            }
         }
+        for (int j = 0; j < w; j++)
+            db[c0 + j] += (float)acc[j];
     }
 }
 

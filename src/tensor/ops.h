@@ -35,6 +35,9 @@ typedef enum op_act { OP_GELU = 0, OP_GELU_TANH = 1 } op_act;
 void op_gelu_fwd(float *out, const float *x, long n, op_act act);
 /* dx = dout * gelu'(x); dx may alias dout. */
 void op_gelu_bwd(float *dx, const float *dout, const float *x, long n, op_act act);
+/* op_gelu_bwd over [N, C] then op_bias_grad(db, dx, N, C, C), in one pass, same bits. */
+void op_gelu_bwd_bias(float *dx, float *db, const float *dout, const float *x, int N, int C,
+                      op_act act);
 
 /* Rotary embedding, in place on q and k of every head in a fused qkv buffer
  * of rows [heads][3][hd] (row stride 3*C). Row n has position n % T. cos/sin
@@ -88,6 +91,39 @@ void op_rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x, con
  * Backward writes dgu [N, 2I] from dout [N, I]. (ops_decoder.c) */
 void op_swiglu_fwd(float *out, const float *gu, int N, int inter);
 void op_swiglu_bwd(float *dgu, const float *dout, const float *gu, int N, int inter);
+
+/* Fused kernels (ops_fused.c): one pass over the rows where the unfused composition
+ * takes two or three, with the same float operations in the same order, so the
+ * results are bitwise those of the composition (tests/unit/tensor/test_fused.c).
+ * A norm: LayerNorm (rms 0: weight w, bias b, saves mean and rstd) or RMSNorm
+ * (rms 1: weight w, saves rstd; b and mean unused). */
+typedef struct op_norm {
+    int rms;
+    float eps;
+    const float *w, *b;
+    float *mean, *rstd;
+} op_norm;
+/* Two norms of the same x (GPT-NeoX, Falcon 40B: attention and MLP norms of the block
+ * input): the statistics once, out1 = norm1(x), out2 = norm2(x); p2's mean/rstd get
+ * copies of p1's. Equal to op_layernorm_fwd/op_rmsnorm_fwd for each (same eps). */
+void op_norm2_fwd(const op_norm *p1, float *out1, const op_norm *p2, float *out2,
+                  const float *x, int N, int C);
+/* Residual epilogue of the attention branch: t = x + o + db (op_add3_bias); mid = t
+ * when mid is given; y = t + pb when pb is given, else y = t; nout = norm(t) when p
+ * is given (the sequential block's second norm). */
+void op_resid_fwd(float *y, float *mid, const float *x, const float *o, const float *db,
+                  const float *pb, const op_norm *p, float *nout, int N, int C);
+/* Gradient into one norm's input: dout (plus dout_b when given, summed first: two
+ * consumers of one norm's output) and the norm's weight (and bias) gradients. */
+typedef struct op_norm_grad {
+    const float *dout, *dout_b;
+    float *dw, *db;
+} op_norm_grad;
+/* dx += norm'(g) for one norm (op_layernorm_bwd or op_rmsnorm_bwd by p1->rms), or for
+ * two norms of the same x (p2 given: the second's term added after the first's, as two
+ * op_*norm_bwd calls in that order). p->mean, p->rstd: the statistics the forward saved. */
+void op_norm2_bwd(float *dx, const float *x, int N, int C, const op_norm *p1,
+                  const op_norm_grad *g1, const op_norm *p2, const op_norm_grad *g2);
 
 /* Cross-entropy over logits rows [M][V] in place: returns per-row loss in
  * losses[m] and replaces logits with (softmax - onehot) * grad_scale (when

@@ -11,56 +11,30 @@
 #include <string.h>
 
 #include "tensor/mathfn.h"
+#include "tensor/norm_row.h"
 #include "tensor/ops.h"
 
-#define COLBLK 64
+#define COLBLK NORM_COLBLK
 
 void op_rmsnorm_fwd(float *out, float *rstd, const float *x, const float *w, int N, int C,
                     float eps)
 {
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *xr = x + (long)n * C;
-        float *o = out + (long)n * C;
-        float v = 0.0f;
-#pragma omp simd reduction(+ : v)
-        for (int c = 0; c < C; c++)
-            v += xr[c] * xr[c];
-        float r = 1.0f / sqrtf(v / (float)C + eps);
-        for (int c = 0; c < C; c++)
-            o[c] = w[c] * (xr[c] * r);
-        rstd[n] = r;
-    }
+    for (int n = 0; n < N; n++)
+        rstd[n] = rms_row_fwd(out + (long)n * C, x + (long)n * C, w, C, eps);
 }
 
 void op_rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x, const float *rstd,
                     const float *w, int N, int C)
 {
 #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float *xr = x + (long)n * C, *g = dout + (long)n * C;
-        float *d = dx + (long)n * C;
-        float r = rstd[n], a = 0.0f;
-#pragma omp simd reduction(+ : a)
-        for (int c = 0; c < C; c++)
-            a += g[c] * w[c] * xr[c] * r;
-        a /= (float)C;
-        for (int c = 0; c < C; c++)
-            d[c] += r * (g[c] * w[c] - xr[c] * r * a);
-    }
+    for (int n = 0; n < N; n++)
+        rms_row_bwd(dx + (long)n * C, dout + (long)n * C, NULL, x + (long)n * C, rstd[n], w, C);
     int nblk = (C + COLBLK - 1) / COLBLK;
 #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < nblk; blk++) {
         int c0 = blk * COLBLK, c1 = c0 + COLBLK < C ? c0 + COLBLK : C;
-        double aw[COLBLK] = {0};
-        for (int n = 0; n < N; n++) {
-            const float *xr = x + (long)n * C, *g = dout + (long)n * C;
-            float r = rstd[n];
-            for (int c = c0; c < c1; c++)
-                aw[c - c0] += (double)(g[c] * (xr[c] * r));
-        }
-        for (int c = c0; c < c1; c++)
-            dw[c] += (float)aw[c - c0];
+        norm_cols_wgrad(dw, NULL, dout, NULL, x, NULL, rstd, N, C, c0, c1);
     }
 }
 
