@@ -278,6 +278,10 @@ set_tests_properties(integration.hb_flood PROPERTIES TIMEOUT 180 LABELS "integra
 add_test(NAME integration.val_spike
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/val_spike.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.val_spike PROPERTIES TIMEOUT 180 LABELS "integration;mpi")
+# Ranks that finish at different times are not a hang (the finishing timeout); a stuck one is.
+add_test(NAME integration.finishing
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/finishing.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.finishing PROPERTIES TIMEOUT 180 LABELS "integration;mpi")
 # Silent slowdowns from real slow hardware (src/supervise/silent.h): a rank throttled by a
 # CPU cgroup is found as a "utilisation" incident, its node replaced, the run bitwise equal
 # to the fault-free one; a healthy and a loaded-host run raise no alarm. Skips (77, loudly)

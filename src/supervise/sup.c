@@ -709,10 +709,19 @@ static int poll_running(sup *s)
             s->progress_ts = now_seconds();
     }
     double to = hang_timeout(s);
+    /* once a rank said "done" the job is finishing: the others may still be writing final
+     * files (rank 0's last checkpoint and model), which no step marks; they get as long as
+     * a start may take, not one step's hang timeout */
+    int finishing = 0;
+    for (int r = 0; r < s->nranks && !finishing; r++)
+        finishing = s->rk[r].done;
+    if (finishing)
+        to = fmax(to, s->o->startup_timeout);
     if (now_seconds() - s->progress_ts > to) {
-        char d[128];
-        snprintf(d, sizeof d, "no progress for %.1f s (timeout %.1f s) after step %ld",
-                 now_seconds() - s->progress_ts, to, s->max_step);
+        char d[160];
+        snprintf(d, sizeof d, "no progress for %.1f s (timeout %.1f s) after step %ld%s",
+                 now_seconds() - s->progress_ts, to, s->max_step,
+                 finishing ? " while the job was finishing (a rank said done)" : "");
         fail(s, F_HANG, -1, d);
         return 1;
     }
