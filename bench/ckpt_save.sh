@@ -9,7 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 grit=${GRIT:-$root/build/grit}
 THREADS=${THREADS:-2}
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+. "$(dirname "$0")/blas_coretype.sh"
 tmp=$(mktemp -d "${DIR:-/tmp}/grit-ckpt-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 

@@ -12,7 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 grit=${GRIT:-$root/build/grit}
 STEPS=${STEPS:-5}
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+. "$(dirname "$0")/blas_coretype.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -10,7 +10,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 grit=${GRIT:-$root/build/grit}
 MINUTES=${MINUTES:-20} FAULT_EVERY=${FAULT_EVERY:-5}
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+. "$(dirname "$0")/blas_coretype.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mk() { # NAME STEPS

@@ -18,7 +18,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 grit=${GRIT:-$root/build/grit}
 MODEL=${MODEL:-pythia-70m}
 REPS=${REPS:-2}
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+. "$(dirname "$0")/blas_coretype.sh"
 tmp=$(mktemp -d "${DIR:-/tmp}/grit-s3-resume.XXXXXX")
 S3=""
 trap '[ -n "$S3" ] && "$root/scripts/s3-local.sh" stop "$S3" >/dev/null 2>&1; rm -rf "$tmp"' EXIT

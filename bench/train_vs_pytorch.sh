@@ -11,8 +11,8 @@
 # and grit's achieved GFLOP/s as a fraction of the GEMM ceilings measured on this machine
 # in the same run (grit-bench-gemm: OpenBLAS sgemm and the bf16 GEMM at 4096^3).
 #
-# Both sides get the same thread count and OPENBLAS_CORETYPE=SkylakeX (this machine's
-# environment defaults to Haswell kernels). Override: STEPS, WARMUP, THREADS, PRESETS.
+# Both sides get the same thread count and OPENBLAS_CORETYPE (bench/blas_coretype.sh: SkylakeX
+# where the CPU has AVX-512, else Haswell). Override: STEPS, WARMUP, THREADS, PRESETS.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 grit=${GRIT:-$root/build/grit}
@@ -20,7 +20,7 @@ gemm=${GRIT_GEMM:-$root/build/grit-bench-gemm}
 py=${PYTHON:-/usr/bin/python3}
 STEPS=${STEPS:-5} WARMUP=${WARMUP:-1} THREADS=${THREADS:-2}
 PRESETS=${PRESETS:-"pythia-14m pythia-70m llama-70m falcon-70m"}
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}
+. "$(dirname "$0")/blas_coretype.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
