@@ -394,24 +394,6 @@ static void capture_stacks(sup *s)
 
 /* --- detection ------------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Sorts v (insertion sort: n is at most 32 here) and returns its median. */
-static double median(double *v, int n)
-{
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : 0;
-}
-
 static double hang_timeout(sup *s)
 {
     if (s->max_step < 0 && s->o->hang_timeout <= 0)
@@ -426,11 +408,7 @@ static double hang_timeout(sup *s)
     for (int r = 0; v && r < s->nranks; r++)
         if (s->rk[r].ncompute)
             v[n++] = s->rk[r].compute;
-    double med = 0;
-    if (n) {
-        qsort(v, (size_t)n, sizeof *v, cmp_double);
-        med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    }
+    double med = v ? sup_median(v, n) : 0;
     free(v);
     s->hang_to = fmin(s->o->hang_cap, fmax(s->o->hang_floor, 10.0 * med));
     s->hang_cache_ts = now;
@@ -479,62 +457,6 @@ pid_t sup_spawn_health(sup *s, const char *node, int periodic, const char *out)
     return pid;
 }
 
-int sup_robust_spike(const double *hist, int n, int min, double x, double z, double *med,
-                     double *rz)
-{
-    double v[32], dev[32], m = NAN, r = NAN;
-    n = n < 32 ? n : 32;
-    if (n >= min && n > 0) {
-        for (int i = 0; i < n; i++)
-            v[i] = hist[i];
-        m = median(v, n);
-        for (int i = 0; i < n; i++)
-            dev[i] = fabs(hist[i] - m);
-        double mad = 1.4826 * median(dev, n);
-        r = mad > 0 ? (x - m) / mad : NAN;
-    }
-    if (med)
-        *med = m;
-    if (rz)
-        *rz = r;
-    return isfinite(r) && r > z;
-}
-
-/* Records loss; true when it is a spike against the window before it. */
-static int check_spike(sup *s, double loss)
-{
-    int n = s->nloss < 32 ? s->nloss : 32;
-    int spike = s->o->spike_z > 0 && sup_robust_spike(s->losses, n, 8, loss, s->o->spike_z,
-                                                       NULL, NULL);
-    if (!spike)
-        s->losses[s->nloss++ % 32] = loss;
-    return spike;
-}
-
-/* A validation loss (event "validation", detail "loss=X" from rank 0): a spike against the
- * last 16 (robust z > spike_z, at least 5 before it) is flagged, not failed: held-out loss
- * going up is the model's behaviour, which a rollback would replay bit for bit. Its own
- * value joins the window either way (a new level is learnt). */
-static void check_validation(sup *s, long step, const char *detail)
-{
-    double v, med, rz;
-    if (sscanf(detail, "loss=%lf", &v) != 1 || !isfinite(v))
-        return;
-    int n = s->nval < 16 ? s->nval : 16;
-    if (s->o->spike_z > 0 && sup_robust_spike(s->vals, n, 5, v, s->o->spike_z, &med, &rz)) {
-        s->val_spikes++;
-        s->val_spike_step = step;
-        sup_event(s, "validation_spike",
-                  json_pack("{s:I,s:f,s:f,s:f}", "step", (json_int_t)step, "val_loss", v,
-                            "median", med, "robust_z", rz));
-        sup_say(s, "WARNING: validation loss %.4g at step %ld is a spike (median of the last %d "
-                   "%.4g, robust z %.1f > %.1f): the run goes on; look at the data and the "
-                   "learning rate around this step",
-                v, step, n, med, rz, s->o->spike_z);
-    }
-    s->vals[s->nval++ % 16] = v;
-}
-
 /* Periodic health check in the background; 1 when one finished and failed. */
 static int poll_health(sup *s)
 {
@@ -580,7 +502,7 @@ static int poll_running(sup *s)
             if (!strcmp(m.kind, "done"))
                 ri->done = 1;
             if (!strcmp(m.kind, "validation") && m.rank == 0)
-                check_validation(s, m.step, m.detail);
+                sup_check_validation(s, m.step, m.detail);
             if (!strcmp(m.kind, "fatal")) /* its exit will follow: a retry would repeat it */
                 snprintf(s->fatal, sizeof s->fatal, "%s", m.detail[0] ? m.detail : "fatal");
             if (!strcmp(m.kind, "nan")) {
@@ -632,7 +554,7 @@ static int poll_running(sup *s)
                 s->progress_ts = now_seconds();
             }
             /* every rank reports the same (all-reduced) loss: rank 0's stream is the series */
-            if (m.rank == 0 && isfinite(m.loss) && check_spike(s, m.loss)) {
+            if (m.rank == 0 && isfinite(m.loss) && sup_check_spike(s, m.loss)) {
                 char d[160];
                 snprintf(d, sizeof d, "loss %.4g at step %ld is a spike (robust z > %.1f)",
                          m.loss, m.step, s->o->spike_z);

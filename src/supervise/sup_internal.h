@@ -149,6 +149,14 @@ typedef struct sup {
     char hbm_nodes[256];       /* the silent nodes of the latest one */
 } sup;
 
+/* Sorts v[0..n) in place and returns its median (0 for n <= 0). */
+double sup_median(double *v, int n);
+/* Records a step's loss (rank 0's series); 1 when it is a spike against the 32 before it
+ * (robust z > spike_z, at least 8 before it): then it is not recorded (sup_spike.c). */
+int sup_check_spike(sup *s, double loss);
+/* A validation loss (event "validation", detail "loss=X"): a spike is flagged (event,
+ * warning, summary count), never failed; the value joins the window either way. */
+void sup_check_validation(sup *s, long step, const char *detail);
 /* x against the robust statistics of the n values of hist (median, 1.4826 x MAD): 1 when
  * x is more than z of them above the median (needs n >= min and MAD > 0); *med and *rz
  * (may be NULL) get the median and x's robust z. */
