@@ -503,12 +503,13 @@ static void setup_safetensors(void)
     free(b.p);
 }
 
-static int run_safetensors(const bytes *in, char *why, size_t cap)
+/* Writes in as file `name` of folder `sub` (made if missing) and loads the model from it. */
+static grit_err load_from(const char *sub, const char *name, const bytes *in)
 {
     char dir[1200], p[1300];
-    path_in(dir, sizeof dir, "st");
+    path_in(dir, sizeof dir, sub);
     mkdir(dir, 0755);
-    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    snprintf(p, sizeof p, "%s/%s", dir, name);
     write_file(p, in->p, in->n);
     store *s = NULL;
     if (store_open_posix(dir, &s) != GRIT_OK)
@@ -516,6 +517,12 @@ static int run_safetensors(const bytes *in, char *why, size_t cap)
     grit_errclear();
     grit_err rc = ckpt_load(s, ".", &g_model, NULL, true);
     store_close(s);
+    return rc;
+}
+
+static int run_safetensors(const bytes *in, char *why, size_t cap)
+{
+    grit_err rc = load_from("st", "model.safetensors", in);
     return verdict(rc, "model.safetensors", "ckpt_load", why, cap);
 }
 
@@ -556,16 +563,7 @@ static void setup_shards(void)
 
 static int run_shards(const bytes *in, char *why, size_t cap)
 {
-    char dir[1200], p[1300];
-    path_in(dir, sizeof dir, "shards");
-    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
-    write_file(p, in->p, in->n);
-    store *s = NULL;
-    if (store_open_posix(dir, &s) != GRIT_OK)
-        die(grit_errmsg());
-    grit_errclear();
-    grit_err rc = ckpt_load(s, ".", &g_model, NULL, true);
-    store_close(s);
+    grit_err rc = load_from("shards", "model.safetensors.index.json", in);
     return verdict(rc, ".safetensors", "ckpt_load (sharded)", why, cap); /* index or shard */
 }
 
