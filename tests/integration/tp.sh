@@ -9,7 +9,9 @@
 #    the training forward of the slices: within 2e-6 relative of the single-rank value;
 #  - TP=2 twice, the second without validation: bitwise identical weights and training metrics
 #    (validation reads the weights only); ZeRO-1 at TP=2 x DP=2: bitwise equal;
-#  - bf16 (llama): TP=2 against bf16 at one rank: step 1 loss within 2 ulps and grad norm 1e-4,
+#  - bf16 (llama): TP=2 against bf16 at one rank: step 1 loss within 100 ulps (~8e-6: one
+#    activation rounded to the other bf16 neighbour; 0 measured with widened-fp32 GEMMs, and
+#    oneDNN's blocking on an AVX512-BF16 CPU may differ) and grad norm 1e-4,
 #    every step within 3000 ulps (~2.5e-4 relative) and grad norm 1e-2: a row-parallel partial
 #    sum that differs in the last fp32 bit can round an activation to the other bf16 neighbour,
 #    so bf16 runs drift apart at bf16's scale (measured 2.6e-5 / 1.9e-3; bf16 against fp32 at
@@ -88,7 +90,7 @@ l1 = abs(a[0]["loss"] - b[0]["loss"]) / ulp(b[0]["loss"])
 g1 = abs(a[0]["grad_norm"] / b[0]["grad_norm"] - 1)
 la = max(abs(x["loss"] - y["loss"]) / ulp(y["loss"]) for x, y in zip(a, b))
 ga = max(abs(x["grad_norm"] / y["grad_norm"] - 1) for x, y in zip(a, b))
-ok = l1 <= 2 and g1 <= 1e-4 and la <= 3000 and ga <= 1e-2 and b[-1]["loss"] < b[0]["loss"] - 0.1
+ok = l1 <= 100 and g1 <= 1e-4 and la <= 3000 and ga <= 1e-2 and b[-1]["loss"] < b[0]["loss"] - 0.1
 print(f"bf16 TP=2 vs bf16 one rank: step 1 loss {l1:.1f} ulps, grad norm {g1:.2e}; worst "
       f"{la:.0f} ulps, grad norm {ga:.2e}: {'ok' if ok else 'FAIL'}")
 sys.exit(0 if ok else 1)
