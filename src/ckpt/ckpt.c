@@ -14,6 +14,7 @@
 #include <xxhash.h>
 
 #include "ckpt/ckpt_internal.h"
+#include "core/runlock.h"
 #include "ckpt/hf_family.h"
 #include "ckpt/safetensors.h"
 
@@ -236,6 +237,14 @@ grit_err ckpt_commit(store *s, long step, const ckpt_file *files, int n, double 
     tmp_name(s, tmp, sizeof tmp, step);
     mf_entry me;
     grit_err rc;
+    /* a rank that outlived its supervisor (or whose run another one now owns) never
+     * commits: the manifest and the rename below are what make a step visible */
+    char why[400];
+    runlock_state owner = runlock_env_owner(0, why, sizeof why);
+    if (owner == RUNLOCK_GONE || owner == RUNLOCK_SUPERSEDED) {
+        rc = grit_errf(GRIT_EIO, "%s: step %ld not committed: %s", s->root, step, why);
+        goto fail;
+    }
     store_phase(s, "files");
     if ((rc = put_text(s, tmp, "manifest.json", manifest_json(step, files, n), &me)) != GRIT_OK)
         goto fail;

@@ -7,6 +7,8 @@
 
 #include "cli/cli.h"
 #include "cli/obs_cli.h"
+#include "core/fsutil.h"
+#include "core/runlock.h"
 #include "core/stopsig.h"
 #include "supervise/sup.h"
 
@@ -279,10 +281,20 @@ int cmd_launch(int argc, char **argv)
     self[n > 0 ? n : 0] = '\0';
     o.grit = n > 0 ? self : "grit";
     o.cmd = argv + i;
-    if (obs_cli_start(&ob, o.run_dir, o.quiet) != 0)
+    /* one supervisor per run directory, taken before anything writes into it */
+    runlock lock;
+    if (fs_mkdirs(o.run_dir) != GRIT_OK || runlock_take(&lock, o.run_dir, 0.5) != GRIT_OK) {
+        fprintf(stderr, "grit launch: %s\n", grit_errmsg());
         return 2;
+    }
+    o.lock = &lock;
+    if (obs_cli_start(&ob, o.run_dir, o.quiet) != 0) {
+        runlock_release(&lock);
+        return 2;
+    }
     stopsig_install(); /* SIGTERM/SIGINT: a graceful stop (src/supervise/sup_stop.c) */
     int rc = sup_run(&o);
     obs_cli_finish(&ob, o.run_dir);
+    runlock_release(&lock);
     return rc;
 }

@@ -256,6 +256,8 @@ static grit_err launch(sup *s)
             dup2(nul, 0); /* the job reads nothing from the supervisor's terminal */
         setenv("GRIT_SUP_ADDR", s->hb.addr, 1);
         setenv("GRIT_SUP_SECRET", s->hb.secret, 1);
+        setenv("GRIT_SUP_LOCK", s->lock->path, 1);
+        setenv("GRIT_SUP_LOCK_TOKEN", s->lock->token, 1);
         if (!s->be->remote_ranks) /* the done marker: a rank's "done" survives a lost datagram */
             setenv("GRIT_SUP_DONE_DIR", donedir, 1);
         setenv("GRIT_NODES", names, 1);
@@ -800,7 +802,10 @@ int sup_run(const sup_opts *o)
     int rc = 2;
     char path[1200];
     char (*hosts)[32] = NULL;
-    if (fs_mkdirs(o->run_dir) != GRIT_OK) {
+    s->own_lock.fd = -1; /* one supervisor per run directory; its ranks watch the lock */
+    s->lock = o->lock ? o->lock : &s->own_lock;
+    if (fs_mkdirs(o->run_dir) != GRIT_OK ||
+        (!o->lock && runlock_take(&s->own_lock, o->run_dir, 0.5) != GRIT_OK)) {
         fprintf(stderr, "grit launch: %s\n", grit_errmsg());
         goto out;
     }
@@ -971,6 +976,7 @@ out:
     silent_free(&s->sil);
     free(s->rk), free(s->inc), free(s->nan_steps), free(s->skip_steps), free(s->implicated);
     free(s->vd), free(s->quar), free(s->local_hosts);
+    runlock_release(&s->own_lock);
     free(s);
     return rc;
 }

@@ -17,6 +17,8 @@
 typedef struct sup_opts {
     int nodes, spares, ranks_per_node, max_restarts;
     const char *run_dir;
+    struct runlock *lock; /* RUN/supervisor.lock taken by the caller (grit launch, before its
+                           * dashboard writes into RUN); NULL: sup_run takes it */
     char *const *cmd; /* NULL-terminated */
     const char *inject;  /* fault spec (see grit launch --help) or NULL */
     double hang_timeout; /* 0: derived from step times, within [hang_floor, hang_cap] */

@@ -27,6 +27,7 @@
 #include <sys/types.h>
 
 #include "core/events.h"
+#include "core/runlock.h"
 #include "supervise/backend.h"
 #include "supervise/cluster.h"
 #include "heartbeat/hb.h"
@@ -83,6 +84,8 @@ typedef struct sup {
     cluster cl;
     hb_server hb;
     events ev;
+    runlock own_lock; /* RUN/supervisor.lock when the caller gave none (runlock.h) */
+    const runlock *lock; /* o->lock or &own_lock: held for the supervisor's life */
     char logdir[1100], statepath[1100];
     int attempt, restarts;
     pid_t job;

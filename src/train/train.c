@@ -20,6 +20,7 @@
 #include "core/fsutil.h"
 #include "core/ompenv.h"
 #include "core/progress.h"
+#include "core/runlock.h"
 #include "core/stopsig.h"
 #include "model/tp.h"
 #include "train/data.h"
@@ -173,6 +174,14 @@ static void train_node_name(int rank, char *out, size_t cap)
     }
     if (gethostname(out, cap) != 0)
         snprintf(out, cap, "local");
+}
+
+/* 1.0 when the grit launch that started this rank is gone or another owns its run
+ * (asked at most once a second; why says which), else 0.0. */
+static double orphaned(char *why, size_t cap)
+{
+    runlock_state st = runlock_env_owner(1.0, why, cap);
+    return st == RUNLOCK_GONE || st == RUNLOCK_SUPERSEDED ? 1.0 : 0.0;
 }
 
 /* After the step at which every rank agreed to stop (a SIGTERM/SIGINT on any of them,
@@ -364,6 +373,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     double run_tokens = 0, wait_total = 0;
     long step, faults0 = 0;
     bool stop = false, stop_saved = false;
+    char orphan_why[400] = "";
     for (step = start; step < o->total_steps; step++) {
         if (step == start + 1)
             faults0 = minor_faults(); /* the first step may still fault (thread stacks, BLAS) */
@@ -404,12 +414,20 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         faults_slow_compute(&fs, now_seconds() - t0);
         /* the loss sum also counts the ranks whose checkpoint part is written, and those
          * asked to stop (a signal reaches ranks at different steps: all stop at the same) */
-        double norm, red[3] = {loss, saver_part_written(&sv), stopsig_pending() ? 1.0 : 0.0};
+        /* ... and the ranks whose supervisor is gone (core/runlock.h): all stop together */
+        double norm, red[4] = {loss, saver_part_written(&sv), stopsig_pending() ? 1.0 : 0.0,
+                               orphaned(orphan_why, sizeof orphan_why)};
         if ((rc = dp_finish_grads(&dp, &norm)) != GRIT_OK ||
-            /* under TP the stop flag goes round the TP group first: TP x DP is the world */
-            (tp > 1 && (rc = comm_allreduce_sum_f64(&grid.tpc, red + 2, 1)) != GRIT_OK) ||
-            (rc = comm_allreduce_sum_f64(d, red, W > 1 ? 3 : 1)) != GRIT_OK)
+            /* under TP the flags go round the TP group first: TP x DP is the world */
+            (tp > 1 && (rc = comm_allreduce_sum_f64(&grid.tpc, red + 2, 2)) != GRIT_OK) ||
+            (rc = comm_allreduce_sum_f64(d, red, W > 1 ? 4 : 1)) != GRIT_OK)
             goto out;
+        if (red[3] > 0) { /* no checkpoint: the run is not this job's any more */
+            rc = grit_errf(GRIT_EIO, "stopping at step %ld without a checkpoint: %s", step + 1,
+                           orphan_why[0] ? orphan_why
+                                         : "another rank's supervisor is gone (GRIT_SUP_LOCK)");
+            goto out;
+        }
         loss = data.sft ? red[0] : red[0] / W; /* SFT: each rank sent its share of the mean */
         stop = red[2] > 0 && step + 1 < o->total_steps; /* the last step just finishes */
         if ((rc = saver_parts_agreed(&sv, red[1])) != GRIT_OK)

@@ -4,7 +4,9 @@
 #   two ranks on two nodes killed at once (kill -9 of both PIDs in one call): the detection
 #     names both nodes, both are diagnosed, the incident table has a row for each, and the
 #     run ends DONE bitwise equal to the fault-free run
-#   the supervisor killed (kill -9) after an incident, the newest checkpoint corrupted, and
+#   a second grit launch on the same run directory is refused while the first runs
+#   the supervisor killed (kill -9) after an incident: its ranks stop by themselves within
+#     seconds (run lock) without a checkpoint; the newest checkpoint corrupted, and
 #     a rerun: the summary keeps the earlier incident and restart count, goodput is at most
 #     100% (wall time from the first launch), and the rejected checkpoint is in the summary
 # Every process is started here and ended by its PID.
@@ -31,6 +33,16 @@ mpirun -np 3 --oversubscribe "$grit" train "$tmp/job.json" --run-dir "$tmp/ref" 
 # --- two nodes at once --------------------------------------------------------------------
 L "$tmp/two"
 wait_step "$tmp/two" 6 || fail "two: no step 6"
+# one supervisor per run directory: a second grit launch on it is refused, naming the first
+# (stopped meanwhile: the tiny job could otherwise end within the second one's wait)
+kill -STOP "$lp"
+rc=0; "$grit" launch --nodes 1 --run "$tmp/two" -- true > "$tmp/second.out" 2>&1 || rc=$?
+kill -CONT "$lp"
+if [ $rc -ne 0 ] && grep -q "run directory .*/two is in use by grit launch pid $lp on " "$tmp/second.out"; then
+  echo "ok   a second grit launch on a run directory in use is refused, naming the first"
+else
+  fail "second launch: rc=$rc: $(cat "$tmp/second.out")"
+fi
 p1=$(rank_pid "$tmp/two" 1); p2=$(rank_pid "$tmp/two" 2)
 if [ -z "$p1" ] || [ -z "$p2" ]; then fail "two: rank PIDs not found ('$p1' '$p2')"; else kill -9 "$p1" "$p2"; fi
 rc=0; wait "$lp" || rc=$?
@@ -57,9 +69,9 @@ for _ in $(seq 1 600); do grep -qs '"event":"recovered"' "$tmp/crash/events.json
 wait_step "$tmp/crash" 14 || fail "crash: no step 14 after the recovery"
 job=$(pgrep -P "$lp" | head -n 1 || true)
 kill -9 "$lp"; wait "$lp" 2>/dev/null || true
-# the job dies with its supervisor, but its ranks may take a moment: until every one is gone
-# a rank can still commit a newer checkpoint than the LATEST read below, and the corrupted
-# one would then not be the newest (nothing rejected at resume)
+# the job dies with its supervisor (mpirun gets SIGTERM), but its ranks may take a moment:
+# until every one is gone a rank could still commit a newer checkpoint than the LATEST read
+# below, and the corrupted one would then not be the newest (nothing rejected at resume)
 for _ in $(seq 1 100); do
   { [ -n "$job" ] && kill -0 "$job" 2>/dev/null; } || rank_pid "$tmp/crash" 0 > /dev/null ||
     rank_pid "$tmp/crash" 1 > /dev/null || rank_pid "$tmp/crash" 2 > /dev/null || break
@@ -83,6 +95,33 @@ else
 fi
 cmp -s "$tmp/ref/model.safetensors" "$tmp/crash/model.safetensors" &&
   echo "ok   ledger: final weights bitwise equal" || fail "ledger: weights differ"
+
+# --- ranks that outlive their supervisor --------------------------------------------------
+# a trainer in its own session (setsid), writing to its own file, is not taken down with the
+# dying supervisor's mpirun (SIGTERM, then a closed pipe): it must see the run lock free (core/runlock.h, asked once a second), stop without a
+# checkpoint and never commit one after the supervisor is gone
+tiny_job "$tmp/long.json" 4 100000 3
+"$grit" launch --nodes 1 --spares 0 --run "$tmp/orph" --hang-timeout 60 --straggler-factor 0 \
+  -- setsid -w bash -c 'exec "$0" train "$1" --run-dir "$2" --quiet > "$3" 2>&1' \
+     "$grit" "$tmp/long.json" "$tmp/orph" "$tmp/orph.err" > "$tmp/orph.out" 2>&1 &
+lp=$!; bgs+=("$lp")
+wait_step "$tmp/orph" 8 || fail "orphan: no step 8"
+tr=$(pgrep -f -- "train $tmp/long.json --run-dir $tmp/orph" | while read -r p; do
+       [ "$(cat "/proc/$p/comm" 2>/dev/null)" = grit ] && echo "$p"; done | head -n 1)
+bgs+=("$tr")
+kill -9 "$lp"; wait "$lp" 2>/dev/null || true
+t0=$(date +%s.%N); latest=$(cat "$tmp/orph/ckpt/LATEST" 2>/dev/null || true)
+for _ in $(seq 1 150); do [ -n "$tr" ] && kill -0 "$tr" 2>/dev/null || break; sleep 0.1; done
+secs=$("$py" -c "import time; print(f'{time.time() - $t0:.1f}')")
+last=$(grep -o '"step":[0-9]*' "$tmp/orph/metrics.jsonl" | tail -n 1 | cut -d: -f2)
+newer=$(find "$tmp/orph/ckpt" -maxdepth 1 -name 'step_*' -newer "$tmp/orph/supervisor.lock" -newermt "@$t0" | wc -l)
+if [ -n "$tr" ] && ! kill -0 "$tr" 2>/dev/null && [ "$newer" -eq 0 ] &&
+   grep -q "stopping at step [0-9]* without a checkpoint: the supervisor that launched this rank (grit launch pid $lp on .*) is gone" \
+     "$tmp/orph.err"; then
+  echo "ok   a trainer that outlived its supervisor stopped by itself in $secs s (at step $last), no checkpoint after ${latest:-none}"
+else
+  fail "orphan: trainer '$tr' alive=$(kill -0 "$tr" 2>/dev/null && echo yes || echo no) after $secs s, $newer newer checkpoints: $(tail -n 3 "$tmp/orph.err")"
+fi
 
 if [ "$fails" -eq 0 ]; then echo "multi_death: all cases passed"; else echo "multi_death: $fails failure(s)"; fi
 [ "$fails" -eq 0 ]
