@@ -491,6 +491,42 @@ def close():
 _CKPT_RE = re.compile(r"^step_(\d{8,})\.pt$")
 
 
+class SupervisorGone(RuntimeError):
+    """The grit launch that started this job is gone, or another one owns its run directory:
+    save_checkpoint raises it instead of committing (docs/supervisor.md)."""
+
+
+def supervisor_state():
+    """"alive", "gone" (the grit launch that started this job died: nobody holds its
+    RUN/supervisor.lock), "superseded" (another grit launch holds it) or "unknown" (not
+    started by grit launch, or the lock file cannot be read on this node). The same rule as
+    the C trainer (core/runlock.c): the lock first, then the token in the file."""
+    import fcntl
+    path, token = os.environ.get("GRIT_SUP_LOCK"), os.environ.get("GRIT_SUP_LOCK_TOKEN")
+    if not path or not token:
+        return "unknown"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return "unknown"
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            held = False
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            held = True
+        except OSError:  # ENOLCK: a file system without locks
+            return "unknown"
+        text = os.pread(fd, 511, 0).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+    ours = any(line == "token=" + token for line in text.splitlines())
+    if held:
+        return "alive" if ours else "superseded"
+    return "gone" if ours else "unknown"
+
+
 def _fsync_dir(path):
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -528,7 +564,10 @@ def save_checkpoint(obj, directory, step, keep=3, report=True):
     directory; then removes all but the newest `keep` checkpoints (keep <= 0 keeps all) and
     any temp file an earlier crash left. Reports checkpoint_saved. Returns the path.
     Call it on one rank (rank 0 for DDP, whose state is the same everywhere); errors
-    (ENOSPC, EIO) raise, after removing the temp file: a failed save must not look done."""
+    (ENOSPC, EIO) raise, after removing the temp file: a failed save must not look done.
+    A job whose grit launch is gone or superseded (supervisor_state) commits nothing: it
+    raises SupervisorGone just before the rename, so ranks that outlive a killed supervisor
+    never write into a run another one owns."""
     import torch  # only needed here: the rest of the module has no dependencies
 
     os.makedirs(directory, exist_ok=True)
@@ -539,6 +578,10 @@ def save_checkpoint(obj, directory, step, keep=3, report=True):
             torch.save(obj, f)
             f.flush()
             os.fsync(f.fileno())
+        state = supervisor_state()
+        if state in ("gone", "superseded"):
+            raise SupervisorGone("%s not committed: the grit launch that started this job is %s "
+                                 "(%s)" % (final, state, os.environ.get("GRIT_SUP_LOCK")))
         os.replace(tmp, final)
     except BaseException:
         try:

@@ -38,7 +38,8 @@ except ImportError:
 ENV_KEYS = ("GRIT_SUP_ADDR", "GRIT_SUP_SECRET", "GRIT_NODES", "GRIT_RANKS_PER_NODE", "RANK",
             "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "GRIT_FAULTS",
             "GRIT_HOST_ID", "SLURMD_NODENAME", "GRIT_NVML_LIB", "FAKE_NVML_GPUS",
-            "FAKE_NVML_UTIL_FILE", "FAKE_NVML_CLOCK_FILE", "CUDA_VISIBLE_DEVICES", "LOCAL_RANK")
+            "FAKE_NVML_UTIL_FILE", "FAKE_NVML_CLOCK_FILE", "CUDA_VISIBLE_DEVICES", "LOCAL_RANK",
+            "GRIT_SUP_LOCK", "GRIT_SUP_LOCK_TOKEN")
 
 
 def fresh(env):
@@ -445,6 +446,56 @@ class Checkpoints(unittest.TestCase):
         self.assertEqual((s, torch.load(p)["step"]), (5, 5))
         grit_client.save_checkpoint({"step": 10}, self.d, 10)
         self.assertEqual(sorted(os.listdir(self.d)), ["step_00000005.pt", "step_00000010.pt"])
+
+
+    def test_no_commit_once_the_supervisor_is_gone(self):
+        """The run lock as grit launch holds it (a real holder process, killed with SIGKILL):
+        alive -> save commits; gone or superseded -> SupervisorGone, nothing committed, no
+        temp file; a stale file of another run -> unknown, saves go on."""
+        lock = os.path.join(self.d, "supervisor.lock")
+        holder = textwrap.dedent("""
+            import fcntl, os, sys, time
+            fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, ("token=%s\\npid=%d\\nhost=h\\n" % (sys.argv[2], os.getpid())).encode(), 0)
+            print("held", flush=True)
+            time.sleep(60)
+        """)
+        ck = os.path.join(self.d, "ck")
+
+        def hold(token):
+            p = subprocess.Popen([sys.executable, "-c", holder, lock, token],
+                                 stdout=subprocess.PIPE, text=True)
+            self.assertEqual(p.stdout.readline().strip(), "held")
+            return p
+
+        fresh({"GRIT_SUP_LOCK": lock, "GRIT_SUP_LOCK_TOKEN": "a" * 32})
+        self.assertEqual(grit_client.supervisor_state(), "unknown")  # no file yet
+        p = hold("a" * 32)
+        try:
+            self.assertEqual(grit_client.supervisor_state(), "alive")
+            grit_client.save_checkpoint({"step": 5}, ck, 5)
+        finally:
+            p.kill()
+            p.wait()
+            p.stdout.close()
+        self.assertEqual(grit_client.supervisor_state(), "gone")
+        with self.assertRaises(grit_client.SupervisorGone):
+            grit_client.save_checkpoint({"step": 10}, ck, 10)
+        self.assertEqual(os.listdir(ck), ["step_00000005.pt"])
+        p = hold("b" * 32)
+        try:
+            self.assertEqual(grit_client.supervisor_state(), "superseded")
+            with self.assertRaises(grit_client.SupervisorGone):
+                grit_client.save_checkpoint({"step": 15}, ck, 15)
+        finally:
+            p.kill()
+            p.wait()
+            p.stdout.close()
+        self.assertEqual(grit_client.supervisor_state(), "unknown")  # another run's stale file
+        grit_client.save_checkpoint({"step": 20}, ck, 20)
+        self.assertEqual(sorted(os.listdir(ck)), ["step_00000005.pt", "step_00000020.pt"])
 
 
 @unittest.skipUnless(os.access(GRIT, os.X_OK) and shutil.which("mpirun"),
