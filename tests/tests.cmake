@@ -260,6 +260,9 @@ set_tests_properties(integration.sigterm PROPERTIES TIMEOUT 400 LABELS "integrat
 
 # several ranks on several nodes killed at once; the supervisor killed and rerun (the
 # durable ledger: incidents, restarts, goodput over the whole run, checkpoint rejections)
+add_test(NAME integration.shrink
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/shrink.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.shrink PROPERTIES TIMEOUT 300 LABELS "integration;mpi")
 add_test(NAME integration.multi_death
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/multi_death.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.multi_death PROPERTIES TIMEOUT 400 LABELS "integration;mpi")

@@ -73,6 +73,9 @@ static void usage(FILE *f)
             "  --no-spare POLICY      give_up (default), wait (up to --spare-wait S, default 600,\n"
             "                         for a node set back to \"spare\" in cluster.json), or shrink\n"
             "                         (fewer nodes; needs optim.global_batch)\n"
+            "  --shrink-unit N        shrink by whole data-parallel replicas of N nodes\n"
+            "                         (default: from the job's layout, tensor x pipeline\n"
+            "                         ranks / --ranks-per-node; nodes left over wait as spares)\n"
             "  --on-no-spare CMD      when a node must be cordoned and no spare is left, run\n"
             "                         CMD (split at spaces, no shell; environment\n"
             "                         GRIT_FAILED_NODE, GRIT_FAILED_REASON, GRIT_RUN,\n"
@@ -176,6 +179,7 @@ int cmd_launch(int argc, char **argv)
         INT_OPT("--nodes", nodes, 1, 100000)
         INT_OPT("--spares", spares, 0, 100000)
         INT_OPT("--ranks-per-node", ranks_per_node, 1, 4096)
+        INT_OPT("--shrink-unit", shrink_unit, 1, 100000)
         INT_OPT("--max-restarts", max_restarts, 0, 1000000)
         INT_OPT("--straggler-window", straggler_window, 1, 32)
         INT_OPT("--signal-window", signal_window, 1, 60)
@@ -242,6 +246,11 @@ int cmd_launch(int argc, char **argv)
     int slurm = o.backend && !strcmp(o.backend, "slurm");
     if (o.backend && !slurm && strcmp(o.backend, "local")) {
         fprintf(stderr, "grit launch: --backend '%s': expected local or slurm\n", o.backend);
+        return 2;
+    }
+    if (o.shrink_unit > 0 && o.nodes % o.shrink_unit) {
+        fprintf(stderr, "grit launch: --nodes %d is not a multiple of --shrink-unit %d (nodes per "
+                        "data-parallel replica)\n", o.nodes, o.shrink_unit);
         return 2;
     }
     if (strcmp(o.no_spare, "give_up") && strcmp(o.no_spare, "wait") &&

@@ -190,6 +190,20 @@ const char *cluster_replace(cluster *c, const char *name, const char *reason)
     return NULL;
 }
 
+const char *cluster_park_last(cluster *c)
+{
+    node_slot *last = NULL;
+    for (int i = 0; i < c->count; i++)
+        if (c->n[i].state == NODE_ACTIVE && (!last || c->n[i].position > last->position))
+            last = &c->n[i];
+    if (!last)
+        return NULL;
+    last->state = NODE_SPARE;
+    last->position = -1;
+    last->reason[0] = '\0';
+    return last->name;
+}
+
 grit_err cluster_add_spare(cluster *c, const char *name)
 {
     node_slot *old = cluster_find(c, name);

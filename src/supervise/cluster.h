@@ -57,6 +57,10 @@ const char *cluster_replace(cluster *c, const char *name, const char *reason);
  * cleared). GRIT_EINVAL when name is active or a spare already, or past the bound;
  * GRIT_ENOMEM. Not saved: the caller saves. Pointers into c->n are invalid after. */
 grit_err cluster_add_spare(cluster *c, const char *name);
+
+/* The active node at the highest position becomes a spare (a shrink to whole replicas
+ * leaves it out of the job, healthy). Returns its name, NULL when none is active. */
+const char *cluster_park_last(cluster *c);
 /* Comma list of active node names by position. */
 void cluster_names(const cluster *c, char *buf, size_t cap);
 const char *node_state_name(node_state s);

@@ -505,6 +505,8 @@ static int poll_running(sup *s)
                 ri->done = 1;
             if (!strcmp(m.kind, "validation") && m.rank == 0)
                 sup_check_validation(s, m.step, m.detail);
+            if (!strcmp(m.kind, "layout") && m.rank == 0)
+                sup_note_layout(s, m.detail);
             if (!strcmp(m.kind, "fatal")) /* its exit will follow: a retry would repeat it */
                 snprintf(s->fatal, sizeof s->fatal, "%s", m.detail[0] ? m.detail : "fatal");
             if (!strcmp(m.kind, "nan")) {

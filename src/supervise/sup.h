@@ -37,6 +37,8 @@ typedef struct sup_opts {
     double health_every; /* run grit health --quick every S seconds while running (0 off) */
     double spare_wait;   /* no_spare "wait": seconds to wait for a spare (cordon lifted) */
     const char *no_spare; /* "wait", "shrink" or "give_up" */
+    int shrink_unit;      /* shrink: nodes per data-parallel replica; 0: from the job's
+                           * "layout" event (tp x pp ranks), else 1 */
     /* --on-no-spare: a node to cordon and no spare left: run this (argv, NULL-terminated;
      * NULL: never), which prints the replacement's name (sup_provision.c) */
     char *const *on_no_spare;

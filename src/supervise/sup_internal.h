@@ -101,6 +101,7 @@ typedef struct sup {
     straggler strag; /* compute times by step, for the straggler detector */
     silent sil;      /* utilisation and network signals, for the silent detector */
     double sil_ts;   /* the last tick of sil */
+    int replica_ranks; /* tp x pp from the job's "layout" event (0: not told) */
     int sil_trace;   /* GRIT_SILENT_TRACE=1: a line per tick on stderr */
     incident *inc; /* [ninc] every incident of this supervisor, in order (capacity inc_cap) */
     int ninc, inc_cap;
@@ -194,6 +195,9 @@ grit_err sup_diagnose(sup *s);
  * (it carries on where it stopped). Quarantines by strikes first (sup_strikes.c).
  * No state change. */
 int sup_repair(sup *s);
+/* The job's "layout" event from rank 0 ("tp=T,pp=P,dp=D"): T x P ranks make one
+ * data-parallel replica, which a shrink keeps whole (sup_repair.c). */
+void sup_note_layout(sup *s, const char *detail);
 /* The health verdict on node as sup_diagnose gives it: 0 healthy, else why filled.
  * machine_ok caches the one check of this machine (start it at -1). */
 int sup_check_node(sup *s, const char *node, int *machine_ok, char *why, size_t cap);

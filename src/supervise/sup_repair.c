@@ -144,6 +144,55 @@ static void reload_spares(sup *s)
     cluster_free(&fresh);
 }
 
+void sup_note_layout(sup *s, const char *detail)
+{
+    int tp = 0, pp = 0, dp = 0;
+    if (sscanf(detail, "tp=%d,pp=%d,dp=%d", &tp, &pp, &dp) == 3 && tp >= 1 && pp >= 1 && dp >= 1 &&
+        tp <= 1 << 20 && pp <= 1 << 20 && (long)tp * pp <= 1 << 20)
+        s->replica_ranks = tp * pp;
+}
+
+/* Nodes per data-parallel replica: --shrink-unit, else lcm(tp x pp, ranks per node) /
+ * ranks per node from the job's layout, else 1. */
+static int replica_nodes(const sup *s)
+{
+    if (s->o->shrink_unit > 0)
+        return s->o->shrink_unit;
+    long r = s->replica_ranks > 0 ? s->replica_ranks : 1, rpn = s->o->ranks_per_node;
+    long a = r, b = rpn;
+    while (b) {
+        long t = a % b;
+        a = b;
+        b = t;
+    }
+    return (int)(r / a); /* lcm(r, rpn) / rpn */
+}
+
+/* After a shrink: the job keeps whole replicas (a TP x PP grid cannot lose one node of a
+ * replica), so the active nodes left over become spares. -1 when none is left. */
+static int shrink_to_replicas(sup *s)
+{
+    int unit = replica_nodes(s), act = cluster_active(&s->cl);
+    if (act < unit) {
+        snprintf(s->end_reason, sizeof s->end_reason,
+                 "%d node%s left, fewer than one data-parallel replica (%d node%s): cannot shrink",
+                 act, act == 1 ? "" : "s", unit, unit == 1 ? "" : "s");
+        sup_event(s, "gave_up", json_pack("{s:s}", "reason", s->end_reason));
+        sup_say(s, "giving up: %s", s->end_reason);
+        return -1;
+    }
+    while (cluster_active(&s->cl) % unit) {
+        const char *n = cluster_park_last(&s->cl);
+        if (!n)
+            break;
+        sup_event(s, "parked", json_pack("{s:s,s:i}", "node", n, "replica_nodes", unit));
+        sup_say(s, "%s leaves the job, healthy, as a spare: the job keeps whole data-parallel "
+                   "replicas of %d nodes", n, unit);
+    }
+    cluster_save(&s->cl);
+    return 0;
+}
+
 int sup_repair(sup *s)
 {
     int shrink_ok = s->o->no_spare && !strcmp(s->o->no_spare, "shrink");
@@ -201,8 +250,12 @@ int sup_repair(sup *s)
             s->be->cordoned(s->o, node, why);
         sup_event(s, "cordon", json_pack("{s:s,s:s,s:s}", "node", node, "reason", why,
                                      "replacement", spare ? spare : "none (shrinking)"));
-        sup_say(s, "cordoned %s (%s); %s takes its place", node, why,
-            spare ? spare : "nobody: the job shrinks");
+        if (spare)
+            sup_say(s, "cordoned %s (%s); %s takes its place", node, why, spare);
+        else
+            sup_say(s, "cordoned %s (%s); no spare: the job shrinks", node, why);
+        if (!spare && shrink_to_replicas(s) != 0)
+            return -1;
     }
     return 0;
 }

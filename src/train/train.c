@@ -367,6 +367,11 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
                 (double)gx_tp_act_bytes_per_token(&cfg->model, tp) / 1024.0);
 
     emit_heartbeat_start(&em, world->rank, node, world->local_rank == 0); /* one meter per machine */
+    if (world->rank == 0) { /* the grid, for a supervisor that shrinks by whole replicas */
+        char lay[64];
+        snprintf(lay, sizeof lay, "tp=%d,pp=1,dp=%d", tp, W);
+        emit_worker_event(&em, "layout", start, lay);
+    }
     progress pr;
     progress_init(&pr, log ? log : stderr, o->total_steps, cfg->log_every);
     double t_start = now_seconds(), first = NAN, last = NAN, minl = INFINITY;

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# shrink.sh GRIT PYTHON - `--no-spare shrink` keeps whole data-parallel replicas (issue #17,
+# point 7): a tensor-parallel 2 x data-parallel 2 job on 4 nodes (one rank each) and no
+# spare loses node3 (--inject kill:node=node3: its processes die and its health check fails); the supervisor learns the grid from the job's "layout" event, cordons
+# node3, parks node2 (healthy, as a spare: a TP pair cannot run on one node of two) and
+# relaunches on node0,node1 (TP 2 x DP 1); the trainer resumes from the TP x DP checkpoint
+# with the global batch kept by accumulation (4 instead of 2) and ends close to the
+# fault-free TP 2 x DP 2 run (a different fp32 summation order, not a different run: the
+# bounds of tp.sh). A TP 2 job on two nodes that loses one: fewer than one replica, a clear
+# give-up.
+# And --shrink-unit that does not divide --nodes is refused.
+# Every process is started here and ended by its PID.
+set -euo pipefail
+grit=$1 py=$2
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+bgs=()
+cleanup() { for p in "${bgs[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (make deps)"; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$here/sup_lib.sh"
+
+tiny_job "$tmp/base.json" 8 40 4
+sed 's/"seed": 42/"seed": 42, "parallel": {"tensor": 2}/' "$tmp/base.json" > "$tmp/job.json"
+mpirun -np 4 --oversubscribe "$grit" train "$tmp/job.json" --run-dir "$tmp/ref" --quiet > /dev/null 2>&1 ||
+  fail "reference TP 2 x DP 2 run failed"
+
+d="$tmp/shrink"
+"$grit" launch --nodes 4 --spares 0 --no-spare shrink --run "$d" --backoff 0.1 --straggler-factor 0 \
+  --hang-timeout 20 --inject kill:node=node3:step=10 -- "$grit" train "$tmp/job.json" --run-dir "$d" --quiet > "$d.out" 2>&1 &
+lp=$!; bgs+=("$lp")
+rc=0; wait "$lp" || rc=$?
+ev="$d/events.jsonl"
+if [ $rc -eq 0 ] && grep -q '"event":"worker_event","kind":"layout"' "$ev" &&
+   grep -q '"event":"cordon","node":"node3".*"replacement":"none (shrinking)"' "$ev" &&
+   grep -q '"event":"parked","node":"node2","replica_nodes":2' "$ev" &&
+   grep -q 'attempt 1: 2 ranks on node0,node1 ' "$d.out" &&
+   grep -q '"event":"train_start".*"world":2' "$ev"; then
+  echo "ok   node3 lost with no spare: cordoned, node2 parked as a spare, relaunched as TP 2 x DP 1 on node0,node1"
+else
+  fail "shrink: rc=$rc: $(grep -E 'cordon|parked|attempt|giving' "$d.out" | tr '\n' ';')"
+fi
+grep -q '"state": *"spare"' "$d/cluster.json" && grep -q '"node2"' "$d/cluster.json" ||
+  fail "cluster.json does not hold node2 as a spare: $(cat "$d/cluster.json")"
+# the same steps, the global batch kept (accumulation 4 at DP 1), close to the fault-free run
+"$py" "$here/tp_compare.py" "$d" "$tmp/ref" 1.5 5e-8 1e-5 || fail "metrics after the shrink"
+"$py" "$here/dp_compare.py" weights "$d" "$tmp/ref" 3e-5 || fail "final weights after the shrink"
+
+# a TP 2 job on 2 nodes loses one: one node left, less than a replica
+d="$tmp/none"
+"$grit" launch --nodes 2 --spares 0 --no-spare shrink --run "$d" --backoff 0.1 --straggler-factor 0 \
+  --hang-timeout 20 --inject kill:node=node1:step=6 -- "$grit" train "$tmp/job.json" --run-dir "$d" --quiet > "$d.out" 2>&1 &
+lp=$!; bgs+=("$lp")
+rc=0; wait "$lp" || rc=$?
+if [ $rc -ne 0 ] && grep -q '1 node left, fewer than one data-parallel replica (2 nodes): cannot shrink' "$d.out"; then
+  echo "ok   one node of a TP 2 pair left: gives up saying why (rc $rc)"
+else
+  fail "none: rc=$rc: $(tail -n 5 "$d.out")"
+fi
+
+rc=0; "$grit" launch --nodes 3 --shrink-unit 2 --no-spare shrink --run "$tmp/bad" -- true > "$tmp/bad.out" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q -- '--nodes 3 is not a multiple of --shrink-unit 2' "$tmp/bad.out" &&
+  echo "ok   --shrink-unit that does not divide --nodes is refused" || fail "bad unit: rc=$rc $(cat "$tmp/bad.out")"
+
+if [ "$fails" -eq 0 ]; then echo "shrink: all cases passed"; else echo "shrink: $fails failure(s)"; fi
+[ "$fails" -eq 0 ]
