@@ -186,73 +186,32 @@ static double rope_inv_freq(const gx_config *c, int rot, int i, int T)
     return inv;
 }
 
-grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads)
+/* The rotary tables in double, rounded once: cos/sin(pos * inv_freq_i). */
+static void rope_fill(gx_model *m)
 {
-    return gx_init_tp(m, cfg, B, T, nthreads, 1, 0);
+    const gx_config *cfg = &m->cfg;
+    int T = m->T, rope_len = T > cfg->max_positions ? T : cfg->max_positions;
+    int r2 = m->rot / 2;
+    for (int i = 0; i < r2; i++) {
+        double inv = cfg->family == GX_NEOX && cfg->rope == GX_ROPE_NONE
+                         ? 1.0 / pow(cfg->rotary_base, (2.0 * i) / m->rot)
+                         : rope_inv_freq(cfg, m->rot, i, T);
+        for (int pos = 0; pos < rope_len; pos++) {
+            m->rope_cos[(size_t)pos * r2 + i] = (float)cos(pos * inv);
+            m->rope_sin[(size_t)pos * r2 + i] = (float)sin(pos * inv);
+        }
+    }
 }
 
-grit_err gx_init_tp(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
-                    int tp_rank)
+/* The activation block: counted, allocated, carved; with full recomputation one layer's
+ * activations serve every layer (the backward recomputes each from its input resid[l]).
+ * The rotary tables and the zeros live in it too. */
+static grit_err act_alloc(gx_model *m, bool full)
 {
-    memset(m, 0, sizeof *m);
-    grit_err rc = gx_config_check(cfg);
-    if (rc != GRIT_OK)
-        return rc;
-    if ((rc = gx_tp_check(cfg, tp)) != GRIT_OK)
-        return rc;
-    if (tp_rank < 0 || tp_rank >= tp)
-        return grit_errf(GRIT_EINVAL, "tensor-parallel rank %d outside [0, %d)", tp_rank, tp);
-    if (B <= 0 || T <= 0 || (T > cfg->max_positions && cfg->rope != GX_ROPE_DYNAMIC))
-        return grit_errf(GRIT_EINVAL, "seq_len %d must be in [1, max_positions %d]", T,
-                         cfg->max_positions);
-    size_t need = gx_tp_memory_estimate(cfg, B, T, tp), have = big_mem_available();
-    if (have && need > have)
-        return grit_errf(GRIT_ENOMEM, "%s model of %.2fB parameters needs about %.1f GiB for "
-                         "weights, gradients, AdamW state and activations (micro-batch %d x %d); "
-                         "%.1f GiB is available",
-                         gx_family_name(cfg->family), gx_tp_param_count(cfg, tp) / 1e9,
-                         need / 1073741824.0, B, T, have / 1073741824.0);
-    m->cfg = *cfg;
-    m->B = B;
-    m->T = T;
-    m->nthreads = nthreads > 0 ? nthreads : 1;
-    /* this rank's share of heads, MLP columns and vocabulary (all of it at tp 1) */
-    m->tp = tp;
-    m->tp_rank = tp_rank;
-    m->hd = cfg->hidden / cfg->heads;
-    m->nh = cfg->heads / tp;
-    m->nkv = gx_kv_heads(cfg) / tp;
-    m->ni = cfg->intermediate / tp;
-    m->nv = cfg->vocab / tp;
-    m->v0 = tp_rank * m->nv;
-    m->lay = gx__qkv_layout(cfg->qkv, m->nh, m->nkv, m->hd);
-    int L = cfg->layers, C = cfg->hidden, H4 = m->ni, V = m->nv;
-    int hd = m->hd, kv = m->nkv;
-    size_t N = (size_t)B * T;
-    m->rot = (int)(hd * cfg->rotary_pct);
-    m->chunk = N < 512 ? (int)N : 512;
-    m->qkv_dim = (m->nh + 2 * kv) * hd;
+    const gx_config *cfg = &m->cfg;
+    int L = cfg->layers, C = cfg->hidden, H4 = m->ni, V = m->nv, hd = m->hd, T = m->T;
+    size_t N = (size_t)m->B * (size_t)T;
     int F = cfg->mlp == GX_MLP_SWIGLU ? 2 * H4 : H4;
-    int nt = gx__num_tensors(cfg);
-
-    m->tensors = calloc((size_t)nt, sizeof *m->tensors);
-    m->w.layer = calloc((size_t)L, sizeof(gx_layer));
-    m->g.layer = calloc((size_t)L, sizeof(gx_layer));
-    m->resid = calloc((size_t)L + 1, sizeof(float *));
-    m->acts = calloc((size_t)L, sizeof(gx_layer_acts));
-    if (!m->tensors || !m->w.layer || !m->g.layer || !m->resid || !m->acts)
-        goto oom;
-    gx__build_layout(m);
-    m->tpl = (nt - 1 - (cfg->norm == GX_LAYERNORM ? 2 : 1) - (cfg->tied ? 0 : 1)) / L;
-    m->params = alloc_floats(m->num_params);
-    m->grads = alloc_floats(m->num_params);
-    m->adam_m = alloc_floats(m->num_params);
-    m->adam_v = alloc_floats(m->num_params);
-    if (!m->params || !m->grads || !m->adam_m || !m->adam_v)
-        goto oom;
-    bind(m, m->params, &m->w);
-    bind(m, m->grads, &m->g);
-
     /* activation block: count, allocate, carve */
     size_t NC = N * C, NI = N * H4, NQ = N * (size_t)m->qkv_dim, NF = N * (size_t)F;
     size_t ln2 = cfg->shared_norm ? 0 : NC + 2 * N;
@@ -265,19 +224,20 @@ grit_err gx_init_tp(gx_model *m, const gx_config *cfg, int B, int T, int nthread
     size_t rope = (size_t)rope_len * (size_t)(m->rot / 2);
     size_t nz = (size_t)(m->qkv_dim > F ? m->qkv_dim : F);
     nz = nz > (size_t)C ? nz : (size_t)C;
-    size_t total = (size_t)(L + 1) * NC + (size_t)L * per_layer + NC + 2 * N /* lnf */ +
+    size_t total = (size_t)(L + 1) * NC + (size_t)(full ? 1 : L) * per_layer + (full ? NC : 0) + NC + 2 * N /* lnf */ +
                    4 * NC + NQ + NF /* dres dtmp dln datt dqkv dfc */ +
                    (size_t)m->chunk * V + 3 * (size_t)m->chunk + N /* losses */ + 2 * N /* token ids */ + att_scr +
                    2 * rope + nz + 64;
-    m->act_block = alloc_floats(total);
-    if (!m->act_block)
-        goto oom;
+    free(m->act_block); /* first: the peak is one block, not two */
+    float *blk = m->act_block = alloc_floats(total);
+    if (!blk)
+        return GRIT_ENOMEM;
     m->act_floats = total;
     float *p = m->act_block;
 #define TAKE(n) (p += (n), p - (n))
     for (int l = 0; l <= L; l++)
         m->resid[l] = TAKE(NC);
-    for (int l = 0; l < L; l++) {
+    for (int l = 0; l < (full ? 1 : L); l++) {
         gx_layer_acts *a = &m->acts[l];
         a->ln1 = TAKE(NC);
         a->ln1_mean = TAKE(N);
@@ -303,6 +263,7 @@ grit_err gx_init_tp(gx_model *m, const gx_config *cfg, int B, int T, int nthread
     m->lnf_rstd = TAKE(N);
     m->dres = TAKE(NC);
     m->dtmp = TAKE(NC);
+    m->otmp = full ? TAKE(NC) : m->dtmp; /* the forward's scratch: dtmp is the backward's dy */
     m->dln = TAKE(NC);
     m->datt = TAKE(NC);
     m->dqkv = TAKE(NQ);
@@ -317,17 +278,97 @@ grit_err gx_init_tp(gx_model *m, const gx_config *cfg, int B, int T, int nthread
     m->rope_sin = TAKE(rope);
     m->zeros = TAKE(nz);
 #undef TAKE
-    /* rotary tables in double, rounded once: cos/sin(pos * inv_freq_i) */
-    int r2 = m->rot / 2;
-    for (int i = 0; i < r2; i++) {
-        double inv = cfg->family == GX_NEOX && cfg->rope == GX_ROPE_NONE
-                         ? 1.0 / pow(cfg->rotary_base, (2.0 * i) / m->rot)
-                         : rope_inv_freq(cfg, m->rot, i, T);
-        for (int pos = 0; pos < rope_len; pos++) {
-            m->rope_cos[(size_t)pos * r2 + i] = (float)cos(pos * inv);
-            m->rope_sin[(size_t)pos * r2 + i] = (float)sin(pos * inv);
-        }
-    }
+    for (int l = 1; full && l < L; l++) /* one layer's activations, recomputed per layer */
+        m->acts[l] = m->acts[0];
+    m->recompute = full;
+    rope_fill(m);
+    return GRIT_OK;
+}
+
+grit_err gx_set_recompute(gx_model *m, bool full)
+{
+    if (m->prec != GX_FP32)
+        return grit_errf(GRIT_EINVAL, "gx_set_recompute: call it before gx_set_precision");
+    if (full == m->recompute)
+        return GRIT_OK;
+    if (act_alloc(m, full) != GRIT_OK)
+        return grit_errf(GRIT_ENOMEM, "out of memory allocating the activations");
+    return GRIT_OK;
+}
+
+grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads)
+{
+    return gx_init_tp(m, cfg, B, T, nthreads, 1, 0);
+}
+
+grit_err gx_init_tp(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
+                    int tp_rank)
+{
+    return gx_init_tp_rc(m, cfg, B, T, nthreads, tp, tp_rank, false);
+}
+
+grit_err gx_init_tp_rc(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
+                       int tp_rank, bool recompute)
+{
+    memset(m, 0, sizeof *m);
+    grit_err rc = gx_config_check(cfg);
+    if (rc != GRIT_OK)
+        return rc;
+    if ((rc = gx_tp_check(cfg, tp)) != GRIT_OK)
+        return rc;
+    if (tp_rank < 0 || tp_rank >= tp)
+        return grit_errf(GRIT_EINVAL, "tensor-parallel rank %d outside [0, %d)", tp_rank, tp);
+    if (B <= 0 || T <= 0 || (T > cfg->max_positions && cfg->rope != GX_ROPE_DYNAMIC))
+        return grit_errf(GRIT_EINVAL, "seq_len %d must be in [1, max_positions %d]", T,
+                         cfg->max_positions);
+    size_t need = gx_tp_memory_estimate_rc(cfg, B, T, tp, recompute), have = big_mem_available();
+    if (have && need > have)
+        return grit_errf(GRIT_ENOMEM, "%s model of %.2fB parameters needs about %.1f GiB for "
+                         "weights, gradients, AdamW state and activations (micro-batch %d x %d); "
+                         "%.1f GiB is available",
+                         gx_family_name(cfg->family), gx_tp_param_count(cfg, tp) / 1e9,
+                         need / 1073741824.0, B, T, have / 1073741824.0);
+    m->cfg = *cfg;
+    m->B = B;
+    m->T = T;
+    m->nthreads = nthreads > 0 ? nthreads : 1;
+    /* this rank's share of heads, MLP columns and vocabulary (all of it at tp 1) */
+    m->tp = tp;
+    m->tp_rank = tp_rank;
+    m->hd = cfg->hidden / cfg->heads;
+    m->nh = cfg->heads / tp;
+    m->nkv = gx_kv_heads(cfg) / tp;
+    m->ni = cfg->intermediate / tp;
+    m->nv = cfg->vocab / tp;
+    m->v0 = tp_rank * m->nv;
+    m->lay = gx__qkv_layout(cfg->qkv, m->nh, m->nkv, m->hd);
+    int L = cfg->layers, hd = m->hd, kv = m->nkv;
+    size_t N = (size_t)B * T;
+    m->rot = (int)(hd * cfg->rotary_pct);
+    m->chunk = N < 512 ? (int)N : 512;
+    m->qkv_dim = (m->nh + 2 * kv) * hd;
+    int nt = gx__num_tensors(cfg);
+
+    m->tensors = calloc((size_t)nt, sizeof *m->tensors);
+    m->w.layer = calloc((size_t)L, sizeof(gx_layer));
+    m->g.layer = calloc((size_t)L, sizeof(gx_layer));
+    m->resid = calloc((size_t)L + 1, sizeof(float *));
+    m->acts = calloc((size_t)L, sizeof(gx_layer_acts));
+    if (!m->tensors || !m->w.layer || !m->g.layer || !m->resid || !m->acts)
+        goto oom;
+    gx__build_layout(m);
+    m->tpl = (nt - 1 - (cfg->norm == GX_LAYERNORM ? 2 : 1) - (cfg->tied ? 0 : 1)) / L;
+    m->params = alloc_floats(m->num_params);
+    m->grads = alloc_floats(m->num_params);
+    m->adam_m = alloc_floats(m->num_params);
+    m->adam_v = alloc_floats(m->num_params);
+    if (!m->params || !m->grads || !m->adam_m || !m->adam_v)
+        goto oom;
+    bind(m, m->params, &m->w);
+    bind(m, m->grads, &m->g);
+
+    if (act_alloc(m, recompute) != GRIT_OK)
+        goto oom;
     return GRIT_OK;
 oom:
     gx_free(m);

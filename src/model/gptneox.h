@@ -157,6 +157,8 @@ typedef struct gx_model {
     gx_layer_acts *acts;        /* [L] */
     float *lnf, *lnf_mean, *lnf_rstd;
     float *dres, *dtmp, *dln, *datt, *dqkv, *dfc; /* backward scratch */
+    float *otmp;                /* the forward's [N,C] scratch (dtmp, or its own under recompute) */
+    bool recompute;             /* full activation recomputation (gx_set_recompute) */
     int32_t *inp, *tgt;         /* [N] input and target ids of the micro-batch */
     float *logits;              /* [chunk, V] */
     float *losses;              /* [N] */
@@ -206,7 +208,19 @@ grit_err gx_init(gx_model *m, const gx_config *cfg, int B, int T, int nthreads);
  * slices are allocated; the model's divisibility by tp is checked (GRIT_EINVAL). */
 grit_err gx_init_tp(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
                     int tp_rank);
+/* gx_init_tp with full activation recomputation chosen at allocation (gx_set_recompute). */
+grit_err gx_init_tp_rc(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
+                       int tp_rank, bool recompute);
 void gx_free(gx_model *m);
+
+/* Full activation recomputation: one layer's activations are kept instead of every
+ * layer's (the layer inputs resid[0..L] stay), and the backward recomputes each layer's
+ * forward from its input just before that layer's backward; results are bitwise those
+ * without it (the same kernels on the same inputs), for about one more forward per step.
+ * Reallocates the activation block: call after gx_init and before gx_set_precision;
+ * gx_init_tp_rc allocates the smaller block from the start, so the larger one
+ * never counts in the peak. */
+grit_err gx_set_recompute(gx_model *m, bool full);
 
 /* Switches the step's numerics (GX_FP32 is gx_init's). GX_BF16 allocates the bf16
  * weight copy and operand buffers and picks the GEMM backend (tensor/gemm_bf16.h);

@@ -96,12 +96,12 @@ static void mlp_fwd(gx_model *m, int l, float *y)
     else
         op_gelu_fwd(a->gelu, a->fc, (long)N * H4, c->act);
     if (m->tp > 1) { /* row parallel: this rank's partial sum, all-reduced, then added */
-        gx__mm(m, 'N', 'T', N, C, H4, a->gelu, H4, w->proj_w, H4, 0.0f, m->dtmp, C);
-        gx__tp_reduce(m, m->dtmp, (size_t)N * C, 0);
+        gx__mm(m, 'N', 'T', N, C, H4, a->gelu, H4, w->proj_w, H4, 0.0f, m->otmp, C);
+        gx__tp_reduce(m, m->otmp, (size_t)N * C, 0);
         long n = (long)N * C;
 #pragma omp parallel for schedule(static)
         for (long i = 0; i < n; i++)
-            y[i] += m->dtmp[i];
+            y[i] += m->otmp[i];
         return;
     }
     gx__mm(m, 'N', 'T', N, C, H4, a->gelu, H4, w->proj_w, H4, 1.0f, y, C);
@@ -114,7 +114,7 @@ static void layer_fwd(gx_model *m, int l)
     gx_layer *w = &m->w.layer[l];
     gx_layer_acts *a = &m->acts[l];
     const float *x = m->resid[l];
-    float *y = m->resid[l + 1], *o = m->dtmp;
+    float *y = m->resid[l + 1], *o = m->otmp;
     const float *dense_b = w->dense_b ? w->dense_b : m->zeros;
     const float *proj_b = w->proj_b ? w->proj_b : m->zeros;
     op_qkv_layout lay = m->lay;
@@ -296,6 +296,10 @@ float gx_step_ex(gx_model *m, const int32_t *tokens, const gx_batch *sft, float 
     if (m->grad_ready)
         m->grad_ready(m->grad_ctx, t[1 + tpl * L].offset, m->num_params - t[1 + tpl * L].offset);
     for (int l = L - 1; l >= 0; l--) {
+        /* full recomputation: layer l's activations again from its input resid[l] (the
+         * last layer's are still there); resid[l + 1] is rewritten with the same bits */
+        if (m->recompute && l < L - 1)
+            layer_fwd(m, l);
         layer_bwd(m, l, dy);
         if (m->grad_ready)
             m->grad_ready(m->grad_ctx, t[1 + tpl * l].offset,

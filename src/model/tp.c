@@ -47,6 +47,11 @@ size_t gx_tp_param_count(const gx_config *c, int tp)
 
 size_t gx_tp_act_bytes_per_token(const gx_config *c, int tp)
 {
+    return gx_act_bytes_layout(c, tp, false);
+}
+
+size_t gx_act_bytes_layout(const gx_config *c, int tp, bool recompute)
+{
     size_t C = (size_t)c->hidden, H4 = (size_t)c->intermediate / (size_t)tp;
     size_t hd = C / (size_t)c->heads, nh = (size_t)c->heads / (size_t)tp;
     size_t Q = (nh + 2 * (size_t)gx_kv_heads(c) / (size_t)tp) * hd;
@@ -56,14 +61,21 @@ size_t gx_tp_act_bytes_per_token(const gx_config *c, int tp)
     if (!c->parallel_residual)
         per_layer += C;
     size_t scratch = 4 * C + Q + F + 2;
+    if (recompute) /* one layer's activations, every layer's input, the forward's scratch */
+        return 4 * ((per_layer - C) + ((size_t)c->layers + 1) * C + C + 2 + scratch + C);
     return 4 * ((size_t)c->layers * per_layer + C + C + 2 + scratch);
 }
 
 size_t gx_tp_memory_estimate(const gx_config *c, int B, int T, int tp)
 {
+    return gx_tp_memory_estimate_rc(c, B, T, tp, false);
+}
+
+size_t gx_tp_memory_estimate_rc(const gx_config *c, int B, int T, int tp, bool recompute)
+{
     size_t N = (size_t)B * (size_t)T, V = (size_t)c->vocab / (size_t)tp;
     size_t chunk = N < 512 ? N : 512;
-    return 20 * gx_tp_param_count(c, tp) + gx_tp_act_bytes_per_token(c, tp) * N +
+    return 20 * gx_tp_param_count(c, tp) + gx_act_bytes_layout(c, tp, recompute) * N +
            4 * chunk * (V + 3);
 }
 

@@ -40,8 +40,11 @@ grit_err gx_tp_check(const gx_config *c, int tp);
 size_t gx_tp_param_count(const gx_config *c, int tp);
 /* Activation bytes per token on one TP rank (gx_act_bytes_per_token at tp 1). */
 size_t gx_tp_act_bytes_per_token(const gx_config *c, int tp);
+/* The same with or without full activation recomputation (gx_set_recompute). */
+size_t gx_act_bytes_layout(const gx_config *c, int tp, bool recompute);
 /* gx_memory_estimate for one TP rank. */
 size_t gx_tp_memory_estimate(const gx_config *c, int B, int T, int tp);
+size_t gx_tp_memory_estimate_rc(const gx_config *c, int B, int T, int tp, bool recompute);
 
 /* Copies between a whole tensor (full, gshape) and a rank's slice (local, shape):
  * to_full 0: full -> local; 1: local -> full (only the slice's elements). */

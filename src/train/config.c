@@ -58,7 +58,7 @@ void train_cfg_defaults(train_cfg *c)
 static const char *const top_keys[] = {"model",   "optim",      "seed",   "threads",
                                         "data",    "run_dir",    "log_every", "checkpoint",
                                         "resume",  "init_from",  "parallel", "precision",
-                                        "eval",    NULL};
+                                        "eval",    "recompute", NULL};
 static const char *const eval_keys[] = {"interval_steps", "samples", "at_checkpoint", NULL};
 static const char *const ckpt_keys[] = {"interval_steps", "interval_minutes", "keep_last",
                                         "keep_every", "async", "on_error", "dir", "s3", "cache_dir",
@@ -79,6 +79,7 @@ static const char *const data_keys[] = {"source", "synthetic_vocab", "paths", "w
 static const char *const acts[] = {"gelu", "gelu_tanh", NULL};
 static const char *const sources[] = {"synthetic", "megatron", "sft", NULL};
 static const char *const precisions[] = {"fp32", "bf16", NULL};
+static const char *const recomputes[] = {"none", "full", NULL};
 
 #define TRY(expr)                                                                        \
     do {                                                                                 \
@@ -345,6 +346,10 @@ static grit_err load_all(const jcfg *j, train_cfg *c)
     TRY(jcfg_str(j, j->root, "", "precision", precisions, &prec));
     if (prec)
         TRY(gx_precision_parse(prec, &c->precision));
+    const char *rec = NULL;
+    TRY(jcfg_str(j, j->root, "", "recompute", recomputes, &rec));
+    if (rec)
+        c->recompute = !strcmp(rec, "full");
     TRY(load_int(j, j->root, "", "log_every", 1, 1 << 30, &c->log_every));
     const char *rd = NULL;
     TRY(jcfg_str(j, j->root, "", "run_dir", NULL, &rd));
@@ -492,6 +497,7 @@ char *train_cfg_dump(const train_cfg *c)
     }
     json_object_set_new(root, "resume", json_boolean(c->resume));
     json_object_set_new(root, "precision", json_string(gx_precision_name(c->precision)));
+    json_object_set_new(root, "recompute", json_string(c->recompute ? "full" : "none"));
     json_object_set_new(optim, "global_batch", json_integer(o->global_batch));
     json_object_set_new(optim, "zero1", json_boolean(o->zero1));
     if (c->init_from[0])
@@ -519,14 +525,15 @@ void train_cfg_fingerprint(const train_cfg *c, char out[17])
     free(full);
     static const char *const outside[] = {"threads",    "run_dir",   "log_every",
                                           "checkpoint", "resume",    "init_from",
-                                          "parallel",   "eval",      NULL};
+                                          "parallel",   "eval",      "recompute", NULL};
     for (const char *const *k = outside; j && *k; k++)
         json_object_del(j, *k);
     /* bf16 changes the numbers; fp32 hashes as before precision existed, so older
      * checkpoints still resume */
     if (c->precision == GX_FP32)
         json_object_del(j, "precision");
-    /* how the work is spread over ranks does not change what is computed */
+    /* how the work is spread over ranks (or recomputed, bit for bit) does not change what is
+     * computed */
     json_t *op = json_object_get(j, "optim");
     json_object_del(op, "zero1");
     if (c->optim.global_batch > 0)

@@ -9,6 +9,7 @@
  *             "weights": [w, ...], "split": "969,30,1"}
  *          | {"source": "sft", "paths": ["PREFIX"], "split": "98,2,0", "pack": true},
  *    "run_dir": "runs/demo", "log_every": 1, "precision": "fp32" | "bf16",
+ *    "recompute": "none" | "full",
  *    "parallel": {"tensor": 1, "pipeline": 1, "data": 0, "zero": 0}}  (train/parallel.h)
  * Every unknown field, wrong type and out-of-range value is an error naming
  * the file, line:column, field and what was expected (core/jcfg.h). The
@@ -35,6 +36,8 @@ typedef struct train_cfg {
     uint64_t seed;
     int threads;
     gx_precision precision; /* "precision": fp32 (default) or bf16 (model/gptneox.h) */
+    bool recompute;         /* "recompute": "none" (default) or "full": one layer's activations
+                             * kept, each recomputed in the backward (gx_set_recompute) */
     char data_source[16];  /* "synthetic" or "megatron" */
     int synthetic_vocab;   /* tokens used by the synthetic stream */
     /* "megatron": .bin/.idx prefixes, blended by weight (data/gptdataset.h) */

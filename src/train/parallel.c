@@ -97,7 +97,7 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
     p->grad_b = 4 * n;
     p->optim_b = 8 * n / (c->optim.zero1 && p->dp > 1 ? p->dp : 1);
     p->snapshot_b = train_cfg_ckpt_enabled(c) ? 4 * n : 0; /* the checkpoint writer's copy */
-    p->act_b = (double)gx_tp_act_bytes_per_token(m, p->tp) * N +
+    p->act_b = (double)gx_act_bytes_layout(m, p->tp, c->recompute) * N +
                4.0 * chunk * ((double)m->vocab / p->tp + 3);
     p->total_b = p->param_b + p->grad_b + p->optim_b + p->snapshot_b + p->act_b;
     p->avail_b = (double)big_mem_available();
@@ -120,7 +120,8 @@ void train_plan_print(const train_plan *p, const train_cfg *c, FILE *f)
             c->optim.zero1 && p->dp > 1 ? " (sharded over data parallel)" : "");
     if (p->snapshot_b > 0)
         fprintf(f, "  %-22s %10.1f MiB\n", "checkpoint snapshot", mib(p->snapshot_b));
-    fprintf(f, "  %-22s %10.1f MiB\n", "activations", mib(p->act_b));
+    fprintf(f, "  %-22s %10.1f MiB%s\n", "activations", mib(p->act_b),
+            c->recompute ? " (full recomputation: one layer's, plus each layer's input)" : "");
     fprintf(f, "  %-22s %10.1f MiB per rank, x %d rank%s on this machine = %.1f MiB; "
                "%.1f MiB available\n", "total", mib(p->total_b), p->ranks_here,
             p->ranks_here > 1 ? "s" : "", mib(p->total_b * p->ranks_here), mib(p->avail_b));

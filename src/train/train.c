@@ -312,7 +312,8 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         goto out;
     if ((rc = comm_barrier(world)) != GRIT_OK) /* the run directory exists for everyone */
         goto out;
-    if ((rc = gx_init_tp(&m, &cfg->model, B, T, cfg->threads, tp, grid.tp_rank)) != GRIT_OK ||
+    if ((rc = gx_init_tp_rc(&m, &cfg->model, B, T, cfg->threads, tp, grid.tp_rank,
+                            cfg->recompute)) != GRIT_OK ||
         (rc = train_data_open(&data, cfg)) != GRIT_OK ||
         (rc = dp_init(&dp, d, &m, o->zero1)) != GRIT_OK ||
         (rc = saver_open(&sv, cfg, d, &ev, log)) != GRIT_OK ||
@@ -360,11 +361,12 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
                      "tokens x accum %d, %d steps, %d threads/rank, activations %.1f KiB/token%s\n",
                 cfg->preset[0] ? cfg->preset : "custom model", (double)m.num_params / 1e6,
                 cfg->model.layers, W, W > 1 ? "s" : "", B, T, A, o->total_steps, cfg->threads,
-                (double)gx_act_bytes_per_token(&cfg->model) / 1024.0, dp.zero1 ? ", ZeRO-1" : "");
+                (double)gx_act_bytes_layout(&cfg->model, 1, cfg->recompute) / 1024.0,
+                dp.zero1 ? ", ZeRO-1" : "");
     if (log && tp > 1)
         fprintf(log, "grit train: tensor parallel %d x data parallel %d: %.2fM params per rank, "
                      "activations %.1f KiB/token per rank\n", tp, W, (double)m.num_params / 1e6,
-                (double)gx_tp_act_bytes_per_token(&cfg->model, tp) / 1024.0);
+                (double)gx_act_bytes_layout(&cfg->model, tp, cfg->recompute) / 1024.0);
 
     emit_heartbeat_start(&em, world->rank, node, world->local_rank == 0); /* one meter per machine */
     if (world->rank == 0) { /* the grid, for a supervisor that shrinks by whole replicas */

@@ -73,6 +73,19 @@ else
   echo "FAIL: two TP=2 runs differ"; fail=1
 fi
 
+# full activation recomputation under TP (the recomputed forward repeats its all-reduces):
+# bitwise the same run, with the smaller activation figure in the log
+sed 's/"seed": 42/"seed": 42, "recompute": "full"/' "$tmp/llama_tp2_noval.json" > "$tmp/llama_tp2_rc.json"
+run 2 "$tmp/llama_tp2_rc.json" "$tmp/llama-tp2-rc"
+a0=$(grep -o 'activations [0-9.]* KiB/token per rank' "$tmp/llama-tp2-again.log" | grep -o '[0-9.]*')
+a1=$(grep -o 'activations [0-9.]* KiB/token per rank' "$tmp/llama-tp2-rc.log" | grep -o '[0-9.]*')
+if cmp -s "$tmp/llama-tp2-again/model.safetensors" "$tmp/llama-tp2-rc/model.safetensors" &&
+   "$py" -c "import sys; sys.exit(0 if 0 < float('${a1:-0}') < float('${a0:-0}') else 1)"; then
+  echo "TP=2 with full recomputation: bitwise identical, activations $a0 -> $a1 KiB/token per rank: ok"
+else
+  echo "FAIL: TP=2 with recomputation: weights differ or activations '$a0' -> '$a1'"; fail=1
+fi
+
 # bf16 under tensor parallelism (the bf16 operand copies are refreshed per slice)
 for f in llama llama_tp2; do
   sed 's/"seed": 42/"seed": 42, "precision": "bf16"/' "$tmp/$f.json" > "$tmp/${f}_bf16.json"
