@@ -26,6 +26,8 @@ static void one(const char *preset, int sequential, gx_precision prec)
     CHECK_INT(gx_preset(preset, &c), GRIT_OK);
     if (sequential)
         c.parallel_residual = false;
+    if (c.vocab > 1024)
+        c.vocab = 1024; /* the head is not what is recomputed: keep the test quick */
     const int B = 2, T = 16, L = c.layers;
     gx_model a, b;
     CHECK_INT(gx_init(&a, &c, B, T, 2), GRIT_OK);
