@@ -309,7 +309,7 @@ JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
-SchedulerParameters=sched_interval=1,bf_interval=1
+SchedulerParameters=sched_interval=1,bf_interval=1,permit_job_expansion
 MpiDefault=none
 ReturnToService=2
 JobRequeue=1
