@@ -361,7 +361,9 @@ mpi)
 spare)
   # grit launch --on-no-spare "grit cluster provide-spare NAME" (docs/cluster.md)
   spec 1 1 # n2 a worker, n3 its warm spare
-  "${G[@]}" create "$tmp/spec.json" || fail "create failed"
+  # the agent waits 120 s before it replaces a DOWN node: n3, killed below, is replaced by
+  # provide-spare, not by both at once
+  "${G[@]}" --down-grace 120 create "$tmp/spec.json" || fail "create failed"
   held() { # NAMES...: a job's cluster.json holding them
     local s="" n
     for n in "$@"; do s+="${s:+,}{\"name\":\"$n\",\"state\":\"active\",\"position\":0}"; done
@@ -417,11 +419,34 @@ CFG
     -- "$grit" train "$tmp/job60.json" --run-dir "$tmp/ref60" --quiet > "$tmp/ref60.out" 2>&1 ||
     fail "launch ref60 failed: $(tail -3 "$tmp/ref60.out")"
   run=$tmp/srun
+  # the local provider replaces a node with the host's namespaces (ip netns, veths), which
+  # a batch script inside node n2 cannot reach: --on-no-spare is a relay that hands the
+  # request to provide-spare run here (as a real job would ask the cluster's service)
+  mkdir "$tmp/relay"
+  cat > "$tmp/relay.sh" << EOF
+#!/bin/bash
+echo "\$GRIT_FAILED_NODE" > $tmp/relay/req.tmp && mv $tmp/relay/req.tmp $tmp/relay/req
+for _ in \$(seq 1200); do
+  [ -e $tmp/relay/rc ] && { cat $tmp/relay/err >&2; cat $tmp/relay/out; exit \$(cat $tmp/relay/rc); }
+  sleep 0.1
+done
+echo "relay: no answer from provide-spare in 120 s" >&2; exit 1
+EOF
+  chmod +x "$tmp/relay.sh"
+  (for _ in $(seq 1500); do
+    [ -e "$tmp/relay/req" ] || { sleep 0.1; continue; }
+    rc=0
+    GRIT_FAILED_NODE=$(cat "$tmp/relay/req") GRIT_CLUSTER_JSON=$run/cluster.json \
+      "${G[@]}" --no-mpi-check provide-spare "$name" > "$tmp/relay/out" 2> "$tmp/relay/err" || rc=$?
+    echo "$rc" > "$tmp/relay/rc.tmp" && mv "$tmp/relay/rc.tmp" "$tmp/relay/rc"
+    exit 0
+  done) &
+  bg=$!
   cat > "$tmp/grow.sh" << EOF
 #!/bin/bash
 exec "$grit" launch --backend slurm --run $run --spares 0 --hang-timeout 5 --health-timeout 20 --backoff 0.1 \\
   --straggler-factor 0 --no-dashboard --bind \$(getent hosts \$SLURMD_NODENAME | awk '{print \$1}') \\
-  --on-no-spare "$grit cluster --state $state --health --quick --no-mpi-check provide-spare $name" \\
+  --on-no-spare $tmp/relay.sh \\
   -- "$grit" train "$tmp/job60.json" --run-dir "$run" --quiet
 EOF
   old3=$(id_of n3)
@@ -436,6 +461,9 @@ EOF
     case $js in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) break ;; esac
     sleep 0.5
   done
+  kill -9 "$bg" 2> /dev/null || true # the relay (done by now, unless no request came)
+  wait "$bg" 2> /dev/null || true
+  bg=""
   e=$run/events.jsonl
   if [ "$js" = COMPLETED ] && cmp -s "$tmp/ref60/model.safetensors" "$run/model.safetensors" &&
      grep -q '"event":"spare_provided","node":"n3","for":"n3","in_place":true' "$e" &&
@@ -456,7 +484,7 @@ print("grow: after the kill: spare requested %.1f s, node provided %.1f s (alloc
   else
     fail "grow: job $js; $(grep -E 'giving|spare|expanded|attempt' "$tmp/grow.out" | head -6)"
     grep -v '"step"' "$e" | cut -c1-300 | tail -25 || true
-    tail -20 "$run/logs/on_no_spare_00.log" 2> /dev/null || true
+    tail -20 "$tmp/relay/err" 2> /dev/null || true
   fi
   delete_and_check
   ;;
