@@ -540,11 +540,10 @@ static int slurm_grow(const sup_opts *o, const char *node, char *did, size_t dca
     long b = g ? strtol(g + 23, NULL, 10) : 0;
     if (rc != 0 || b <= 0) {
         const char *last = tail_line(out);
-        snprintf(why, wcap, "salloc --dependency=expand:%s -w %s failed (status %d): %.160s%s",
-                 job, node, rc, last,
-                 strstr(out, "not supported") ?
-                 " (Slurm refuses job expansion: slurm.conf needs "
-                 "SchedulerParameters=permit_job_expansion)" : "");
+        /* the hint first: a shortened message (the summary's reason) keeps it */
+        snprintf(why, wcap, "%ssalloc --dependency=expand:%s -w %s failed (status %d): %.160s",
+                 strstr(out, "not supported") ? "Slurm refuses job expansion (slurm.conf needs "
+                 "SchedulerParameters=permit_job_expansion); " : "", job, node, rc, last);
         return -1;
     }
     char bid[32], nn[32];

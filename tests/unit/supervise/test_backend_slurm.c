@@ -269,9 +269,16 @@ static void test_grow(void)
     write_script("salloc", "echo 'salloc: error: Job submit/allocate failed: Requested "
                            "operation not supported on this system' >&2; exit 1");
     CHECK_INT(sup_backend_slurm.grow(&o, "n3", did, sizeof did, why, sizeof why), -1);
-    CHECK_STR_HAS(why, "salloc --dependency=expand:42 -w n3 failed (status 1): salloc: error: "
-                  "Job submit/allocate failed: Requested operation not supported");
-    CHECK_STR_HAS(why, "SchedulerParameters=permit_job_expansion");
+    CHECK_STR_HAS(why, "Slurm refuses job expansion (slurm.conf needs SchedulerParameters="
+                  "permit_job_expansion); salloc --dependency=expand:42 -w n3 failed (status 1): "
+                  "salloc: error: Job submit/allocate failed: Requested operation not supported");
+    CHECK(!strncmp(why, "Slurm refuses", 13));
+    /* another refusal: Slurm's words only */
+    write_script("salloc", "echo 'salloc: error: Unable to allocate resources: Requested node "
+                           "configuration is not available' >&2; exit 1");
+    CHECK_INT(sup_backend_slurm.grow(&o, "n3", did, sizeof did, why, sizeof why), -1);
+    CHECK(!strncmp(why, "salloc --dependency=expand:42 -w n3 failed (status 1): salloc: error: "
+                   "Unable to allocate", 88));
     /* the merge refused: the new job cancelled, the reason given */
     write_script("salloc", "echo 'salloc: Granted job allocation 77' >&2");
     snprintf(path, sizeof path, "%s/refuse", dir);
