@@ -533,8 +533,8 @@ static int slurm_grow(const sup_opts *o, const char *node, char *did, size_t dca
     snprintf(imm, sizeof imm, "--immediate=%d", GROW_WAIT_S);
     snprintf(cpt, sizeof cpt, "--cpus-per-task=%ld", cpus > 0 ? cpus : 1);
     char *sa[] = {(char *)prog("GRIT_SALLOC", "salloc"), "--no-shell", imm, "--nodes=1",
-                  "--ntasks=1", cpt, w, dep, "--job-name=grit-grow", j.partition[0] ? part : NULL,
-                  NULL};
+                  "--ntasks=1", cpt, w, dep, "--job-name=grit-grow",
+                  j.partition[0] ? part : NULL, NULL};
     int rc = run_capture(sa, GROW_WAIT_S + 30, out, sizeof out);
     const char *g = strstr(out, "Granted job allocation ");
     long b = g ? strtol(g + 23, NULL, 10) : 0;

@@ -11,14 +11,15 @@
  *     --on-no-spare-timeout seconds (default 600; then its group is SIGKILLed);
  *   - the name must be 1-31 of [A-Za-z0-9._-], not a node the job runs on, not a
  *     quarantined node (sup_strikes.c), join the job's allocation where the backend
- *     has one (sup_backend.grow: Slurm job expansion) and pass the same health check a
- *     suspect gets; it then becomes a spare slot (cluster.json grows) and REPAIRING puts it at
- *     the failed node's position. The failed node's own name is accepted too (a
+ *     has one (sup_backend.grow: Slurm job expansion) and pass the same health check
+ *     a suspect gets; it then becomes a spare slot (cluster.json grows) and REPAIRING
+ *     puts it at the failed node's position. The failed node's own name is accepted too (a
  *     provider that replaces a machine under the same name, as `grit cluster
  *     replace-node` does): when its check passes it stays, uncordoned.
  * Anything else (an exit status other than 0, a signal, the timeout, no line, two
- * lines, a bad name, a refused expansion, a failed check) gives up with the reason in the gave_up event,
- * on stderr and in the summary. A SIGTERM/SIGINT to grit launch ends the command.
+ * lines, a bad name, a refused expansion, a failed check) gives up with the reason in
+ * the gave_up event, on stderr and in the summary. A SIGTERM/SIGINT to grit launch ends
+ * the command.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
