@@ -207,6 +207,16 @@ node_net_renew() {
   if [ -e "/run/netns/$ns" ]; then ip netns del "$ns" || die "could not remove network namespace $ns"; fi
   ip link del "$ns" 2> /dev/null || true
   node_net_up "$1"
+  # the fresh veth has a new MAC at the old address: the other namespaces (and the host
+  # side) forget the old one, or their next connection to the node waits out a stale
+  # neighbour entry and fails ("Communication connection failure" from srun)
+  local addr other
+  addr=$(node_addr "$1")
+  ip neigh flush to "$addr" dev "$BRIDGE" 2> /dev/null || true
+  for other in /run/netns/"$BRIDGE"-n*; do
+    [ -e "$other" ] && [ "${other##*/}" != "$ns" ] || continue
+    ip -n "${other##*/}" neigh flush to "$addr" 2> /dev/null || true
+  done
 }
 
 # Removes every namespace and link named BRIDGE or BRIDGE-nI (with the names from
@@ -309,7 +319,7 @@ JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
-SchedulerParameters=sched_interval=1,bf_interval=1
+SchedulerParameters=sched_interval=1,bf_interval=1,permit_job_expansion
 MpiDefault=none
 ReturnToService=2
 JobRequeue=1

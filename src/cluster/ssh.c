@@ -249,7 +249,7 @@ static grit_err write_conf(const cluster_ctx *c)
     ADD("ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nJobAcctGatherType="
         "jobacct_gather/none\nAccountingStorageType=accounting_storage/none\nJobCompType="
         "jobcomp/none\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n"
-        "SchedulerType=sched/backfill\nSchedulerParameters=sched_interval=1,bf_interval=1\n"
+        "SchedulerType=sched/backfill\nSchedulerParameters=sched_interval=1,bf_interval=1,permit_job_expansion\n"
         "MpiDefault=none\nReturnToService=2\nJobRequeue=1\nSlurmdTimeout=5\nSlurmctldTimeout=10\n"
         "MessageTimeout=5\nInactiveLimit=0\nKillWait=2\nMinJobAge=300\n");
     for (int i = 1; i <= c->nslots; i++)

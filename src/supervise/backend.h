@@ -9,6 +9,8 @@
  *   cordoned     a node was taken out of service (e.g. drained in Slurm)
  *   job_stopped  after the job's launcher process was stopped (clean up leftovers)
  *   no_spare     a node failed with no spare left; 1 when handled (e.g. requeued)
+ *   grow         a node from outside (--on-no-spare) joins the job's allocation before
+ *                its health check (optional: the local backend's slots need nothing)
  *   failed_rank  the rank named as failed in the attempt's log, or -1
  *   addrs        each host's address as the allocation knows it (optional: the
  *                heartbeat socket's address and which hosts are other machines,
@@ -47,6 +49,11 @@ typedef struct sup_backend {
     void (*cordoned)(const sup_opts *o, const char *node, const char *reason);
     void (*job_stopped)(const sup_opts *o);
     int (*no_spare)(const sup_opts *o, const char *reason);
+    /* Optional: makes node usable by the job's next step (Slurm: expands the allocation
+     * onto it; nothing when it is in it already). 0 done (what was done in did, "" for
+     * nothing), -1 refused (why filled: what failed and how to fix it). */
+    int (*grow)(const sup_opts *o, const char *node, char *did, size_t dcap, char *why,
+                size_t wcap);
     int (*failed_rank)(const char *log);
     /* Optional: addrs[i] = host names[i]'s IPv4 address (dotted) as the allocation knows
      * it, "" where it cannot be learnt. Never fails: an unknown host is other machine. */

@@ -15,14 +15,21 @@
  *                node that did not hear srun's SIGTERM)
  *   no_spare     policy requeue: scontrol requeue $SLURM_JOB_ID (Slurm allocates
  *                healthy nodes; the batch script runs again and resumes)
+ *   grow         job expansion (slurm.conf: SchedulerParameters=permit_job_expansion):
+ *                salloc --no-shell -N1 -w NODE --dependency=expand:$SLURM_JOB_ID, then
+ *                scontrol update JobId=<that job> NumNodes=0 hands its node to this job;
+ *                this process's SLURM_JOB_NODELIST, SLURM_NODELIST, SLURM_JOB_NUM_NODES,
+ *                SLURM_NNODES and SLURM_JOB_CPUS_PER_NODE are set from `scontrol -o show
+ *                job` (what Slurm's slurm_job_<id>_resize.sh would set) so the next srun
+ *                may use it. Nothing when NODE is in the allocation already.
  *   addrs        sinfo -h -N -o "%N %o" --nodes=<up to 64 hosts> (Slurm's NodeAddr,
  *                the address slurmctld reaches each node at); a name-valued NodeAddr,
  *                or a host sinfo did not list, through getaddrinfo (IPv4)
  *
  * Every Slurm command is run directly (fork/exec, no shell), with a time limit, its
  * output captured (never shown with the job's secret: the environment is not logged).
- * $GRIT_SCONTROL, $GRIT_SRUN, $GRIT_SCANCEL, $GRIT_SQUEUE, $GRIT_SINFO override the
- * programs.
+ * $GRIT_SCONTROL, $GRIT_SRUN, $GRIT_SCANCEL, $GRIT_SQUEUE, $GRIT_SINFO, $GRIT_SALLOC
+ * override the programs.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -426,6 +433,161 @@ static int slurm_no_spare(const sup_opts *o, const char *reason)
     return 1;
 }
 
+/* KEY's value in one line of `scontrol -o show job` (space-separated Key=Value; KEY
+ * must start a field, so NodeList= is not ReqNodeList=). 0 found, -1 not. */
+static int job_field(const char *line, const char *key, char *out, size_t cap)
+{
+    size_t kl = strlen(key);
+    for (const char *p = line; (p = strstr(p, key)) != NULL; p += kl)
+        if ((p == line || p[-1] == ' ' || p[-1] == '\n') && p[kl] == '=') {
+            p += kl + 1;
+            size_t n = strcspn(p, " \n");
+            if (n >= cap)
+                return -1;
+            memcpy(out, p, n);
+            out[n] = '\0';
+            return 0;
+        }
+    return -1;
+}
+
+/* The fields of job id that grow needs. */
+typedef struct job_info {
+    char nodelist[4096], partition[128], state[64];
+    long nnodes, ncpus;
+} job_info;
+
+static int show_job(const char *id, job_info *j, char *why, size_t wcap)
+{
+    char out[8192], n[32], c[32];
+    char *argv[] = {(char *)prog("GRIT_SCONTROL", "scontrol"), "-o", "show", "job",
+                    (char *)id, NULL};
+    int rc = run_capture(argv, 30, out, sizeof out);
+    memset(j, 0, sizeof *j);
+    if (rc != 0 || job_field(out, "NodeList", j->nodelist, sizeof j->nodelist) ||
+        job_field(out, "NumNodes", n, sizeof n) || job_field(out, "NumCPUs", c, sizeof c)) {
+        snprintf(why, wcap, "scontrol -o show job %s failed (status %d): %.200s", id, rc,
+                 out);
+        return -1;
+    }
+    job_field(out, "Partition", j->partition, sizeof j->partition);
+    job_field(out, "JobState", j->state, sizeof j->state);
+    j->nnodes = strtol(n, NULL, 10);
+    j->ncpus = strtol(c, NULL, 10);
+    return 0;
+}
+
+/* 1 when node is one of list's hosts, 0 not, -1 scontrol failed (why). */
+static int in_list(const char *list, const char *node, char *why, size_t wcap)
+{
+    char out[8192];
+    char *argv[] = {(char *)prog("GRIT_SCONTROL", "scontrol"), "show", "hostnames",
+                    (char *)list, NULL};
+    int rc = run_capture(argv, 30, out, sizeof out);
+    if (rc != 0) {
+        snprintf(why, wcap, "scontrol show hostnames %.100s failed (status %d): %.200s", list,
+                 rc, out);
+        return -1;
+    }
+    for (char *sv = NULL, *h = strtok_r(out, "\n", &sv); h; h = strtok_r(NULL, "\n", &sv))
+        if (!strcmp(h, node))
+            return 1;
+    return 0;
+}
+
+/* The last non-empty line of a command's output, for a message. */
+static const char *tail_line(char *out)
+{
+    size_t n = strlen(out);
+    while (n && (out[n - 1] == '\n' || out[n - 1] == ' '))
+        out[--n] = '\0';
+    char *nl = strrchr(out, '\n');
+    return nl ? nl + 1 : out;
+}
+
+#define GROW_WAIT_S 60 /* salloc --immediate: the node must be allocatable by then */
+
+static int slurm_grow(const sup_opts *o, const char *node, char *did, size_t dcap, char *why,
+                      size_t wcap)
+{
+    (void)o;
+    did[0] = '\0';
+    const char *job = getenv("SLURM_JOB_ID");
+    if (!job || !*job) {
+        snprintf(why, wcap, "SLURM_JOB_ID is not set: no allocation to grow");
+        return -1;
+    }
+    job_info j;
+    if (show_job(job, &j, why, wcap) != 0)
+        return -1;
+    int in = in_list(j.nodelist, node, why, wcap);
+    if (in != 0)
+        return in > 0 ? 0 : -1; /* in the allocation already: nothing to do */
+    /* the new node gets as many CPUs as this job's first node has */
+    const char *cpn = getenv("SLURM_JOB_CPUS_PER_NODE");
+    long cpus = cpn ? strtol(cpn, NULL, 10) : 0;
+    char w[64], part[160], dep[64], imm[32], cpt[48], out[8192];
+    snprintf(w, sizeof w, "--nodelist=%s", node);
+    snprintf(part, sizeof part, "--partition=%s", j.partition);
+    snprintf(dep, sizeof dep, "--dependency=expand:%s", job);
+    snprintf(imm, sizeof imm, "--immediate=%d", GROW_WAIT_S);
+    snprintf(cpt, sizeof cpt, "--cpus-per-task=%ld", cpus > 0 ? cpus : 1);
+    char *sa[] = {(char *)prog("GRIT_SALLOC", "salloc"), "--no-shell", imm, "--nodes=1",
+                  "--ntasks=1", cpt, w, dep, "--job-name=grit-grow",
+                  j.partition[0] ? part : NULL, NULL};
+    int rc = run_capture(sa, GROW_WAIT_S + 30, out, sizeof out);
+    const char *g = strstr(out, "Granted job allocation ");
+    long b = g ? strtol(g + 23, NULL, 10) : 0;
+    if (rc != 0 || b <= 0) {
+        const char *last = tail_line(out);
+        /* the hint first: a shortened message (the summary's reason) keeps it */
+        snprintf(why, wcap, "%ssalloc --dependency=expand:%s -w %s failed (status %d): %.160s",
+                 strstr(out, "not supported") ? "Slurm refuses job expansion (slurm.conf needs "
+                 "SchedulerParameters=permit_job_expansion); " : "", job, node, rc, last);
+        return -1;
+    }
+    char bid[32], nn[32];
+    snprintf(bid, sizeof bid, "%ld", b);
+    snprintf(nn, sizeof nn, "JobId=%ld", b);
+    char *up[] = {(char *)prog("GRIT_SCONTROL", "scontrol"), "update", nn, "NumNodes=0", NULL};
+    rc = run_capture(up, 30, out, sizeof out);
+    if (rc != 0) {
+        char *cancel[] = {(char *)prog("GRIT_SCANCEL", "scancel"), bid, NULL};
+        char ign[256];
+        run_capture(cancel, 15, ign, sizeof ign);
+        snprintf(why, wcap, "scontrol update JobId=%ld NumNodes=0 (hand %s to job %s) failed "
+                 "(status %d): %.160s; job %ld cancelled", b, node, job, rc, tail_line(out), b);
+        return -1;
+    }
+    if (show_job(job, &j, why, wcap) != 0)
+        return -1;
+    if ((in = in_list(j.nodelist, node, why, wcap)) != 1) {
+        if (in == 0)
+            snprintf(why, wcap, "job %ld's node %s was not merged into job %s (its nodes: "
+                     "%.200s)", b, node, job, j.nodelist);
+        return -1;
+    }
+    /* what slurm_job_<id>_resize.sh sets: the next srun reads them */
+    char num[32], cpus_pn[64];
+    snprintf(num, sizeof num, "%ld", j.nnodes);
+    setenv("SLURM_JOB_NODELIST", j.nodelist, 1);
+    setenv("SLURM_NODELIST", j.nodelist, 1);
+    setenv("SLURM_JOB_NUM_NODES", num, 1);
+    setenv("SLURM_NNODES", num, 1);
+    if (j.nnodes > 0 && j.ncpus % j.nnodes == 0) {
+        if (j.nnodes == 1)
+            snprintf(cpus_pn, sizeof cpus_pn, "%ld", j.ncpus);
+        else
+            snprintf(cpus_pn, sizeof cpus_pn, "%ld(x%ld)", j.ncpus / j.nnodes, j.nnodes);
+        setenv("SLURM_JOB_CPUS_PER_NODE", cpus_pn, 1);
+    } else /* uneven: not known per node from here; srun asks slurmctld */
+        unsetenv("SLURM_JOB_CPUS_PER_NODE");
+    unsetenv("SLURM_TASKS_PER_NODE");
+    snprintf(did, dcap, "job %s expanded onto %s (job %ld merged): nodes %.200s", job, node, b,
+             j.nodelist);
+    return 0;
+}
+
 /* srun's report does not say which node failed: when a node dies, its tasks are not
  * reported at all (their slurmstepd died too) and srun itself kills the others
  * (--kill-on-bad-exit), which then read "Killed". So no rank is named and the
@@ -495,6 +657,7 @@ const sup_backend sup_backend_slurm = {
     .cordoned = slurm_cordoned,
     .job_stopped = slurm_job_stopped,
     .no_spare = slurm_no_spare,
+    .grow = slurm_grow,
     .failed_rank = slurm_failed_rank,
     .addrs = slurm_addrs,
 };

@@ -10,14 +10,16 @@
  *   - it prints the new node's name on stdout, one line, and exits 0 within
  *     --on-no-spare-timeout seconds (default 600; then its group is SIGKILLed);
  *   - the name must be 1-31 of [A-Za-z0-9._-], not a node the job runs on, not a
- *     quarantined node (sup_strikes.c), and pass the same health check a suspect
- *     gets; it then becomes a spare slot (cluster.json grows) and REPAIRING puts it at
- *     the failed node's position. The failed node's own name is accepted too (a
+ *     quarantined node (sup_strikes.c), join the job's allocation where the backend
+ *     has one (sup_backend.grow: Slurm job expansion) and pass the same health check
+ *     a suspect gets; it then becomes a spare slot (cluster.json grows) and REPAIRING
+ *     puts it at the failed node's position. The failed node's own name is accepted too (a
  *     provider that replaces a machine under the same name, as `grit cluster
  *     replace-node` does): when its check passes it stays, uncordoned.
  * Anything else (an exit status other than 0, a signal, the timeout, no line, two
- * lines, a bad name, a failed check) gives up with the reason in the gave_up event,
- * on stderr and in the summary. A SIGTERM/SIGINT to grit launch ends the command.
+ * lines, a bad name, a refused expansion, a failed check) gives up with the reason in
+ * the gave_up event, on stderr and in the summary. A SIGTERM/SIGINT to grit launch ends
+ * the command.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -190,7 +192,10 @@ static int run_command(sup *s, const char *log, char *out, size_t *n, char *why,
     return 0;
 }
 
-/* Whether name can be the replacement; 0 yes, else why. */
+/* Whether name can be the replacement; 0 yes, else why. Between the checks of the
+ * name and of the machine, the backend's grow makes the node reachable by the job's
+ * steps (Slurm: the allocation expanded onto it, sup_backend.grow), since the health
+ * check runs as one of them. */
 static int validate(sup *s, const char *name, char *why, size_t wcap)
 {
     node_slot *n = cluster_find(&s->cl, name);
@@ -201,6 +206,20 @@ static int validate(sup *s, const char *name, char *why, size_t wcap)
     if (n && strcmp(name, s->prov_node) && n->state == NODE_ACTIVE) {
         snprintf(why, wcap, "named %s, which the job already runs on", name);
         return -1;
+    }
+    if (s->be->grow) {
+        char did[320] = "", gw[360] = "";
+        double t0 = now_seconds();
+        if (s->be->grow(s->o, name, did, sizeof did, gw, sizeof gw) != 0) {
+            snprintf(why, wcap, "named %s, which could not join the job's allocation: %.330s",
+                     name, gw);
+            return -1;
+        }
+        if (did[0]) {
+            sup_event(s, "allocation_grown", json_pack("{s:s,s:s,s:f}", "node", name, "detail",
+                                                      did, "seconds", now_seconds() - t0));
+            sup_say(s, "%s in %.2f s", did, now_seconds() - t0);
+        }
     }
     int machine_ok = -1;
     char hw[200];

@@ -33,7 +33,11 @@
 #              spare the job does not hold (alone on stdout), exits 1 when the job holds
 #              it; grit launch --spares 0 --on-no-spare "grit cluster provide-spare" loses
 #              node1 and resumes on n3, bitwise equal; GRIT_FAILED_NODE=n2 (a worker) is
-#              replaced in place (new NodeId) and n2 printed.
+#              replaced in place (new NodeId) and n2 printed. Then --backend slurm: a batch
+#              job on n2+n3 (grit launch --spares 0 --on-no-spare provide-spare) loses n3;
+#              the cluster replaces it in place, outside the job's allocation; grit launch
+#              expands the allocation onto it (Slurm job expansion), resumes, bitwise
+#              equal to a fault-free run; prints the times from the kill to resumed.
 # Exit 77 (skipped, said loudly): not root, no Slurm/munge, no namespaces/bridges.
 # The waits of a failing run add up to less than the CTest timeout, so the trap (delete
 # and the removal of the temp folder) always runs.
@@ -357,7 +361,9 @@ mpi)
 spare)
   # grit launch --on-no-spare "grit cluster provide-spare NAME" (docs/cluster.md)
   spec 1 1 # n2 a worker, n3 its warm spare
-  "${G[@]}" create "$tmp/spec.json" || fail "create failed"
+  # the agent waits 120 s before it replaces a DOWN node: n3, killed below, is replaced by
+  # provide-spare, not by both at once
+  "${G[@]}" --down-grace 120 create "$tmp/spec.json" || fail "create failed"
   held() { # NAMES...: a job's cluster.json holding them
     local s="" n
     for n in "$@"; do s+="${s:+,}{\"name\":\"$n\",\"state\":\"active\",\"position\":0}"; done
@@ -402,6 +408,83 @@ CFG
     ok "provide-spare: GRIT_FAILED_NODE=n2 replaced in place ($old -> $(id_of n2))"
   else
     fail "provide-spare in place: rc=$rc '$out' $(id_of n2) (was $old) $(tail -2 "$tmp/ps.err")"
+  fi
+
+  # --backend slurm: a batch job on n2+n3 runs grit launch --spares 0; n3 dies; the cluster
+  # replaces it in place (a fresh machine outside the job's allocation, which --no-kill
+  # shrank) and the supervisor expands the allocation onto it (salloc
+  # --dependency=expand, NumNodes=0) before its health check and the next srun
+  sed 's/"total_steps": 16/"total_steps": 60/' "$tmp/job.json" > "$tmp/job60.json"
+  "$grit" launch --nodes 2 --spares 0 --run "$tmp/ref60" --backoff 0.1 --straggler-factor 0 --no-dashboard \
+    -- "$grit" train "$tmp/job60.json" --run-dir "$tmp/ref60" --quiet > "$tmp/ref60.out" 2>&1 ||
+    fail "launch ref60 failed: $(tail -3 "$tmp/ref60.out")"
+  run=$tmp/srun
+  # the local provider replaces a node with the host's namespaces (ip netns, veths), which
+  # a batch script inside node n2 cannot reach: --on-no-spare is a relay that hands the
+  # request to provide-spare run here (as a real job would ask the cluster's service)
+  mkdir "$tmp/relay"
+  cat > "$tmp/relay.sh" << EOF
+#!/bin/bash
+echo "\$GRIT_FAILED_NODE" > $tmp/relay/req.tmp && mv $tmp/relay/req.tmp $tmp/relay/req
+for _ in \$(seq 1200); do
+  [ -e $tmp/relay/rc ] && { cat $tmp/relay/err >&2; cat $tmp/relay/out; exit \$(cat $tmp/relay/rc); }
+  sleep 0.1
+done
+echo "relay: no answer from provide-spare in 120 s" >&2; exit 1
+EOF
+  chmod +x "$tmp/relay.sh"
+  (for _ in $(seq 1500); do
+    [ -e "$tmp/relay/req" ] || { sleep 0.1; continue; }
+    rc=0
+    GRIT_FAILED_NODE=$(cat "$tmp/relay/req") GRIT_CLUSTER_JSON=$run/cluster.json \
+      "${G[@]}" --no-mpi-check provide-spare "$name" > "$tmp/relay/out" 2> "$tmp/relay/err" || rc=$?
+    echo "$rc" > "$tmp/relay/rc.tmp" && mv "$tmp/relay/rc.tmp" "$tmp/relay/rc"
+    exit 0
+  done) &
+  bg=$!
+  cat > "$tmp/grow.sh" << EOF
+#!/bin/bash
+exec "$grit" launch --backend slurm --run $run --spares 0 --hang-timeout 5 --health-timeout 20 --backoff 0.1 \\
+  --straggler-factor 0 --no-dashboard --bind \$(getent hosts \$SLURMD_NODENAME | awk '{print \$1}') \\
+  --on-no-spare $tmp/relay.sh \\
+  -- "$grit" train "$tmp/job60.json" --run-dir "$run" --quiet
+EOF
+  old3=$(id_of n3)
+  jid=$(sbatch --parsable -N 2 -w n2,n3 --no-kill -o "$tmp/grow.out" "$tmp/grow.sh")
+  wait_for 90 'test "$(grep -c "\"step\"" "$run/metrics.jsonl" 2> /dev/null)" -ge 12' || fail "grow: training did not start"
+  "$lc" kill-node n3
+  t_kill=$(date +%s.%N)
+  echo "grow: n3 killed at step $(grep -c '"step"' "$run/metrics.jsonl")"
+  end=$((SECONDS + 150))
+  while [ "$SECONDS" -lt "$end" ]; do
+    js=$(scontrol show job "$jid" 2> /dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    case $js in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) break ;; esac
+    sleep 0.5
+  done
+  kill -9 "$bg" 2> /dev/null || true # the relay (done by now, unless no request came)
+  wait "$bg" 2> /dev/null || true
+  bg=""
+  e=$run/events.jsonl
+  if [ "$js" = COMPLETED ] && cmp -s "$tmp/ref60/model.safetensors" "$run/model.safetensors" &&
+     grep -q '"event":"spare_provided","node":"n3","for":"n3","in_place":true' "$e" &&
+     grep -q "\"event\":\"allocation_grown\",\"node\":\"n3\",\"detail\":\"job $jid expanded onto n3 " "$e" &&
+     grep -q '"event":"launch","attempt":1,.*"nodes":"n2,n3"' "$e" && grep -q '"event":"done"' "$e" &&
+     [ "$(id_of n3)" != "$old3" ]; then
+    python3 -c '
+import json, sys
+t = {}
+for l in open(sys.argv[1]):
+    x = json.loads(l)
+    t.setdefault(x["event"], x)
+k = float(sys.argv[2])
+print("grow: after the kill: spare requested %.1f s, node provided %.1f s (allocation grown in %.2f s), "
+      "training resumed %.1f s" % (t["spare_requested"]["ts"] - k, t["spare_provided"]["ts"] - k,
+      t["allocation_grown"]["seconds"], t["recovered"]["ts"] - k))' "$e" "$t_kill"
+    ok "grow: --backend slurm lost n3; the cluster replaced it ($old3 -> $(id_of n3)) outside the allocation, the allocation grew onto it, resumed, bitwise equal"
+  else
+    fail "grow: job $js; $(grep -E 'giving|spare|expanded|attempt' "$tmp/grow.out" | head -6)"
+    grep -v '"step"' "$e" | cut -c1-300 | tail -25 || true
+    tail -20 "$tmp/relay/err" 2> /dev/null || true
   fi
   delete_and_check
   ;;

@@ -202,6 +202,100 @@ static void test_addrs(void)
     CHECK_STR_HAS(calls, "--nodes=h64,h65,h66,h67,h68,h69\n");
 }
 
+/* grow: job expansion through fake salloc/scontrol/scancel (the fake slurmctld merges
+ * job 77 into 42 when told NumNodes=0); the environment afterwards is the grown job's */
+static void test_grow(void)
+{
+    char path[512], did[320], why[400];
+    sup_opts o = {0};
+    const char *fakes[][2] = {{"GRIT_SCONTROL", "scontrol"}, {"GRIT_SALLOC", "salloc"},
+                              {"GRIT_SCANCEL", "scancel"}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, fakes[i][1]);
+        setenv(fakes[i][0], path, 1);
+    }
+    write_script("scontrol", "d=$(dirname \"$0\"); echo \"$@\" >> \"$d/scontrol.args\"\n"
+                             "case \"$*\" in\n"
+                             "'show hostnames n[1-2]') printf 'n1\\nn2\\n';;\n"
+                             "'show hostnames n[1,3]') printf 'n1\\nn3\\n';;\n"
+                             "'-o show job 42') l='n[1-2] NumNodes=2 NumCPUs=4'\n"
+                             "  [ -e \"$d/merged\" ] && l='n[1,3] NumNodes=2 NumCPUs=4'\n"
+                             "  [ -e \"$d/merged\" ] && [ -e \"$d/uneven\" ] && l='n[1,3] NumNodes=2 NumCPUs=3'\n"
+                             "  echo \"JobId=42 JobName=t ReqNodeList=n9 NodeList=$l Partition=gpu\";;\n"
+                             "'update JobId=77 NumNodes=0') [ -e \"$d/refuse\" ] && "
+                             "{ echo 'Job step already exists for job 77' >&2; exit 1; }\n"
+                             "  touch \"$d/merged\";;\n"
+                             "'update JobId=78 NumNodes=0') ;;\n"
+                             "*) exit 1;; esac");
+    write_script("salloc", "echo \"$@\" >> \"$(dirname \"$0\")/salloc.args\"\n"
+                           "echo 'salloc: Granted job allocation 77' >&2");
+    write_script("scancel", "echo \"$@\" >> \"$(dirname \"$0\")/scancel.args\"");
+    unsetenv("SLURM_JOB_ID");
+    CHECK_INT(sup_backend_slurm.grow(&o, "n3", did, sizeof did, why, sizeof why), -1);
+    CHECK_STR_HAS(why, "SLURM_JOB_ID is not set");
+    setenv("SLURM_JOB_ID", "42", 1);
+    setenv("SLURM_JOB_NODELIST", "n[1-2]", 1);
+    setenv("SLURM_JOB_CPUS_PER_NODE", "2(x2)", 1);
+    setenv("SLURM_TASKS_PER_NODE", "1(x2)", 1);
+    /* in the allocation already: nothing asked of Slurm */
+    CHECK_INT(sup_backend_slurm.grow(&o, "n2", did, sizeof did, why, sizeof why), 0);
+    CHECK(did[0] == '\0');
+    CHECK(access(strcat(strcpy(path, dir), "/salloc.args"), F_OK) != 0);
+    /* outside: salloc on it with expand:42 and this job's partition and CPUs, the new
+     * job merged, this process's SLURM_* the grown allocation's */
+    CHECK_INT(sup_backend_slurm.grow(&o, "n3", did, sizeof did, why, sizeof why), 0);
+    CHECK_STR_HAS(did, "job 42 expanded onto n3 (job 77 merged): nodes n[1,3]");
+    CHECK_STR_HAS(slurp("salloc.args"), "--no-shell --immediate=60 --nodes=1 --ntasks=1 "
+                  "--cpus-per-task=2 --nodelist=n3 --dependency=expand:42 --job-name=grit-grow "
+                  "--partition=gpu");
+    CHECK_STR_HAS(slurp("scontrol.args"), "update JobId=77 NumNodes=0");
+    CHECK(!strcmp(getenv("SLURM_JOB_NODELIST"), "n[1,3]"));
+    CHECK(!strcmp(getenv("SLURM_NODELIST"), "n[1,3]"));
+    CHECK(!strcmp(getenv("SLURM_JOB_NUM_NODES"), "2") && !strcmp(getenv("SLURM_NNODES"), "2"));
+    CHECK(!strcmp(getenv("SLURM_JOB_CPUS_PER_NODE"), "2(x2)"));
+    CHECK(getenv("SLURM_TASKS_PER_NODE") == NULL);
+    /* CPUs not even across nodes: not guessed */
+    snprintf(path, sizeof path, "%s/uneven", dir);
+    fclose(fopen(path, "w"));
+    snprintf(path, sizeof path, "%s/merged", dir);
+    unlink(path);
+    CHECK_INT(sup_backend_slurm.grow(&o, "n3", did, sizeof did, why, sizeof why), 0);
+    CHECK(getenv("SLURM_JOB_CPUS_PER_NODE") == NULL);
+    snprintf(path, sizeof path, "%s/uneven", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/merged", dir); /* job 42 on n[1-2] again */
+    unlink(path);
+    /* Slurm without permit_job_expansion: said so */
+    write_script("salloc", "echo 'salloc: error: Job submit/allocate failed: Requested "
+                           "operation not supported on this system' >&2; exit 1");
+    CHECK_INT(sup_backend_slurm.grow(&o, "n3", did, sizeof did, why, sizeof why), -1);
+    CHECK_STR_HAS(why, "Slurm refuses job expansion (slurm.conf needs SchedulerParameters="
+                  "permit_job_expansion); salloc --dependency=expand:42 -w n3 failed (status 1): "
+                  "salloc: error: Job submit/allocate failed: Requested operation not supported");
+    CHECK(!strncmp(why, "Slurm refuses", 13));
+    /* another refusal: Slurm's words only */
+    write_script("salloc", "echo 'salloc: error: Unable to allocate resources: Requested node "
+                           "configuration is not available' >&2; exit 1");
+    CHECK_INT(sup_backend_slurm.grow(&o, "n3", did, sizeof did, why, sizeof why), -1);
+    CHECK(!strncmp(why, "salloc --dependency=expand:42 -w n3 failed (status 1): salloc: error: "
+                   "Unable to allocate", 88));
+    /* the merge refused: the new job cancelled, the reason given */
+    write_script("salloc", "echo 'salloc: Granted job allocation 77' >&2");
+    snprintf(path, sizeof path, "%s/refuse", dir);
+    fclose(fopen(path, "w"));
+    CHECK_INT(sup_backend_slurm.grow(&o, "n3", did, sizeof did, why, sizeof why), -1);
+    CHECK_STR_HAS(why, "scontrol update JobId=77 NumNodes=0 (hand n3 to job 42) failed "
+                  "(status 1): Job step already exists for job 77; job 77 cancelled");
+    CHECK_STR_HAS(slurp("scancel.args"), "77\n");
+    /* merged but the node is not in the job: an error, not a silent success */
+    unlink(path);
+    write_script("salloc", "echo 'salloc: Granted job allocation 78' >&2");
+    CHECK_INT(sup_backend_slurm.grow(&o, "n3", did, sizeof did, why, sizeof why), -1);
+    CHECK_STR_HAS(why, "job 78's node n3 was not merged into job 42 (its nodes: n[1-2])");
+    unsetenv("GRIT_SALLOC");
+    unsetenv("GRIT_SCANCEL");
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/grit-test-bslurm.XXXXXX");
@@ -216,6 +310,7 @@ int main(void)
     test_drain_and_requeue();
     test_check_node();
     test_addrs();
+    test_grow();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
