@@ -852,8 +852,10 @@ int sup_run(const sup_opts *o)
         goto out;
     }
     s->state = S_PREFLIGHT;
-    sup_event(s, "supervisor_start", json_pack("{s:i,s:i,s:i,s:s,s:i}", "nodes", o->nodes, "spares",
-                                           o->spares, "ranks_per_node", o->ranks_per_node,
+    /* the cluster's counts: under --backend slurm the allocation's, not --nodes/--spares */
+    sup_event(s, "supervisor_start", json_pack("{s:i,s:i,s:i,s:s,s:i}", "nodes",
+                                           cluster_active(&s->cl), "spares",
+                                           cluster_spares(&s->cl), "ranks_per_node", o->ranks_per_node,
                                            "heartbeat", s->hb.addr, "attempt", s->attempt));
     sup_hb_announce(s); /* the address and why (sup_hbwatch.c) */
     rc = 1;
