@@ -63,6 +63,9 @@ static void usage(FILE *f)
             "                    all-reduce of grit health on the new worker and a healthy one,\n"
             "                    through mpirun; local provider)\n"
             "  --attempts N      replace-node: fresh nodes tried before giving up (default 3)\n"
+            "  --if-node-id ID   replace-node/reboot-node: only while NODE is still ID (one\n"
+            "                    replace or reboot of a node runs at a time; a node replaced\n"
+            "                    meanwhile and Running is left alone)\n"
             "  --down-grace S    agent: seconds a node may stay DOWN (slurmd silent) before it\n"
             "                    is replaced (default 10; given to create, kept by its agent)\n"
             "  --quiet           no progress lines\n"
@@ -233,7 +236,7 @@ static int provide_spare(const cluster_opts *o, const char *name)
     grit_err rc = cluster_list_nodes(o, name, &list);
     json_t *f = rc == GRIT_OK && failed ? node_named(list, failed) : NULL;
     if (f && !strcmp(jstr(f, "Role"), "worker")) {
-        rc = cluster_replace_node(o, name, failed);
+        rc = cluster_replace_node(o, name, failed, jstr(f, "NodeId"));
         json_decref(list);
         list = NULL;
         if (rc == GRIT_OK)
@@ -301,6 +304,12 @@ int cmd_cluster(int argc, char **argv)
         else if (!strcmp(a, "--down-grace") && i + 1 < argc) {
             if (cli_num("cluster", a, argv[++i], 0, 3600, &o.down_grace))
                 return 2;
+        } else if (!strcmp(a, "--if-node-id") && i + 1 < argc) {
+            if ((size_t)snprintf(o.if_node_id, sizeof o.if_node_id, "%s", argv[++i]) >=
+                sizeof o.if_node_id) {
+                fprintf(stderr, "grit cluster: --if-node-id: value too long\n");
+                return 2;
+            }
         } else if (!strcmp(a, "--attempts") && i + 1 < argc) {
             if (cli_int("cluster", a, argv[++i], 1, 10, &o.attempts))
                 return 2;
@@ -405,9 +414,9 @@ int cmd_cluster(int argc, char **argv)
     else if (!strcmp(cmd, "update-software"))
         rc = cluster_update_software(&o, args[0]);
     else if (!strcmp(cmd, "replace-node"))
-        rc = cluster_replace_node(&o, args[0], args[1]);
+        rc = cluster_replace_node(&o, args[0], args[1], o.if_node_id[0] ? o.if_node_id : NULL);
     else if (!strcmp(cmd, "reboot-node"))
-        rc = cluster_reboot_node(&o, args[0], args[1]);
+        rc = cluster_reboot_node(&o, args[0], args[1], o.if_node_id[0] ? o.if_node_id : NULL);
     else if (!strcmp(cmd, "delete"))
         rc = cluster_delete(&o, args[0]);
     else if (!strcmp(cmd, "agent"))

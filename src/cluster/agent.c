@@ -126,8 +126,11 @@ grit_err cluster_agent_run(const cluster_opts *o, const char *name, double poll_
             if (o->progress)
                 fprintf(o->progress, "grit cluster agent: %s\n", detail);
             record(o, name, "DetectNode", jstr(n, "NodeId"), detail);
-            rc = !strcmp(act, "reboot") ? cluster_reboot_node(o, name, node)
-                                        : cluster_replace_node(o, name, node);
+            /* the NodeId judged here: a node replaced meanwhile (provide-spare for grit
+             * launch, a person) is not replaced again */
+            const char *id = jstr(n, "NodeId");
+            rc = !strcmp(act, "reboot") ? cluster_reboot_node(o, name, node, id)
+                                        : cluster_replace_node(o, name, node, id);
             if (rc != GRIT_OK && o->progress)
                 fprintf(o->progress, "grit cluster agent: %s %s: %s\n", act, node, grit_errmsg());
             down_since[slot] = 0;

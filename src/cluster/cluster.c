@@ -19,6 +19,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -714,7 +716,46 @@ static grit_err pick(cl *k, const char *key, cluster_node *n)
     return rc;
 }
 
-grit_err cluster_replace_node(const cluster_opts *o, const char *name, const char *key)
+/* Waits for the node's slot lock (DIR/locks/nN.lock, flock: released when its holder
+ * ends, however it ends), then picks the node again: *n is its row now. 1 when the caller's
+ * judgement is stale (expect_id given, and the node is another one by now, Running);
+ * -1 with rc set on errors; 0 to go on. *fd: the lock, closed by the caller. */
+static int slot_lock(cl *k, const char *key, const char *expect_id, cluster_node *n, int *fd,
+                     grit_err *rc)
+{
+    char dir[PATH_MAX + 8], path[PATH_MAX + 32];
+    *fd = -1;
+    if ((*rc = pick(k, key, n)) != GRIT_OK)
+        return -1;
+    sfmt(dir, sizeof dir, "%s/locks", k->ctx.dir);
+    sfmt(path, sizeof path, "%s/n%d.lock", dir, n->slot);
+    if ((*rc = fs_mkdirs(dir)) != GRIT_OK)
+        return -1;
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (*fd < 0) {
+        *rc = grit_errf(GRIT_EIO, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(*fd, LOCK_EX | LOCK_NB) != 0) {
+        cluster__say(k, "n%d: another replace or reboot is under way; waiting for it", n->slot);
+        while (flock(*fd, LOCK_EX) != 0)
+            if (errno != EINTR) {
+                *rc = grit_errf(GRIT_EIO, "%s: cannot lock: %s", path, strerror(errno));
+                return -1;
+            }
+        if ((*rc = pick(k, key, n)) != GRIT_OK)
+            return -1;
+    }
+    if (expect_id && *expect_id && strcmp(n->id, expect_id) && !strcmp(n->status, "Running")) {
+        cluster__say(k, "n%d is %s by now, Running (it was %s): replaced meanwhile, nothing to do",
+                     n->slot, n->id, expect_id);
+        return 1;
+    }
+    return 0;
+}
+
+grit_err cluster_replace_node(const cluster_opts *o, const char *name, const char *key,
+                              const char *expect_id)
 {
     cl k;
     grit_err rc = cluster__open(&k, o, name);
@@ -722,7 +763,8 @@ grit_err cluster_replace_node(const cluster_opts *o, const char *name, const cha
         return rc;
     cluster_node old, n;
     int64_t op = 0;
-    if ((rc = pick(&k, key, &old)) != GRIT_OK ||
+    int fd = -1, st = slot_lock(&k, key, expect_id, &old, &fd, &rc);
+    if (st != 0 ||
         (rc = cluster_state_op_begin(k.st, name, "ReplaceNode", old.id, &op)) != GRIT_OK)
         goto out;
     const char *first = old.id[0] ? old.id : "?";
@@ -774,11 +816,14 @@ grit_err cluster_replace_node(const cluster_opts *o, const char *name, const cha
 out:
     if (op)
         cluster_state_op_end(k.st, op, "Failed", grit_errmsg());
+    if (fd >= 0)
+        close(fd);
     cluster__close(&k);
     return rc;
 }
 
-grit_err cluster_reboot_node(const cluster_opts *o, const char *name, const char *key)
+grit_err cluster_reboot_node(const cluster_opts *o, const char *name, const char *key,
+                             const char *expect_id)
 {
     cl k;
     grit_err rc = cluster__open(&k, o, name);
@@ -786,7 +831,8 @@ grit_err cluster_reboot_node(const cluster_opts *o, const char *name, const char
         return rc;
     cluster_node n;
     int64_t op = 0;
-    if ((rc = pick(&k, key, &n)) != GRIT_OK ||
+    int fd = -1;
+    if (slot_lock(&k, key, expect_id, &n, &fd, &rc) != 0 ||
         (rc = cluster_state_op_begin(k.st, name, "RebootNode", n.id, &op)) != GRIT_OK)
         goto out;
     double t0 = cluster__now();
@@ -813,6 +859,8 @@ grit_err cluster_reboot_node(const cluster_opts *o, const char *name, const char
 out:
     if (op)
         cluster_state_op_end(k.st, op, "Failed", grit_errmsg());
+    if (fd >= 0)
+        close(fd);
     cluster__close(&k);
     return rc;
 }

@@ -40,6 +40,7 @@ typedef struct cluster_opts {
     int mpi_check;             /* admission: MPI all-reduce with a healthy peer (after health) */
     int attempts;              /* replace-node: fresh nodes tried before giving up (>= 1) */
     double down_grace;         /* agent: seconds a node may be down before it is replaced */
+    char if_node_id[64];       /* replace-node/reboot-node: only while the node is this NodeId */
     FILE *progress;            /* one line per step, or NULL */
 } cluster_opts;
 
@@ -60,8 +61,14 @@ grit_err cluster_describe_node(const cluster_opts *o, const char *name, const ch
 grit_err cluster_update(const cluster_opts *o, const char *name, const char *spec_path);
 /* Runs every group's OnCreate again on its Running nodes. */
 grit_err cluster_update_software(const cluster_opts *o, const char *name);
-/* node: a NodeId or a Slurm name (n3). */
-grit_err cluster_replace_node(const cluster_opts *o, const char *name, const char *node);
-grit_err cluster_reboot_node(const cluster_opts *o, const char *name, const char *node);
+/* node: a NodeId or a Slurm name (n3). One replace or reboot of a node at a time across
+ * processes (the agent, provide-spare, a person): the next waits for the one under way.
+ * expect_id (NULL: any): act only while the node is still that NodeId, the one the caller
+ * judged; when it has been replaced meanwhile and is Running, there is nothing to do
+ * (GRIT_OK, said on progress). */
+grit_err cluster_replace_node(const cluster_opts *o, const char *name, const char *node,
+                              const char *expect_id);
+grit_err cluster_reboot_node(const cluster_opts *o, const char *name, const char *node,
+                             const char *expect_id);
 
 #endif
