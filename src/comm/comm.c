@@ -72,6 +72,15 @@ static void progress_stop(void)
     prog.on = 0;
 }
 
+/* Elements in a vector collective (the counts of every rank). */
+static size_t count_sum(const comm *d, const int *counts)
+{
+    size_t n = 0;
+    for (int r = 0; r < d->size; r++)
+        n += (size_t)counts[r];
+    return n;
+}
+
 static grit_err mpi_fail(comm *d, int code, const char *what)
 {
     char msg[MPI_MAX_ERROR_STRING];
@@ -261,6 +270,7 @@ grit_err comm_bcast(comm *d, void *buf, size_t bytes, int root)
 {
     if (!d->mpi)
         return GRIT_OK;
+    d->bytes += bytes;
     CALL("broadcast", MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, COMM(d), &r_));
 }
 
@@ -268,6 +278,7 @@ grit_err comm_allreduce_sum(comm *d, float *buf, size_t n)
 {
     if (!d->mpi)
         return GRIT_OK;
+    d->bytes += n * sizeof(float);
     CALL("all-reduce", MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, COMM(d), &r_));
 }
 
@@ -275,6 +286,7 @@ grit_err comm_allreduce_max(comm *d, float *buf, size_t n)
 {
     if (!d->mpi)
         return GRIT_OK;
+    d->bytes += n * sizeof(float);
     CALL("all-reduce max", MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_MAX, COMM(d), &r_));
 }
 
@@ -282,6 +294,7 @@ grit_err comm_allreduce_sum_f64(comm *d, double *buf, size_t n)
 {
     if (!d->mpi)
         return GRIT_OK;
+    d->bytes += n * sizeof(double);
     CALL("all-reduce", MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, COMM(d), &r_));
 }
 
@@ -289,6 +302,7 @@ grit_err comm_allreduce_or_u8(comm *d, unsigned char *buf, size_t n)
 {
     if (!d->mpi)
         return GRIT_OK;
+    d->bytes += n;
     CALL("all-reduce", MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_UNSIGNED_CHAR, MPI_BOR,
                                       COMM(d), &r_));
 }
@@ -299,6 +313,7 @@ grit_err comm_allgather_f64(comm *d, const double *in, double *out, size_t n)
         memcpy(out, in, n * sizeof(double));
         return GRIT_OK;
     }
+    d->bytes += n * sizeof(double) * (size_t)d->size;
     CALL("all-gather", MPI_Iallgather(in, (int)n, MPI_DOUBLE, out, (int)n, MPI_DOUBLE, COMM(d), &r_));
 }
 
@@ -308,6 +323,7 @@ grit_err comm_reduce_scatter_sum(comm *d, const float *buf, float *out, size_t n
         memmove(out, buf, n * sizeof(float));
         return GRIT_OK;
     }
+    d->bytes += n * sizeof(float) * (size_t)d->size;
     CALL("reduce-scatter",
          MPI_Ireduce_scatter_block(buf, out, (int)n, MPI_FLOAT, MPI_SUM, COMM(d), &r_));
 }
@@ -316,6 +332,7 @@ grit_err comm_allgather(comm *d, float *buf, size_t n)
 {
     if (!d->mpi)
         return GRIT_OK;
+    d->bytes += n * sizeof(float) * (size_t)d->size;
     CALL("all-gather",
          MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)n, MPI_FLOAT, COMM(d), &r_));
 }
@@ -326,6 +343,7 @@ grit_err comm_gather(comm *d, const void *in, void *out, size_t bytes, int root)
         memcpy(out, in, bytes);
         return GRIT_OK;
     }
+    d->bytes += bytes * (size_t)d->size;
     CALL("gather", MPI_Igather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, root, COMM(d), &r_));
 }
 
@@ -335,6 +353,7 @@ grit_err comm_reduce_scatter_v(comm *d, const float *buf, float *out, const int 
         memmove(out, buf, (size_t)counts[0] * sizeof(float));
         return GRIT_OK;
     }
+    d->bytes += count_sum(d, counts) * sizeof(float);
     CALL("reduce-scatter",
          MPI_Ireduce_scatter(buf, out, counts, MPI_FLOAT, MPI_SUM, COMM(d), &r_));
 }
@@ -343,6 +362,7 @@ grit_err comm_allgather_v(comm *d, float *buf, const int *counts, const int *dis
 {
     if (!d->mpi)
         return GRIT_OK;
+    d->bytes += count_sum(d, counts) * sizeof(float);
     CALL("all-gather", MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs,
                                        MPI_FLOAT, COMM(d), &r_));
 }
@@ -354,6 +374,7 @@ grit_err comm_gather_v(comm *d, const float *in, int n, float *out, const int *c
         memmove(out + displs[0], in, (size_t)n * sizeof(float));
         return GRIT_OK;
     }
+    d->bytes += count_sum(d, counts) * sizeof(float);
     CALL("gather", MPI_Igatherv(in, n, MPI_FLOAT, out, counts, displs, MPI_FLOAT, root, COMM(d),
                                 &r_));
 }
@@ -364,6 +385,7 @@ grit_err comm_allgather_bytes(comm *d, const void *in, void *out, size_t bytes)
         memcpy(out, in, bytes);
         return GRIT_OK;
     }
+    d->bytes += bytes * (size_t)d->size;
     CALL("all-gather", MPI_Iallgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE,
                                       COMM(d), &r_));
 }
@@ -409,6 +431,7 @@ grit_err comm_sendrecv(comm *d, const void *sbuf, size_t sbytes, int dest, void 
     if (!d->mpi)
         return dest < 0 && src < 0 ? GRIT_OK
                                    : grit_errf(GRIT_EINVAL, "send/recv: no peer in a world of 1");
+    d->bytes += dest >= 0 ? sbytes : 0;
     MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     int rc = MPI_SUCCESS;
     if (src >= 0)
@@ -464,6 +487,7 @@ grit_err comm_iallreduce_sum(comm *d, float *buf, size_t n)
 {
     if (!d->mpi)
         return GRIT_OK;
+    d->bytes += n * sizeof(float);
     grit_err e = reduction_begin(d);
     if (e != GRIT_OK)
         return e;
@@ -478,6 +502,7 @@ grit_err comm_ireduce_scatter_v(comm *d, const float *buf, float *out, const int
         memmove(out, buf, (size_t)counts[0] * sizeof(float));
         return GRIT_OK;
     }
+    d->bytes += count_sum(d, counts) * sizeof(float);
     grit_err e = reduction_begin(d);
     if (e != GRIT_OK)
         return e;

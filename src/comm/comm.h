@@ -39,6 +39,11 @@ typedef struct comm {
     int nreqs;
     double wait_s, comm_s; /* time blocked in waits; time from first start to last completion */
     double t_first;
+    /* payload bytes of every collective this rank took part in on this handle: the whole
+     * vector reduced or gathered (n elements of an all-reduce, every rank's counts of a
+     * reduce-scatter or all-gather), plus bytes sent point to point; the wire carries
+     * about 2 (p - 1) / p of an all-reduce's payload per rank in a ring */
+    unsigned long long bytes;
 } comm;
 
 /* Initialises MPI when launched by mpirun/srun (detected from the environment),

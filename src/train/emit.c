@@ -92,6 +92,10 @@ void emit_metrics(emitter *e, const emit_row *r)
         fprintf(e->mf, ",\"comm_wait_s\":%.6f", r->comm_wait_s);
     if (r->ckpt_stall_s >= 0)
         fprintf(e->mf, ",\"ckpt_stall_s\":%.6f", r->ckpt_stall_s);
+    if (r->dp_bytes >= 0)
+        fprintf(e->mf, ",\"dp_bytes\":%.0f", r->dp_bytes);
+    if (r->tp_bytes >= 0)
+        fprintf(e->mf, ",\"tp_bytes\":%.0f", r->tp_bytes);
     if (r->epochs >= 0)
         fprintf(e->mf, ",\"epochs\":%.6f", r->epochs);
     if (r->has_val)

@@ -38,6 +38,7 @@ typedef struct emit_row {
     long step;
     double loss, grad_norm, lr, tokens, tokens_per_s, step_time_s;
     double comm_wait_s, ckpt_stall_s, epochs;
+    double dp_bytes, tp_bytes; /* collective payload bytes this step (comm.h), < 0: no group */
     bool has_val;            /* a validation ran at this step (train/validate.h) */
     double val_loss, val_ppl;
 } emit_row;

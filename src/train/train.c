@@ -382,6 +382,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     bool stop = false, stop_saved = false;
     char orphan_why[400] = "";
     for (step = start; step < o->total_steps; step++) {
+        unsigned long long dp_b0 = d->bytes, tp_b0 = tp > 1 ? grid.tpc.bytes : 0;
         if (step == start + 1)
             faults0 = minor_faults(); /* the first step may still fault (thread stacks, BLAS) */
         double t0 = now_seconds();
@@ -473,6 +474,8 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
                                       .lr = lr, .tokens = tokens_done, .tokens_per_s = ntok / dt,
                                       .step_time_s = dt, .comm_wait_s = W > 1 ? dp.wait_s : -1,
                                       .ckpt_stall_s = stall,
+                                      .dp_bytes = W > 1 ? (double)(d->bytes - dp_b0) : -1,
+                                      .tp_bytes = tp > 1 ? (double)(grid.tpc.bytes - tp_b0) : -1,
                                       .epochs = data.mg || data.sft ? train_data_epochs(&data, (step + 1) * G)
                                                         : -1});
         emit_beat(&em, step + 1, loss * faults_spike(&fs, "spike", step + 1), norm, dt, dp.wait_s);

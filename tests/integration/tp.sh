@@ -73,6 +73,23 @@ else
   echo "FAIL: two TP=2 runs differ"; fail=1
 fi
 
+# the tensor-parallel group's payload per step (metrics.jsonl tp_bytes, counted by comm.h)
+# against the analytic formula (bench/parallel.sh): A micro-batches x (4 N C (4 L + 2) + 12 N)
+# bytes, N = 2 x 64 tokens, C = 64, L = 2, A = 4 at TP=2 (2 at TP=2 x DP=2); steps without
+# validation (its forwards add their own)
+"$py" - "$tmp/neox-tp2-2" 4 "$tmp/neox-tp2-4" 2 <<'PY' || fail=1
+import json, statistics, sys
+ok = True
+for d, A in zip(sys.argv[1::2], sys.argv[2::2]):
+    rows = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+    got = statistics.median(r["tp_bytes"] for r in rows if "val_loss" not in r)
+    want = int(A) * (4 * 128 * 64 * (4 * 2 + 2) + 12 * 128)
+    good = want <= got <= want * 1.001  # the rest: a few flags and norms
+    ok &= good
+    print(f"TP bytes per step {got:.0f} vs analytic {want} (A={A}): {'ok' if good else 'FAIL'}")
+sys.exit(0 if ok else 1)
+PY
+
 # full activation recomputation under TP (the recomputed forward repeats its all-reduces):
 # bitwise the same run, with the smaller activation figure in the log
 sed 's/"seed": 42/"seed": 42, "recompute": "full"/' "$tmp/llama_tp2_noval.json" > "$tmp/llama_tp2_rc.json"

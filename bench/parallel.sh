@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# parallel.sh - the parallel layouts side by side (issue #17's benchmark), one run per layout
+# with the single rank as the baseline, for a ~160M-parameter shape of each family:
+#   layouts  1 | DP=2 | DP=2 ZeRO-1 | TP=2 | TP=2 x DP=2 | TP=2 full recomputation
+#   columns  tok/s (median of the timed steps), vs one rank, peak RSS of the largest rank
+#            (/usr/bin/time), the step's communication payload over the data-parallel and
+#            the tensor-parallel group as measured by the trainer (metrics.jsonl dp_bytes,
+#            tp_bytes: comm.h counts the bytes of every collective) next to the analytic
+#            formula below, and the time a step waited on the data-parallel reduction.
+# Analytic payload per step (P = parameters per rank, N = micro batch x seq tokens, C =
+# hidden, L = layers, A = micro-batches per step on a rank):
+#   DP, no ZeRO     4 P               (one all-reduce of the gradients; the input embedding
+#                                      is reduced densely here, GRIT_DP_SPARSE_EMBED=0)
+#   DP, ZeRO-1      8 P               (reduce-scatter of the gradients, all-gather of the
+#                                      updated parameters)
+#   TP              A (4 N C (4 L + 2) + 12 N)
+#                                     (forward: the embedding and 2 row-parallel outputs per
+#                                      layer; backward: the head's input gradient and 2
+#                                      column-parallel input gradients per layer; 3 floats
+#                                      per token for the vocabulary-parallel cross-entropy)
+#                   + A 4 N C 2 (L - 1) with full recomputation (the forward again, less the
+#                                      last layer)
+# plus a few dozen bytes of flags and norms. A ring all-reduce moves 2 (p - 1) / p of its
+# payload per rank over the wire, a reduce-scatter or all-gather (p - 1) / p. What grows:
+# DP bytes with P (so they fall by TP), not with the batch; TP bytes with tokens x hidden x
+# layers, not with the parameters, and a TP step has 4 L + 2 blocking all-reduces per
+# micro-batch on its critical path; ZeRO-1 doubles the DP payload and divides AdamW's state.
+# Pipeline parallelism is not implemented (no bubble column).
+#
+# Usage: bash bench/parallel.sh        (STEPS=3 timed steps after one warm-up; FAMILIES="neox
+#        llama"; SEQ=512; SHAPE=small runs 4-layer shapes for a quick look)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+grit=${GRIT:-$root/build/grit}
+STEPS=${STEPS:-3} SEQ=${SEQ:-512} FAMILIES=${FAMILIES:-neox llama}
+. "$(dirname "$0")/blas_coretype.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export GRIT_DP_SPARSE_EMBED=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+echo "bench: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores;" \
+     "flags: $(grep -m1 -o -w 'avx2\|avx512f\|avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "bench: load average $(cut -d' ' -f1-3 /proc/loadavg)"
+layers=12 hidden=768
+[ "${SHAPE:-}" = small ] && layers=4
+model() { # FAMILY: a ~160M shape (GPT-NeoX: pythia-160m's; Llama: 12 x 768, GQA 12/4)
+  case $1 in
+    neox) echo "{\"preset\": \"pythia-160m\", \"num_layers\": $layers}" ;;
+    llama) echo "{\"family\": \"llama\", \"hidden_size\": $hidden, \"num_layers\": $layers, \"num_heads\": 12,
+                 \"num_kv_heads\": 4, \"intermediate_size\": 2048, \"vocab_size\": 32000,
+                 \"make_vocab_size_divisible_by\": 1, \"max_positions\": 2048}" ;;
+  esac
+}
+mk() { # NAME FAMILY TP ZERO RECOMPUTE
+  cat > "$tmp/$1.json" <<CFG
+{"model": $(model "$2"),
+ "optim": {"micro_batch": 1, "global_batch": 4, "seq_len": $SEQ, "warmup_steps": 1,
+           "total_steps": $((STEPS + 1)), "zero1": $4},
+ "parallel": {"tensor": $3}, "recompute": "$5", "threads": 1,
+ "data": {"synthetic_vocab": 32000}, "checkpoint": {"interval_steps": 0}, "run_dir": "$tmp/$1"}
+CFG
+}
+run() { # NAME NP
+  local n=$1 np=$2
+  echo "bench: $n ($np rank$([ "$np" -gt 1 ] && echo s))"
+  if [ "$np" -eq 1 ]; then
+    /usr/bin/time -f "maxrss %M" "$grit" train "$tmp/$n.json" --quiet 2> "$tmp/$n.log" > /dev/null
+  else
+    mpirun --bind-to none -np "$np" /usr/bin/time -f "maxrss %M" "$grit" train "$tmp/$n.json" --quiet \
+      2> "$tmp/$n.log" > /dev/null
+  fi || { echo "bench: $n FAILED:"; tail -n 5 "$tmp/$n.log"; }
+}
+for f in $FAMILIES; do
+  mk "$f-1" "$f" 1 false none;  mk "$f-dp2" "$f" 1 false none; mk "$f-dp2z" "$f" 1 true none
+  mk "$f-tp2" "$f" 2 false none; mk "$f-tp2dp2" "$f" 2 false none; mk "$f-tp2rc" "$f" 2 false full
+  run "$f-1" 1; run "$f-dp2" 2; run "$f-dp2z" 2; run "$f-tp2" 2; run "$f-tp2dp2" 4; run "$f-tp2rc" 2
+done
+echo "bench: load average $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 - "$tmp" "$grit" "$FAMILIES" <<'PY'
+import json, re, statistics, subprocess, sys
+tmp, grit, fams = sys.argv[1], sys.argv[2], sys.argv[3].split()
+def plan_params(name):
+    out = subprocess.run([grit, "train", f"{tmp}/{name}.json", "--plan"], capture_output=True,
+                         text=True, env={"GRIT_RANKS_PER_NODE": "1", "PATH": "/usr/bin:/bin"}).stdout
+    m = re.search(r"parameters per rank\s+([0-9.]+)M", out)
+    return float(m.group(1)) * 1e6 if m else float("nan")
+def mib(b): return f"{b / 1048576:,.1f}"
+layouts = [("1", "1 rank", 1, 1, False, False), ("dp2", "DP=2", 1, 2, False, False),
+           ("dp2z", "DP=2 ZeRO-1", 1, 2, True, False), ("tp2", "TP=2", 2, 1, False, False),
+           ("tp2dp2", "TP=2 x DP=2", 2, 2, False, False),
+           ("tp2rc", "TP=2, full recomputation", 2, 1, False, True)]
+for fam in fams:
+    cfg = json.load(open(f"{tmp}/{fam}-1.json"))
+    print(f"\n{fam}: micro batch 1 x {cfg['optim']['seq_len']} tokens, global batch 4")
+    print(f"{'layout':<26} {'tok/s':>7} {'vs 1':>5} {'peak RSS MiB':>12} {'DP MiB/step':>11} "
+          f"{'analytic':>9} {'TP MiB/step':>11} {'analytic':>9} {'DP wait s':>9}")
+    base = None
+    for key, label, tp, dp, zero, rc in layouts:
+        name = f"{fam}-{key}"
+        try:
+            rows = [json.loads(l) for l in open(f"{tmp}/{name}/metrics.jsonl")][1:]
+        except (OSError, ValueError):
+            print(f"{label:<26} (not run or failed)")
+            continue
+        tps = statistics.median(r["tokens_per_s"] for r in rows)
+        base = base or tps
+        rss = max(int(x) for x in re.findall(r"maxrss (\d+)", open(f"{tmp}/{name}.log").read()) or [0]) * 1024
+        P = plan_params(name)
+        c = cfg["model"]
+        L = c.get("num_layers", 12)
+        C = 768
+        N = cfg["optim"]["seq_len"]
+        A = 4 // dp
+        dpb = statistics.median(r.get("dp_bytes", 0) for r in rows)
+        tpb = statistics.median(r.get("tp_bytes", 0) for r in rows)
+        dpa = (8 if zero else 4) * P if dp > 1 else 0
+        tpa = A * (4 * N * C * (4 * L + 2) + 12 * N + (4 * N * C * 2 * (L - 1) if rc else 0)) if tp > 1 else 0
+        wait = statistics.median(r.get("comm_wait_s", 0) for r in rows)
+        f = lambda x: mib(x) if x else "-"
+        print(f"{label:<26} {tps:>7.1f} {tps / base:>5.2f} {mib(rss):>12} {f(dpb):>11} {f(dpa):>9} "
+              f"{f(tpb):>11} {f(tpa):>9} {wait if dp > 1 else 0:>9.3f}")
+PY
