@@ -14,6 +14,10 @@
 #                                         grit health fails); "fault-node N -" clears it
 #   slurm-local-cluster.sh partition-node N  netns mode: cut node N off the bridge (veth down)
 #   slurm-local-cluster.sh heal-node N    netns mode: connect it again (veth up)
+#   slurm-local-cluster.sh slow-link N RATE  netns mode: node N's link limited to RATE (tc
+#                                         rate, e.g. 4mbit) both ways with tbf on each end
+#                                         of its veth (a NIC that negotiated down); RATE -
+#                                         removes the limit
 #   slurm-local-cluster.sh node-addr N    the address other nodes reach node N at
 #   slurm-local-cluster.sh node-pids N    host PIDs of node N's processes
 #   slurm-local-cluster.sh node-exec N CMD...  netns mode: run CMD as root "in" node N (its
@@ -63,7 +67,9 @@
 # requeued job start again after ~11 s instead of the default 121 s.
 #
 # netns mode: node nI also gets a network namespace BRIDGE-nI (entered with
-# `nsenter --net`: `ip netns exec` remounts /sys and slurmd then finds no cgroups), a
+# `nsenter --net`: `ip netns exec` remounts /sys and slurmd then finds no cgroups; only
+# /sys/class/net and /sys/devices/virtual/net come from a sysfs mounted in the node's
+# namespace, so its processes see their own interfaces and byte counters, lo and eth0), a
 # UTS namespace with host name nI, and a veth pair: BRIDGE-nI on the host, enslaved to
 # the bridge, and eth0 inside with SUBNET.(10+I)/24. No namespace has a default route,
 # so nothing leaves the bridge. slurmctld stays in the host's network namespace and is
@@ -391,6 +397,9 @@ node_start() {
       nsenter --net="/run/netns/$(node_ns "$n")" unshare --pid --fork --mount-proc --kill-child --uts \
       sh -c 'hostname "$1" && mount --bind "$2/etc/hosts" /etc/hosts &&
         mount --bind "$2/etc/resolv.conf" /etc/resolv.conf || exit 1
+        mkdir -p "$2/sys/$1" && mount -t sysfs sysfs "$2/sys/$1" &&
+        mount --bind "$2/sys/$1/class/net" /sys/class/net &&
+        mount --bind "$2/sys/$1/devices/virtual/net" /sys/devices/virtual/net || exit 1
         slurmd -D -N "$1" & while :; do wait; sleep 1; done' gritnode "$n" "$DIR"
   else
     PIDFILE=$DIR/pids/node.$n.pid LOGFILE=$DIR/log/node.$n.out detach \
@@ -579,6 +588,21 @@ case $cmd in
       ip link set "$(node_ns "$1")" down; say "$1 partitioned (cut off the bridge $BRIDGE)"
     else
       ip link set "$(node_ns "$1")" up; say "$1 healed"
+    fi ;;
+  slow-link)
+    need_node "${1:-}"
+    [ "$NET" = netns ] || die "slow-link needs a cluster started with GRIT_SLURM_NET=netns"
+    [[ ${2:-} =~ ^([0-9]+(\.[0-9]+)?[kmg]?bit|-)$ ]] || die "slow-link NODE RATE: expected a tc rate like 4mbit or 500kbit (or -), got '${2:-}'"
+    ns=$(node_ns "$1")
+    tc qdisc del dev "$ns" root 2> /dev/null || true
+    nsenter --net="/run/netns/$ns" tc qdisc del dev eth0 root 2> /dev/null || true
+    if [ "$2" != - ]; then
+      tc qdisc add dev "$ns" root tbf rate "$2" burst 16kb latency 400ms || die "tc tbf on $ns failed"
+      nsenter --net="/run/netns/$ns" tc qdisc add dev eth0 root tbf rate "$2" burst 16kb latency 400ms ||
+        die "tc tbf on $1's eth0 failed"
+      say "$1's link limited to $2 both ways"
+    else
+      say "$1's link unlimited"
     fi ;;
   node-addr) need_node "${1:-}"; node_addr "$1" ;;
   node-exec)
