@@ -285,10 +285,10 @@ set_tests_properties(integration.val_spike PROPERTIES TIMEOUT 180 LABELS "integr
 add_test(NAME integration.finishing
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/finishing.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.finishing PROPERTIES TIMEOUT 180 LABELS "integration;mpi")
-# Silent slowdowns from real slow hardware (src/supervise/silent.h): a rank throttled by a
-# CPU cgroup is found as a "utilisation" incident, its node replaced, the run bitwise equal
-# to the fault-free one; a healthy and a loaded-host run raise no alarm. Skips (77, loudly)
-# without a writable CPU cgroup. About 2-3 minutes on a loaded 2-core host.
+# Silent slowdowns (src/supervise/silent.h): a healthy and a loaded-host run raise no
+# utilisation alarm. The throttled node that must be found (a CPU cgroup, replaced, bitwise
+# equal) is integration.slurm.throttle; this script's throttled run is bench/silent.sh's
+# (GRIT_SILENT_BENCH=1). About 1.5 minutes on a loaded 2-core host.
 add_test(NAME integration.silent_cpu
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/silent_cpu.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 # It was disabled once: on an idle host the throttled rank went unseen (its peer slept in
@@ -420,7 +420,10 @@ set_tests_properties(integration.s3_ckpt integration.s3_faults PROPERTIES
 # Slurm (scripts/slurm-local-cluster.sh, spank_grit.so, grit launch --backend slurm): each
 # test starts its own 4-node cluster on fixed ports, so they run serially. Exit 77: skipped
 # (not root, no Slurm, no namespaces, or no SPANK plugin), said loudly in the output.
-foreach(scenario options kill freeze health requeue partition remote_hb)
+# throttle: a node slowed by a CPU cgroup (the Slurm variant of silent_cpu; also 77 where
+# no CPU cgroup can be written); slow_link: a node's link limited with tc tbf, found as a
+# "network" incident (netns cluster).
+foreach(scenario options kill freeze health requeue partition remote_hb throttle slow_link)
   add_test(NAME integration.slurm.${scenario}
     COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/slurm.sh $<TARGET_FILE:grit>
             ${CMAKE_BINARY_DIR}/spank_grit.so ${scenario} $<TARGET_FILE:grit-fake-nvml>)

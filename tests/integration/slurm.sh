@@ -31,7 +31,24 @@
 #            heartbeats: 120 s, the startup timeout). Then --bind 127.0.0.1: nothing
 #            from n2 arrives, and a WARNING plus a heartbeats_missing event come after
 #            --heartbeat-wait; SIGTERM to grit launch: its summary says it too.
-# For kill/freeze/health/requeue/partition: the job COMPLETES, n2 ends DRAINED with grit's reason,
+#   throttle  a slow node made by the kernel: `grit launch --backend slurm` in the batch
+#            script (3 nodes + the spare n4, the utilisation detector on, the straggler
+#            detector off); once its baseline is learned every process of n2 (its slurmd, and
+#            the slurmstepd and rank it spawned) is moved by PID into a CPU cgroup the test
+#            makes (sup_lib.sh: cgroup v2 cpu.max, else v1's CFS quota) limited to 40% of
+#            the CPU they were getting. The cluster's ProctrackType=proctrack/linuxproc and
+#            TaskPlugin=task/none move nothing between cgroups, so a step n2 spawns later
+#            inherits the limit. Expected: a "utilisation" incident naming n2 within 60 s
+#            of the throttle (its latency printed), then as for kill. The job's length is
+#            about 22 s of healthy running here and now (a calibration run's step times).
+#            Also exit 77 where no CPU cgroup can be written.
+#   slow_link  as throttle on a GRIT_SLURM_NET=netns cluster (the supervisor on n1 listens
+#            on n1's bridge address, OpenMPI over TCP across the veths), the network
+#            detector on instead: n2's link limited to 4 Mbit/s both ways with tc tbf on
+#            both ends of its veth (slurm-local-cluster.sh slow-link; the others run at
+#            veth speed), expected a "network" incident naming n2 within 60 s, then as
+#            for kill. Also exit 77 where tc tbf is not available.
+# For kill/freeze/health/requeue/partition/throttle: the job COMPLETES, n2 ends DRAINED with grit's reason,
 # the step ran again without n2, and the final weights are bitwise identical to a
 # fault-free run (mpirun, no Slurm).
 # Exit 77 (skipped, said loudly) where Slurm cannot run: not root, no Slurm, no PID
@@ -48,7 +65,7 @@ for b in slurmctld slurmd munged sbatch srun scontrol; do
 done
 unshare --pid --fork --mount-proc true 2> /dev/null || skip "cannot create PID namespaces"
 [ -f "$spank" ] || skip "spank_grit.so was not built (no slurm/spank.h)"
-if [ "$scenario" = partition ] || [ "$scenario" = remote_hb ]; then
+if [ "$scenario" = partition ] || [ "$scenario" = remote_hb ] || [ "$scenario" = slow_link ]; then
   # the cluster's network: names and a /24 of the test's own (GRIT_SLURM_TEST_*)
   export GRIT_SLURM_NET=netns GRIT_SLURM_BRIDGE=${GRIT_SLURM_TEST_BRIDGE:-grittest0}
   export GRIT_SLURM_SUBNET=${GRIT_SLURM_TEST_SUBNET:-10.77.50}
@@ -62,6 +79,11 @@ if [ "$scenario" = partition ] || [ "$scenario" = remote_hb ]; then
   ip netns del "$probe" 2> /dev/null || true
   ip link del "$probe" 2> /dev/null || true
   [ "$probe_ok" = 1 ] || skip "$scenario: cannot create a bridge, network namespace or veth here"
+  if [ "$scenario" = slow_link ]; then
+    ip link add "$probe" type bridge 2> /dev/null && tc qdisc add dev "$probe" root tbf rate 1gbit burst 1mb latency 50ms 2> /dev/null && probe_ok=2
+    ip link del "$probe" 2> /dev/null || true
+    [ "$probe_ok" = 2 ] || skip "slow_link: tc tbf is not available in this kernel (sch_tbf)"
+  fi
 fi
 
 tmp=$(mktemp -d /tmp/grit-slurm-test.XXXXXX)
@@ -72,15 +94,17 @@ export GRIT_SLURM_DIR=$tmp/cluster GRIT_SLURM_NODES=$nnodes GRIT_SLURM_PORT=${GR
 export GRIT_SLURM_PLUGIN=$spank GRIT_SLURM_PLUGIN_ARGS="grit=$grit"
 export SLURM_CONF=$GRIT_SLURM_DIR/etc/slurm.conf
 bg=""
+py=${GRIT_PYTHON:-/usr/bin/python3}
+. "$here/sup_lib.sh" # fail, tiny_job, steps_for, the CPU cgroup, replaced_ok
 cleanup() {
   [ -n "$bg" ] && kill -9 "$bg" 2> /dev/null
   "$lc" thaw-node n2 > /dev/null 2>&1 || true
   "$lc" stop > /dev/null 2>&1 || true
+  cpu_cgroup_close # after stop: n2's processes have ended; what is left goes to the parent
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+[ "$scenario" = throttle ] && cpu_cgroup_open "grit-slurm-throttle-$$"
 ok() { echo "ok   $*"; }
 # netns scenarios: stop removes the namespaces, veths and bridge; nothing of the test may be left
 check_net_gone() {
@@ -241,9 +265,20 @@ fi
 # --- training scenarios -----------------------------------------------------------------
 # 3 data-parallel ranks, 60 steps, a checkpoint every 5 (shared by the Slurm test and bench)
 cp "$here/../configs/slurm_job.json" "$tmp/job.json"
+mpi3() { OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none -np 3 "$@"; }
+if [ "$scenario" = throttle ] || [ "$scenario" = slow_link ]; then
+  # the small job of silent_cpu.sh on 3 ranks, as long as ~22 s of healthy running here
+  # and now (a loaded host runs a step 5-10x slower than an idle one)
+  tiny_job "$tmp/job.json" 6 40 50
+  c0=$(date +%s.%N)
+  mpi3 "$grit" train "$tmp/job.json" --run-dir "$tmp/cal" --quiet > "$tmp/cal.out" 2>&1 || {
+    tail -20 "$tmp/cal.out"; fail "calibration run failed"; exit 1; }
+  steps=$(steps_for 22 "$tmp/cal" 40 "$c0")
+  sed -i "s/\"total_steps\": 40/\"total_steps\": $steps/" "$tmp/job.json"
+  echo "job: $steps steps"
+fi
 # the fault-free reference: the same 3 ranks under mpirun, no Slurm
-OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none -np 3 \
-  "$grit" train "$tmp/job.json" --run-dir "$tmp/ref" --quiet > "$tmp/ref.out" 2>&1 || {
+mpi3 "$grit" train "$tmp/job.json" --run-dir "$tmp/ref" --quiet > "$tmp/ref.out" 2>&1 || {
   cat "$tmp/ref.out"; fail "reference run failed"; exit 1; }
 
 run=$tmp/run
@@ -251,7 +286,7 @@ nodes=4 spares=1 policy=give_up sbatch_opt="" srun_opt=--auto-resume=1
 if [ "$scenario" = requeue ]; then nodes=3 spares=0 policy=requeue; fi
 if [ "$scenario" = freeze ]; then sbatch_opt=--auto-resume=1 srun_opt=""; fi
 bind=""
-if [ "$scenario" = partition ]; then
+if [ "$scenario" = partition ] || [ "$scenario" = slow_link ]; then
   # the batch script (and so the supervisor) runs on the job's first node, in that
   # node's network namespace: heartbeats come to its bridge address
   bind='--bind $("'"$lc"'" node-addr "$SLURMD_NODENAME")'
@@ -269,7 +304,20 @@ export GRIT_LAUNCH_OPTS="--run $run --spares $spares --no-spare $policy --hang-t
 $energy
 srun $srun_opt $train "$tmp/job.json" --run-dir "$run" --quiet
 EOF
+# throttle, slow_link: grit launch itself, one silent-slowdown detector on
+detector=""
+[ "$scenario" = throttle ] && detector="--util-factor 0.6 --net-factor 0"
+[ "$scenario" = slow_link ] && detector="--util-factor 0 --net-factor 0.5 --net-min-rate 2e5"
+if [ -n "$detector" ]; then
+  cat > "$tmp/batch.sh" << EOF
+#!/bin/bash
+exec "$grit" launch --backend slurm --run $run --spares 1 --hang-timeout 20 --health-timeout 20 \\
+  --backoff 0.1 --straggler-factor 0 $detector --signal-warmup 8 --signal-window 5 $bind \\
+  -- "$grit" train "$tmp/job.json" --run-dir "$run" --quiet
+EOF
+fi
 [ "$scenario" = health ] && "$lc" fault-node n2 gemm_bitflip
+t_job=$SECONDS
 jid=$(sbatch --parsable $sbatch_opt -N "$nodes" --no-kill --requeue --open-mode=append -o "$tmp/job.out" "$tmp/batch.sh")
 case $scenario in
   kill | requeue)
@@ -284,6 +332,19 @@ case $scenario in
   partition)
     wait_steps "$run" 12 60 || fail "$scenario: training did not start"
     "$lc" partition-node n2 ;;
+  throttle)
+    wait_steps "$run" 1 60 || fail "$scenario: training did not start"
+    sleep 8 # the detector's baseline: its first 8 s after the launch (before this step)
+    pids=$("$lc" node-pids n2)
+    [ -n "$pids" ] || { fail "throttle: n2 has no processes"; exit 1; }
+    cpu_throttle "$pids" 40
+    t_thr=$(date +%s.%N)
+    echo "throttled n2 ($(wc -w <<< "$pids") processes: slurmd, its steps and rank): it got $throttle_got cores, now at most $throttle_quota us per 100 ms (40%)" ;;
+  slow_link)
+    wait_steps "$run" 1 60 || fail "$scenario: training did not start"
+    sleep 8 # the detector's baseline, as for throttle
+    "$lc" slow-link n2 4mbit
+    t_thr=$(date +%s.%N) ;;
   health) ;;
   *) echo "unknown scenario $scenario"; exit 2 ;;
 esac
@@ -306,6 +367,14 @@ else
   grep -q '"event":"launch".*"nodes":"n1,n4,n3"' "$run/events.jsonl" || fail "$scenario: no step on n1,n4,n3"
 fi
 grep -q '"event":"done"' "$run/events.jsonl" || fail "$scenario: the supervisor did not finish (no done event)"
+if [ -n "$detector" ]; then
+  kind=utilisation
+  [ "$scenario" = slow_link ] && kind=network
+  grep -q "\"event\":\"detected\",\"kind\":\"$kind\",\"node\":\"n2\"" "$run/events.jsonl" ||
+    fail "$scenario: no $kind incident naming n2: $(grep -o '"event":"detected".*' "$run/events.jsonl" | head -1 || true)"
+  replaced_ok "$scenario" "$run" "$tmp/ref" n2 "$t_thr" # n2 alone cordoned, bitwise equal, <= 60 s
+  [ -z "$det_latency" ] || echo "ok   $scenario: detected $det_latency s after the fault: $(grep -o "\"event\":\"detected\",\"kind\":\"$kind\"[^}]*" "$run/events.jsonl" | head -1 | cut -c1-240)"
+fi
 if [ "$scenario" = partition ]; then
   # heartbeats of the ranks on n3 and n4 crossed the bridge to the supervisor on n1
   for n in n3 n4; do
@@ -334,6 +403,7 @@ if [ "$fails" -ne 0 ]; then
   echo "--- events"; grep -v '"step"' "$run/events.jsonl" | cut -c1-300 || true
   sinfo -N -o '%N %T %E' || true
 fi
-[ "$scenario" = partition ] && check_net_gone
+if [ "$scenario" = partition ] || [ "$scenario" = slow_link ]; then check_net_gone; fi
 [ "$fails" -eq 0 ] && ok "$scenario: n2 drained ($reason), job completed, weights bitwise equal"
+[ -z "$detector" ] || echo "$scenario: took $SECONDS s (the Slurm job $((SECONDS - t_job)) s)"
 exit "$fails"

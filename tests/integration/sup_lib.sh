@@ -1,6 +1,6 @@
 # sup_lib.sh - sourced by the integration tests that run small jobs under mpirun and
 # grit launch (launch, sigterm, multi_death, hb_flood, silent_cpu, silent_gpu, silent_net,
-# tp_ckpt, no_spare):
+# tp_ckpt, no_spare, slurm):
 #   fail MSG              print FAIL: MSG and count it in $fails
 #   tiny_job FILE GB STEPS INTERVAL [KEEP]
 #                         the 2-layer GPT-NeoX job they train (global batch GB, STEPS
@@ -20,10 +20,14 @@
 #                         written; not root: skip too
 #   cpu_cgroup_close      moves what is left in $cg back to its parent and removes it (for
 #                         the test's cleanup trap; nothing when there is none)
-#   cpu_throttle PID PCT  measures PID's CPU over 2 s (on a host loaded by other jobs a rank
-#                         may get a fifth of a core, and a limit of PCT% of a whole core would
-#                         throttle nothing), then moves it into $cg limited to PCT% of that;
-#                         sets throttle_got (cores) and throttle_quota (us per 100 ms)
+#   cpu_throttle "PIDS" PCT
+#                         measures the CPU of the processes PIDS (a space-separated list:
+#                         one rank, or every process of a Slurm node) over 2 s (on a host
+#                         loaded by other jobs a rank may get a fifth of a core, and a limit
+#                         of PCT% of a whole core would throttle nothing), then moves them,
+#                         by PID, into $cg limited to PCT% of that (what they fork later
+#                         starts in $cg too); sets throttle_got (cores) and throttle_quota
+#                         (us per 100 ms); a PID that has ended meanwhile is left out
 #   replaced_ok WHAT DIR REF NODE T0
 #                         after a slow node was found in the run in DIR: NODE (and only it)
 #                         cordoned, a recovered and a done event, final weights bitwise
@@ -96,15 +100,18 @@ cpu_cgroup_close() {
 }
 
 cpu_throttle() {
-  local c0 c1 w0 w1
-  c0=$(awk '{print $14 + $15}' "/proc/$1/stat"); w0=$(date +%s.%N) # utime + stime
+  local c0 c1 w0 w1 p
+  # utime + stime of every PID that still runs, in clock ticks
+  ticks() { for p in $1; do cat "/proc/$p/stat" 2> /dev/null; done | awk '{ s += $14 + $15 } END { print s + 0 }'; }
+  c0=$(ticks "$1"); w0=$(date +%s.%N)
   sleep 2
-  c1=$(awk '{print $14 + $15}' "/proc/$1/stat"); w1=$(date +%s.%N)
+  c1=$(ticks "$1"); w1=$(date +%s.%N)
   throttle_got=$("$py" -c "import os; print((${c1} - ${c0}) / os.sysconf('SC_CLK_TCK') / ($w1 - $w0))")
   throttle_quota=$("$py" -c "print(max(1000, int($2 / 100 * $throttle_got * 100000)))")
   if [ -f "$cg/cpu.max" ]; then echo "$throttle_quota 100000" > "$cg/cpu.max"; else echo "$throttle_quota" > "$cg/cpu.cfs_quota_us"; fi
-  echo "$1" > "$cg/cgroup.procs"
+  for p in $1; do echo "$p" > "$cg/cgroup.procs" 2> /dev/null || [ ! -d "/proc/$p" ] || fail "cannot move PID $p into $cg"; done
 }
+
 
 replaced_ok() {
   local what=$1 d=$2 ref=$3 node=$4 t0=$5 ev=$2/events.jsonl t_det
