@@ -7,11 +7,12 @@
 # of its veth to ${GRIT_NET_RATE:-4mbit} (a NIC that negotiated down; the others run at
 # veth speed, hundreds of MB/s). Nothing is injected into grit's processes.
 #
-#   slow link  detected as a "network" incident naming node1, node1 cordoned, the spare
-#              swapped in, the run DONE with final weights bitwise equal to the fault-free run
 #   healthy    the fault-free run (checkpoint saves included) raises no alarm
 #
-# GRIT_SILENT_BENCH=1 (bench/silent.sh): the slow-link run only, one line
+# The slow link that must be found (a "network" incident naming the node, cordoned, the
+# spare in, bitwise equal) is tests/integration/slurm.sh slow_link: the same tbf on a
+# local Slurm cluster's node. GRIT_SILENT_BENCH=1 (bench/silent.sh): the slow-link run
+# here only, one line
 # "BENCH net <rate> detected=<yes|no> latency_s=<s>", no checks.
 # Exit 77 (skipped, said loudly) where namespaces, veth, a bridge or tbf are not available.
 # tc netem (latency, loss) is not used: this kernel may lack sch_netem (then said loudly).
@@ -98,22 +99,19 @@ if [ "$bench" != 1 ]; then
   echo "ok   healthy: no alarm"
 fi
 
-L "$tmp/slow"
-sleep 12
-tc qdisc add dev "${tag}v1" root tbf rate "$rate" burst 16kb latency 400ms
-ip netns exec "$tag-node1" tc qdisc add dev "${tag}p1" root tbf rate "$rate" burst 16kb latency 400ms
-t_thr=$(now)
-echo "throttled node1's link to $rate both ways"
-wait "$lpid" || fail "slow link: grit launch exited $?"; lpid=""
-ev=$tmp/slow/events.jsonl
+# bench: the slow link, once the baseline is learned
 if [ "$bench" = 1 ]; then
+  L "$tmp/slow"
+  sleep 12
+  tc qdisc add dev "${tag}v1" root tbf rate "$rate" burst 16kb latency 400ms
+  ip netns exec "$tag-node1" tc qdisc add dev "${tag}p1" root tbf rate "$rate" burst 16kb latency 400ms
+  t_thr=$(now)
+  echo "throttled node1's link to $rate both ways"
+  wait "$lpid" || fail "slow link: grit launch exited $?"; lpid=""
+  ev=$tmp/slow/events.jsonl
   t_det=$(grep -o '"ts":[0-9.]*,"event":"detected","kind":"network","node":"node1"' "$ev" | head -1 | grep -o '[0-9.]*' | head -1 || true)
   echo "BENCH net $rate detected=$([ -n "$t_det" ] && echo yes || echo no) latency_s=$([ -n "$t_det" ] && "$py" -c "print(round($t_det - $t_thr, 1))" || echo -) other_alarms=$(grep '"event":"detected"' "$ev" | grep -vc '"kind":"network","node":"node1"' || true)"
   exit 0
 fi
-grep -q '"event":"detected","kind":"network","node":"node1"' "$ev" ||
-  fail "slow link: no network incident naming node1: $(grep -o '"event":"detected".*' "$ev" | head -1 || true)"
-replaced_ok "slow link" "$tmp/slow" "$tmp/ref" node1 "$t_thr"
-[ -z "$det_latency" ] || echo "ok   slow link: detected $det_latency s after the throttle: $(grep -o 'detected network[^;]*' "$tmp/slow.out" | head -1 || true)"
 [ $fails -eq 0 ] && echo "ok   silent_net: all checks passed"
 exit $((fails > 0))
