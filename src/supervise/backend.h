@@ -6,6 +6,8 @@
  *   job_argv     the command that starts every rank of one attempt
  *   check_node   a node's health (NULL: `grit health --quick` on this machine)
  *   check_begin  start the checks of all suspects at once (optional)
+ *   pair_check   the MPI pairwise network check between two nodes (optional; a network
+ *                incident's evidence: the suspect with a healthy peer, two healthy peers)
  *   cordoned     a node was taken out of service (e.g. drained in Slurm)
  *   job_stopped  after the job's launcher process was stopped (clean up leftovers)
  *   no_spare     a node failed with no spare left; 1 when handled (e.g. requeued)
@@ -46,6 +48,9 @@ typedef struct sup_backend {
     /* Optional: starts the checks of n suspects at once (faults[i]: as for check_node);
      * check_node then returns their verdicts instead of checking one by one. */
     void (*check_begin)(const sup_opts *o, char targets[][64], int n, const char *const *faults);
+    /* Optional: the network between nodes a and b (one rank on each): 0 healthy, 1 failed,
+     * -1 could not be run; why filled either way. */
+    int (*pair_check)(const sup_opts *o, const char *a, const char *b, char *why, size_t cap);
     void (*cordoned)(const sup_opts *o, const char *node, const char *reason);
     void (*job_stopped)(const sup_opts *o);
     int (*no_spare)(const sup_opts *o, const char *reason);

@@ -374,6 +374,61 @@ static int slurm_check_node(const sup_opts *o, const char *node, const char *fau
     return verdict(&p, now_seconds() - t0, why, cap);
 }
 
+/* The MPI pairwise network check between nodes a and b: `grit health --quick` as two ranks,
+ * one per node, in one srun step. The link is judged by the checks a slower or broken link
+ * fails, pair bandwidth and exact all-reduce sums (latency and the small all-reduce's busbw
+ * are timing noise on a loaded host); 256 KiB ping-pong messages, all-reduces up to 64 KiB,
+ * so a link at a few Mbit/s still answers within --health-timeout (no answer: failed). */
+static int slurm_pair_check(const sup_opts *o, const char *a, const char *b, char *why,
+                            size_t cap)
+{
+    char w[160];
+    snprintf(w, sizeof w, "--nodelist=%s,%s", a, b);
+    char *argv[] = {(char *)prog("GRIT_SRUN", "srun"), "--overlap", "--mpi=pmix", "--nodes=2", "--ntasks=2",
+                    "--ntasks-per-node=1", w, "--job-name=grit-health-pair", (char *)o->grit,
+                    "health", "--quick", "--net-pair-bytes", "262144", "--net-max-bytes",
+                    "65536", NULL};
+    proc p;
+    if (proc_start(&p, argv) != 0) {
+        snprintf(why, cap, "could not start %s", argv[0]);
+        return -1;
+    }
+    proc_wait_all(&p, 1, health_timeout(o));
+    if (p.rc < 0) { /* killed at the timeout: a link too slow to answer */
+        snprintf(why, cap, "no answer within %.0f s", health_timeout(o));
+        return 1;
+    }
+    static const char *judged[] = {"network.pair_bandwidth", "network.allreduce_correct"};
+    int seen = 0;
+    for (int k = 0; k < 2; k++) {
+        /* the report's table row: NAME VERDICT MEASURED OP THRESHOLD UNIT REASON */
+        for (const char *l = p.out; (l = strstr(l, judged[k])); l += strlen(judged[k])) {
+            if (l != p.out && l[-1] != '\n')
+                continue;
+            const char *v = l + strlen(judged[k]);
+            v += strspn(v, " ");
+            seen++;
+            if (!strncmp(v, "fail", 4) || !strncmp(v, "error", 5)) {
+                const char *r = strstr(v, judged[k] == judged[0] ? "slowest pair" : "");
+                r = r && r < v + strcspn(v, "\n") ? r : v;
+                snprintf(why, cap, "%s: %.*s", judged[k], (int)strcspn(r, "\n"), r);
+                return 1;
+            }
+            break;
+        }
+    }
+    if (seen == 2) {
+        snprintf(why, cap, "healthy");
+        return 0;
+    }
+    const char *err = strstr(p.out, "srun: error: ");
+    if (err)
+        snprintf(why, cap, "could not run: %.*s", (int)strcspn(err + 13, "\n"), err + 13);
+    else
+        snprintf(why, cap, "could not run (status %d, no network checks in the report)", p.rc);
+    return -1;
+}
+
 static void slurm_cordoned(const sup_opts *o, const char *node, const char *reason)
 {
     (void)o;
@@ -654,6 +709,7 @@ const sup_backend sup_backend_slurm = {
     .job_argv = slurm_job_argv,
     .check_node = slurm_check_node,
     .check_begin = slurm_check_begin,
+    .pair_check = slurm_pair_check,
     .cordoned = slurm_cordoned,
     .job_stopped = slurm_job_stopped,
     .no_spare = slurm_no_spare,

@@ -126,6 +126,9 @@ void sup_ledger_save(sup *s)
         if (in->health[0]) /* sup_diagnose: the evidence of a measured incident */
             json_object_set_new(json_array_get(inc, json_array_size(inc) - 1), "health",
                                 json_string(in->health));
+        if (in->pair[0])
+            json_object_set_new(json_array_get(inc, json_array_size(inc) - 1), "pair_check",
+                                json_string(in->pair));
     }
     json_t *quar = json_array();
     for (int i = 0; i < s->nquar; i++)
@@ -185,6 +188,9 @@ grit_err sup_ledger_load(sup *s)
         snprintf(in->health, sizeof in->health, "%s",
                  json_string_value(json_object_get(x, "health")) ?
                  json_string_value(json_object_get(x, "health")) : "");
+        snprintf(in->pair, sizeof in->pair, "%s",
+                 json_string_value(json_object_get(x, "pair_check")) ?
+                 json_string_value(json_object_get(x, "pair_check")) : "");
         in->rank = (int)json_integer_value(json_object_get(x, "rank"));
         in->step_seen = (long)json_integer_value(json_object_get(x, "step"));
         in->resumed_at = (long)json_integer_value(json_object_get(x, "resumed_at"));

@@ -72,6 +72,7 @@ typedef struct incident {
     sup_fail kind;
     char node[64], detail[200];
     char health[120]; /* a measured incident's health check on the node ("": none run) */
+    char pair[320];   /* a network incident's pairwise MPI checks (sup_repair.c; "": none) */
     int rank;
     long step_seen, resumed_at;
     double fault_ts, detect_ts, recovered_ts; /* Unix seconds (0: not known) */
@@ -226,6 +227,13 @@ int sup_done_marked(const sup *s, int rank);
 /* At a detection: every rank gone, a zombie or stopped right now is marked (lost) and
  * its node implicated (sup_incident.c). */
 void sup_collect_lost(sup *s);
+/* A network incident's evidence from the backend's MPI pairwise check (be->pair_check;
+ * none: out ""): node with its healthy peer peer[0], timed; when that fails and np is 2,
+ * the two healthy peers as well: failing too, the fabric (a switch, the network) is at
+ * fault rather than the node. out: one line, e.g. "n2<->n1 failed in 4.1 s (...);
+ * n1<->n3 healthy in 2.0 s: the node, not the fabric" (sup_repair.c). */
+void sup_pair_evidence(const sup_backend *be, const sup_opts *o, const char *node,
+                       const char *const peer[2], int np, char *out, size_t cap);
 /* After the detection's row (first): one row for each other implicated node. */
 grit_err sup_record_more(sup *s, const incident *first);
 /* RUN/supervisor.json, durably: restarts, attempt, first launch, every incident. A

@@ -63,6 +63,59 @@ int sup_check_node(sup *s, const char *node, int *machine_ok, char *why, size_t 
     return !ok;
 }
 
+/* Is node one of the current failure's implicated nodes? */
+static int implicated(const sup *s, const char *node)
+{
+    for (int i = 0; i < s->nimplicated; i++)
+        if (!strcmp(s->implicated[i], node))
+            return 1;
+    return 0;
+}
+
+void sup_pair_evidence(const sup_backend *be, const sup_opts *o, const char *node,
+                       const char *const peer[2], int np, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (!be->pair_check || np < 1)
+        return;
+    char why[200], why2[200];
+    double t0 = now_seconds();
+    int bad = be->pair_check(o, node, peer[0], why, sizeof why);
+    double t1 = now_seconds();
+    const char *res = bad > 0 ? "failed" : bad < 0 ? "could not be run" : "healthy";
+    size_t k = (size_t)snprintf(out, cap, "%s<->%s %s in %.1f s%s%.150s%s", node, peer[0], res,
+                                t1 - t0, bad ? " (" : "", bad ? why : "", bad ? ")" : "");
+    if (bad <= 0 || k >= cap)
+        return;
+    if (np < 2) {
+        snprintf(out + k, cap - k, "; no second healthy peer to tell the node from the fabric");
+        return;
+    }
+    int bad2 = be->pair_check(o, peer[0], peer[1], why2, sizeof why2);
+    double t2 = now_seconds();
+    if (bad2 > 0)
+        snprintf(out + k, cap - k, "; %s<->%s failed too in %.1f s (%.100s): the fabric, not the node",
+                 peer[0], peer[1], t2 - t1, why2);
+    else if (bad2 == 0)
+        snprintf(out + k, cap - k, "; %s<->%s healthy in %.1f s: the node, not the fabric", peer[0],
+                 peer[1], t2 - t1);
+    else
+        snprintf(out + k, cap - k, "; %s<->%s could not be run (%.100s)", peer[0], peer[1], why2);
+}
+
+/* The healthy peers of node (active nodes not implicated, at most 2), then their evidence. */
+static void pair_evidence(sup *s, const char *node, char *out, size_t cap)
+{
+    const char *peer[2] = {NULL, NULL};
+    int np = 0, act = cluster_active(&s->cl);
+    for (int i = 0; i < act && np < 2; i++) {
+        const node_slot *n = cluster_at(&s->cl, i);
+        if (n && strcmp(n->name, node) && !implicated(s, n->name))
+            peer[np++] = n->name;
+    }
+    sup_pair_evidence(s->be, s->o, node, peer, np, out, cap);
+}
+
 grit_err sup_diagnose(sup *s)
 {
     int machine_ok = -1;
@@ -96,12 +149,14 @@ grit_err sup_diagnose(sup *s)
     for (int i = 0; i < nt; i++) {
         struct sup_verdict *v = &s->vd[s->nvd++];
         snprintf(v->node, sizeof v->node, "%s", targets[i]);
-        char hw[120] = "";
+        char hw[120] = "", pair[320] = "";
         if (!slow) {
             v->bad = sup_check_node(s, targets[i], &machine_ok, v->why, sizeof v->why);
         } else {
             if (measured)
                 sup_check_node(s, targets[i], &machine_ok, hw, sizeof hw);
+            if (s->f_kind == F_NETWORK)
+                pair_evidence(s, targets[i], pair, sizeof pair);
             v->bad = 1;
             snprintf(v->why, sizeof v->why, "%s: %.170s", sup_fail_name(s->f_kind), s->f_detail);
         }
@@ -109,16 +164,20 @@ grit_err sup_diagnose(sup *s)
             for (int k = s->ninc - 1; k >= 0 && !s->inc[k].recovered_ts; k--)
                 if (s->inc[k].kind == s->f_kind && !strcmp(s->inc[k].node, targets[i])) {
                     snprintf(s->inc[k].health, sizeof s->inc[k].health, "%s", hw);
+                    snprintf(s->inc[k].pair, sizeof s->inc[k].pair, "%s", pair);
                     break;
                 }
         json_t *ev = json_pack("{s:s,s:s,s:s}", "node", v->node, "verdict",
                                v->bad ? "unhealthy" : "healthy", "detail", v->why);
         if (measured)
             json_object_set_new(ev, "health", json_string(hw));
+        if (pair[0])
+            json_object_set_new(ev, "pair_check", json_string(pair));
         sup_event(s, "diagnosis", ev);
         if (measured)
-            sup_say(s, "node %s: %s; health check: %s (cordoned on the measurement either way)",
-                    v->node, sup_fail_name(s->f_kind), hw);
+            sup_say(s, "node %s: %s; health check: %s%s%s (cordoned on the measurement either way)",
+                    v->node, sup_fail_name(s->f_kind), hw, pair[0] ? "; pairwise network check: " : "",
+                    pair);
     }
     if (measured)
         sup_ledger_save(s);

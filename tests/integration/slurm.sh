@@ -47,7 +47,10 @@
 #            detector on instead: n2's link limited to 4 Mbit/s both ways with tc tbf on
 #            both ends of its veth (slurm-local-cluster.sh slow-link; the others run at
 #            veth speed), expected a "network" incident naming n2 within 60 s, then as
-#            for kill. Also exit 77 where tc tbf is not available.
+#            for kill. The diagnosis' MPI pairwise network check (grit health on n2
+#            and a healthy peer, then on two healthy peers) is in the incident: n2<->n1
+#            failed, n1<->n3 healthy: the node, not the fabric. Also exit 77 where tc tbf
+#            is not available.
 # For kill/freeze/health/requeue/partition/throttle: the job COMPLETES, n2 ends DRAINED with grit's reason,
 # the step ran again without n2, and the final weights are bitwise identical to a
 # fault-free run (mpirun, no Slurm).
@@ -343,8 +346,9 @@ case $scenario in
   slow_link)
     wait_steps "$run" 1 60 || fail "$scenario: training did not start"
     sleep 8 # the detector's baseline, as for throttle
+    t_thr=$(date +%s.%N) # the latency counts from the command's start: its first tbf is at once
     "$lc" slow-link n2 4mbit
-    t_thr=$(date +%s.%N) ;;
+    echo "slow-link took $(echo "$(date +%s.%N) - $t_thr" | bc) s" ;;
   health) ;;
   *) echo "unknown scenario $scenario"; exit 2 ;;
 esac
@@ -373,6 +377,14 @@ if [ -n "$detector" ]; then
   grep -q "\"event\":\"detected\",\"kind\":\"$kind\",\"node\":\"n2\"" "$run/events.jsonl" ||
     fail "$scenario: no $kind incident naming n2: $(grep -o '"event":"detected".*' "$run/events.jsonl" | head -1 || true)"
   replaced_ok "$scenario" "$run" "$tmp/ref" n2 "$t_thr" # n2 alone cordoned, bitwise equal, <= 60 s
+  if [ "$scenario" = slow_link ]; then
+    # the diagnosis' MPI pairwise check: n2 with a healthy peer fails, two healthy peers pass
+    pc=$(grep -o '"pair_check":"[^"]*"' "$run/supervisor.json" | head -1)
+    echo "slow_link: incident's pairwise check: $pc"
+    [[ $pc == *'n2<->n1 failed in '*'; n1<->n3 healthy in '*': the node, not the fabric"' ]] ||
+      fail "slow_link: the incident's pairwise network check does not say n2<->n1 failed and n1<->n3 healthy: '$pc'"
+    grep -q '"event":"diagnosis".*"pair_check":"n2<->n1 failed' "$run/events.jsonl" || fail "slow_link: no pair_check in the diagnosis event"
+  fi
   [ -z "$det_latency" ] || echo "ok   $scenario: detected $det_latency s after the fault: $(grep -o "\"event\":\"detected\",\"kind\":\"$kind\"[^}]*" "$run/events.jsonl" | head -1 | cut -c1-240)"
 fi
 if [ "$scenario" = partition ]; then

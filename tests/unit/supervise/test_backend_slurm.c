@@ -10,6 +10,7 @@
 #include "../check.h"
 #include "supervise/backend.h"
 #include "supervise/cluster.h"
+#include "supervise/sup_internal.h"
 
 static char dir[256];
 
@@ -162,6 +163,88 @@ static void test_check_node(void)
     CHECK_STR_HAS(why, "no answer from the node");
 }
 
+/* the MPI pairwise network check: two ranks, one per node, under PMIx; judged by the report
+ * rows of pair bandwidth and exact all-reduce sums (a latency row failing is timing noise);
+ * a step that does not answer is a failed link, one that cannot run no verdict */
+static void test_pair_check(void)
+{
+    char path[512], why[200];
+    sup_opts o = {.grit = "/bin/grit", .health_timeout = 1};
+    snprintf(path, sizeof path, "%s/srun", dir);
+    setenv("GRIT_SRUN", path, 1);
+    const char *rows_ok = "network.allreduce_correct pass 0 <= 0 ranks exact sums\n"
+                          "network.pair_latency     fail 2699 <= 1000 us slowest pair 0<->1\n"
+                          "network.pair_bandwidth   pass 1.5 >= 0.100 GB/s slowest pair 0<->1 1.5 GB/s\n";
+    char body[1024];
+    snprintf(body, sizeof body, "echo \"$@\" > \"$(dirname \"$0\")/srun.args\"; printf '%s'; exit 1", rows_ok);
+    write_script("srun", body);
+    CHECK_INT(sup_backend_slurm.pair_check(&o, "n2", "n1", why, sizeof why), 0);
+    CHECK_STR_HAS(why, "healthy");
+    CHECK_STR_HAS(slurp("srun.args"), "--overlap --mpi=pmix --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist=n2,n1");
+    CHECK_STR_HAS(slurp("srun.args"), "/bin/grit health --quick --net-pair-bytes 262144");
+    write_script("srun", "echo 'network.allreduce_correct pass 0 <= 0 ranks exact'\n"
+                         "echo 'network.pair_bandwidth   fail 0.0005 >= 0.100 GB/s slowest pair 0<->1 (n2<->n1) 0.0005 GB/s'\n"
+                         "exit 1");
+    CHECK_INT(sup_backend_slurm.pair_check(&o, "n2", "n1", why, sizeof why), 1);
+    CHECK_STR_HAS(why, "network.pair_bandwidth: slowest pair 0<->1 (n2<->n1) 0.0005 GB/s");
+    write_script("srun", "echo 'network.allreduce_correct fail 1 <= 0 ranks rank 1 sums differ'\n"
+                         "echo 'network.pair_bandwidth   pass 1 >= 0.100 GB/s slowest pair 0<->1'; exit 1");
+    CHECK_INT(sup_backend_slurm.pair_check(&o, "n2", "n1", why, sizeof why), 1);
+    CHECK_STR_HAS(why, "network.allreduce_correct: fail 1 <= 0 ranks rank 1 sums differ");
+    write_script("srun", "exec sleep 30");
+    CHECK_INT(sup_backend_slurm.pair_check(&o, "n2", "n1", why, sizeof why), 1);
+    CHECK_STR_HAS(why, "no answer within 1 s");
+    write_script("srun", "echo 'srun: error: Unable to create step for job 5' >&2; exit 1");
+    CHECK_INT(sup_backend_slurm.pair_check(&o, "n2", "n1", why, sizeof why), -1);
+    CHECK_STR_HAS(why, "could not run: Unable to create step for job 5");
+    write_script("srun", "echo 'HEALTHY in 1 s'; exit 0"); /* no network rows: no MPI */
+    CHECK_INT(sup_backend_slurm.pair_check(&o, "n2", "n1", why, sizeof why), -1);
+    CHECK_STR_HAS(why, "no network checks in the report");
+}
+
+/* sup_pair_evidence: the suspect with a healthy peer, then two healthy peers when that
+ * failed; a bad link on the suspect is the node, every pair failing is the fabric */
+static const char *bad_nodes; /* pairs touching one of these fail; "*": every pair */
+static int fake_pairs;
+static int fake_pair(const sup_opts *o, const char *a, const char *b, char *why, size_t cap)
+{
+    (void)o;
+    fake_pairs++;
+    int bad = !strcmp(bad_nodes, "*") || strstr(bad_nodes, a) || strstr(bad_nodes, b);
+    snprintf(why, cap, "%s", bad ? "network.pair_bandwidth: slowest pair 0.0005 GB/s" : "healthy");
+    return bad;
+}
+
+static void test_pair_evidence(void)
+{
+    sup_backend be = {.name = "fake", .pair_check = fake_pair}, none = {.name = "none"};
+    sup_opts o = {0};
+    const char *peers[2] = {"n1", "n3"};
+    char out[320];
+    bad_nodes = "n2", fake_pairs = 0;
+    sup_pair_evidence(&be, &o, "n2", peers, 2, out, sizeof out);
+    CHECK_STR_HAS(out, "n2<->n1 failed in ");
+    CHECK_STR_HAS(out, "(network.pair_bandwidth: slowest pair 0.0005 GB/s); n1<->n3 healthy in ");
+    CHECK_STR_HAS(out, ": the node, not the fabric");
+    CHECK_INT(fake_pairs, 2);
+    bad_nodes = "*", fake_pairs = 0;
+    sup_pair_evidence(&be, &o, "n2", peers, 2, out, sizeof out);
+    CHECK_STR_HAS(out, "; n1<->n3 failed too in ");
+    CHECK_STR_HAS(out, ": the fabric, not the node");
+    bad_nodes = "", fake_pairs = 0; /* the suspect's link is fine: no second check */
+    sup_pair_evidence(&be, &o, "n2", peers, 2, out, sizeof out);
+    CHECK_STR_HAS(out, "n2<->n1 healthy in ");
+    CHECK(!strstr(out, "n1<->n3"));
+    CHECK_INT(fake_pairs, 1);
+    bad_nodes = "n2";
+    sup_pair_evidence(&be, &o, "n2", peers, 1, out, sizeof out);
+    CHECK_STR_HAS(out, "; no second healthy peer to tell the node from the fabric");
+    sup_pair_evidence(&be, &o, "n2", peers, 0, out, sizeof out);
+    CHECK(out[0] == '\0');
+    sup_pair_evidence(&none, &o, "n2", peers, 2, out, sizeof out); /* no such check */
+    CHECK(out[0] == '\0');
+}
+
 /* every host's NodeAddr from sinfo (a node listed once per partition), a name-valued one
  * resolved, a host sinfo does not list by its own name; many hosts in several calls */
 static void test_addrs(void)
@@ -309,6 +392,8 @@ int main(void)
     test_hosts();
     test_drain_and_requeue();
     test_check_node();
+    test_pair_check();
+    test_pair_evidence();
     test_addrs();
     test_grow();
     char cmd[300];
