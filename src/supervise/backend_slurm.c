@@ -384,10 +384,10 @@ static int slurm_pair_check(const sup_opts *o, const char *a, const char *b, cha
 {
     char w[160];
     snprintf(w, sizeof w, "--nodelist=%s,%s", a, b);
-    char *argv[] = {(char *)prog("GRIT_SRUN", "srun"), "--overlap", "--mpi=pmix", "--nodes=2", "--ntasks=2",
-                    "--ntasks-per-node=1", w, "--job-name=grit-health-pair", (char *)o->grit,
-                    "health", "--quick", "--net-pair-bytes", "262144", "--net-max-bytes",
-                    "65536", NULL};
+    char *argv[] = {(char *)prog("GRIT_SRUN", "srun"), "--overlap", "--mpi=pmix", "--nodes=2",
+                    "--ntasks=2", "--ntasks-per-node=1", w, "--job-name=grit-health-pair",
+                    (char *)o->grit, "health", "--quick", "--net-pair-bytes", "262144",
+                    "--net-max-bytes", "65536", NULL};
     proc p;
     if (proc_start(&p, argv) != 0) {
         snprintf(why, cap, "could not start %s", argv[0]);
@@ -409,7 +409,8 @@ static int slurm_pair_check(const sup_opts *o, const char *a, const char *b, cha
             v += strspn(v, " ");
             seen++;
             if (!strncmp(v, "fail", 4) || !strncmp(v, "error", 5)) {
-                const char *r = strstr(v, judged[k] == judged[0] ? "slowest pair" : "");
+                /* pair bandwidth: from "slowest pair ..."; else the whole row */
+                const char *r = k == 0 ? strstr(v, "slowest pair") : NULL;
                 r = r && r < v + strcspn(v, "\n") ? r : v;
                 snprintf(why, cap, "%s: %.*s", judged[k], (int)strcspn(r, "\n"), r);
                 return 1;

@@ -94,8 +94,9 @@ void sup_pair_evidence(const sup_backend *be, const sup_opts *o, const char *nod
     int bad2 = be->pair_check(o, peer[0], peer[1], why2, sizeof why2);
     double t2 = now_seconds();
     if (bad2 > 0)
-        snprintf(out + k, cap - k, "; %s<->%s failed too in %.1f s (%.100s): the fabric, not the node",
-                 peer[0], peer[1], t2 - t1, why2);
+        snprintf(out + k, cap - k,
+                 "; %s<->%s failed too in %.1f s (%.100s): the fabric, not the node", peer[0],
+                 peer[1], t2 - t1, why2);
     else if (bad2 == 0)
         snprintf(out + k, cap - k, "; %s<->%s healthy in %.1f s: the node, not the fabric", peer[0],
                  peer[1], t2 - t1);
@@ -176,8 +177,8 @@ grit_err sup_diagnose(sup *s)
         sup_event(s, "diagnosis", ev);
         if (measured)
             sup_say(s, "node %s: %s; health check: %s%s%s (cordoned on the measurement either way)",
-                    v->node, sup_fail_name(s->f_kind), hw, pair[0] ? "; pairwise network check: " : "",
-                    pair);
+                    v->node, sup_fail_name(s->f_kind), hw,
+                    pair[0] ? "; pairwise network check: " : "", pair);
     }
     if (measured)
         sup_ledger_save(s);
