@@ -108,6 +108,15 @@ EOF
 }
 status_of() { "${G[@]}" --json describe-node "$name" "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["NodeDetails"]["InstanceStatus"]["Status"])'; }
 id_of() { "${G[@]}" --json describe-node "$name" "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["NodeDetails"]["NodeId"])'; }
+# wait_job JID SECS: until the Slurm job ends (at most SECS); its final state in $js
+wait_job() {
+  local end=$((SECONDS + $2))
+  while [ "$SECONDS" -lt "$end" ]; do
+    js=$(scontrol show job "$1" 2> /dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+    case $js in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) return 0 ;; esac
+    sleep 0.5
+  done
+}
 slurm_state() { sinfo -h -N -n "$1" -o '%T' 2> /dev/null | head -1; }
 # wait_for SECONDS 'SHELL CONDITION': until it holds (evaluated anew each time)
 wait_for() {
@@ -292,12 +301,7 @@ EOF
   wait_for 90 'test "$(grep -c "\"step\"" "$run/metrics.jsonl" 2> /dev/null)" -ge 10' || fail "heal: training did not start"
   "$lc" kill-node n3
   echo "n3 killed at step $(grep -c '"step"' "$run/metrics.jsonl")"
-  end=$((SECONDS + 150))
-  while [ "$SECONDS" -lt "$end" ]; do
-    js=$(scontrol show job "$jid" 2> /dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-    case $js in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) break ;; esac
-    sleep 0.5
-  done
+  wait_job "$jid" 150
   [ "$js" = COMPLETED ] || fail "heal: job ended $js, expected COMPLETED"
   cmp -s "$tmp/ref/model.safetensors" "$run/model.safetensors" || fail "heal: final weights differ from the fault-free run"
   grep -q '"event":"cordon","node":"n3"' "$run/events.jsonl" || fail "heal: grit launch did not cordon n3"
@@ -464,12 +468,7 @@ EOF
   "$lc" kill-node n3
   t_kill=$(date +%s.%N)
   echo "grow: n3 killed at step $(grep -c '"step"' "$run/metrics.jsonl")"
-  end=$((SECONDS + 150))
-  while [ "$SECONDS" -lt "$end" ]; do
-    js=$(scontrol show job "$jid" 2> /dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-    case $js in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) break ;; esac
-    sleep 0.5
-  done
+  wait_job "$jid" 150
   kill -9 "$bg" 2> /dev/null || true # the relay (done by now, unless no request came)
   wait "$bg" 2> /dev/null || true
   bg=""
