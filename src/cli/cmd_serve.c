@@ -3,7 +3,7 @@
  *
  * The secret: GRIT_SERVE_TOKEN when set; else --token-file FILE, read when it
  * exists, otherwise created with a fresh random token (32 bytes from
- * getrandom, 64 hex digits), mode 0600, written durably. The token is never
+ * rand_hex, 64 hex digits), mode 0600, written durably. The token is never
  * printed: the start line names the file it is in.
  */
 #define _GNU_SOURCE
@@ -12,12 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/fsutil.h"
+#include "core/randhex.h"
 #include "serve/serve.h"
 
 static void usage(FILE *f)
@@ -89,20 +89,16 @@ static int token_from_file(const char *path, char *tok, size_t cap)
         free(text);
         return 0;
     }
-    unsigned char r[32];
-    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
-        fprintf(stderr, "grit serve: getrandom failed: %s\n", strerror(errno));
+    if (rand_hex(tok, 32, "grit serve's token") != GRIT_OK) {
+        fprintf(stderr, "grit serve: %s\n", grit_errmsg());
         return -1;
     }
-    for (size_t i = 0; i < sizeof r; i++)
-        snprintf(tok + 2 * i, 3, "%02x", r[i]);
     char line[300];
     snprintf(line, sizeof line, "%s\n", tok);
     mode_t old = umask(077); /* the file is the secret: owner only */
     grit_err rc = fs_write_durable(path, line, strlen(line));
     umask(old);
     explicit_bzero(line, sizeof line);
-    explicit_bzero(r, sizeof r);
     if (rc != GRIT_OK) {
         fprintf(stderr, "grit serve: %s\n", grit_errmsg());
         return -1;

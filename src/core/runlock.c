@@ -24,12 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "core/progress.h"
+#include "core/randhex.h"
 
 /* The value of "key=" in text (up to the line's end), "" when absent. */
 static void field(const char *text, const char *key, char *out, size_t cap)
@@ -75,7 +71,7 @@ grit_err runlock_take(runlock *l, const char *dir, double wait_s)
     int fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return grit_errf(GRIT_EIO, "%s: %s", l->path, strerror(errno));
-    double until = mono_s() + wait_s;
+    double until = now_seconds() + wait_s;
     while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno == EINTR)
             continue;
@@ -84,7 +80,7 @@ grit_err runlock_take(runlock *l, const char *dir, double wait_s)
             close(fd);
             return rc;
         }
-        if (mono_s() >= until) {
+        if (now_seconds() >= until) {
             char text[512], who[256];
             read_text(fd, text, sizeof text);
             holder(text, who, sizeof who);
@@ -96,17 +92,11 @@ grit_err runlock_take(runlock *l, const char *dir, double wait_s)
         }
         usleep(20000);
     }
-    unsigned char rnd[16];
-    int ufd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    ssize_t got = ufd >= 0 ? read(ufd, rnd, sizeof rnd) : -1;
-    if (ufd >= 0)
-        close(ufd);
-    if (got != (ssize_t)sizeof rnd) {
+    grit_err trc = rand_hex(l->token, 16, "the run lock's token");
+    if (trc != GRIT_OK) {
         close(fd);
-        return grit_errf(GRIT_EIO, "cannot read /dev/urandom for the run lock");
+        return trc;
     }
-    for (int i = 0; i < 16; i++)
-        snprintf(l->token + 2 * i, 3, "%02x", rnd[i]);
     char host[128] = "?", since[64] = "";
     gethostname(host, sizeof host - 1);
     time_t now = time(NULL);
@@ -181,7 +171,7 @@ runlock_state runlock_env_owner(double min_interval_s, char *why, size_t cap)
     if (!path || !*path || !token || !*token)
         return RUNLOCK_UNKNOWN;
     pthread_mutex_lock(&mu);
-    double now = mono_s();
+    double now = now_seconds();
     if (last < 0 || min_interval_s <= 0 || now - last >= min_interval_s) {
         st = runlock_owner(path, token, last_why, sizeof last_why);
         last = now;

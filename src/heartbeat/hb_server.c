@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "heartbeat/hb.h"
 
+#include "core/randhex.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,20 +15,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/randhex.h"
+
 grit_err hb_server_open(hb_server *s, const char *bind_host)
 {
     memset(s, 0, sizeof *s);
     s->fd = -1;
-    unsigned char rnd[32];
-    int ufd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (ufd < 0 || read(ufd, rnd, sizeof rnd) != (ssize_t)sizeof rnd) {
-        if (ufd >= 0)
-            close(ufd);
-        return grit_errf(GRIT_EIO, "cannot read /dev/urandom for the job secret");
-    }
-    close(ufd);
-    for (int i = 0; i < 32; i++)
-        snprintf(s->secret + 2 * i, 3, "%02x", rnd[i]);
+    grit_err rc = rand_hex(s->secret, 32, "the job secret");
+    if (rc != GRIT_OK)
+        return rc;
     struct sockaddr_in a = {.sin_family = AF_INET};
     if (inet_pton(AF_INET, bind_host ? bind_host : "127.0.0.1", &a.sin_addr) != 1)
         return grit_errf(GRIT_EINVAL, "bind address '%s' is not IPv4", bind_host);

@@ -18,10 +18,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "core/fsutil.h"
+#include "core/randhex.h"
 #include "core/rng.h"
 #include "core/sqldb.h"
 #include "rate/rate_internal.h"
@@ -240,15 +240,9 @@ grit_err rate_add_rater(rate_db *d, const char *name, char *token)
         return grit_errf(GRIT_EINVAL,
                          "rater name '%s': expected 1 to 64 letters, digits, '-', '_' or '.'",
                          name);
-    unsigned char r[RATE_TOKEN_HEX / 2];
-    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-        return grit_errf(GRIT_EIO, "getrandom failed");
-    static const char hx[] = "0123456789abcdef";
-    for (size_t k = 0; k < sizeof r; k++) {
-        token[2 * k] = hx[r[k] >> 4];
-        token[2 * k + 1] = hx[r[k] & 15];
-    }
-    token[RATE_TOKEN_HEX] = 0;
+    grit_err trc = rand_hex(token, RATE_TOKEN_HEX / 2, "the rater's token");
+    if (trc != GRIT_OK)
+        return trc;
     char hash[65];
     rate_sha256_hex(token, RATE_TOKEN_HEX, hash);
     sqlite3_stmt *s;
