@@ -134,16 +134,7 @@ const gx_tensor *gx_find(const gx_model *m, const char *name)
 
 size_t gx_act_bytes_per_token(const gx_config *c)
 {
-    size_t C = (size_t)c->hidden, H4 = (size_t)c->intermediate;
-    size_t Q = ((size_t)c->heads + 2 * (size_t)gx_kv_heads(c)) * (C / (size_t)c->heads);
-    size_t F = c->mlp == GX_MLP_SWIGLU ? 2 * H4 : H4;
-    size_t ln2 = c->shared_norm ? 0 : C + 2;
-    size_t per_layer = C + 2 + Q + C + (size_t)c->heads + ln2 + F + H4 + C /* resid */;
-    if (!c->parallel_residual)
-        per_layer += C;
-    size_t scratch = 4 * C + Q + F + 2; /* backward buffers, ids */
-    return 4 * ((size_t)c->layers * per_layer + C /* embeddings */ + C + 2 /* final ln */ +
-                scratch);
+    return gx_act_bytes_layout(c, 1, false); /* model/tp.c: one formula for every layout */
 }
 
 double gx_flops_per_token(const gx_config *c, int T)

@@ -183,6 +183,22 @@ static int run_capture(char *const argv[], double timeout, char *out, size_t cap
     return p.rc;
 }
 
+/* `scontrol show hostnames LIST` into out, one host per line; GRIT_OK, else the error
+ * (a failed command, or more output than out holds: never a partial host list). */
+static grit_err show_hostnames(const char *list, char *out, size_t cap)
+{
+    char *argv[] = {(char *)prog("GRIT_SCONTROL", "scontrol"), "show", "hostnames", (char *)list,
+                    NULL};
+    int rc = run_capture(argv, 30, out, cap);
+    if (rc != 0)
+        return grit_errf(GRIT_EIO, "scontrol show hostnames %s failed (status %d): %.200s", list,
+                         rc, out);
+    if (strlen(out) >= cap - 1) /* the capture is full */
+        return grit_errf(GRIT_EINVAL, "allocation %s: scontrol printed more than %zu bytes of "
+                                      "host names (the most grit launch reads)", list, cap - 1);
+    return GRIT_OK;
+}
+
 static grit_err slurm_hosts(const sup_opts *o, char names[][32], int cap, int *n)
 {
     (void)o;
@@ -193,15 +209,9 @@ static grit_err slurm_hosts(const sup_opts *o, char names[][32], int cap, int *n
         return grit_errf(GRIT_EINVAL, "--backend slurm: SLURM_JOB_NODELIST is not set "
                                       "(expected to run inside sbatch/salloc)");
     char out[8192];
-    char *argv[] = {(char *)prog("GRIT_SCONTROL", "scontrol"), "show", "hostnames", (char *)list,
-                    NULL};
-    int rc = run_capture(argv, 30, out, sizeof out);
-    if (rc != 0)
-        return grit_errf(GRIT_EIO, "scontrol show hostnames %s failed (status %d): %.200s", list,
-                         rc, out);
-    if (strlen(out) >= sizeof out - 1) /* the capture is full: never a partial host list */
-        return grit_errf(GRIT_EINVAL, "allocation %s: scontrol printed more than %zu bytes of "
-                                      "host names (the most grit launch reads)", list, sizeof out - 1);
+    grit_err rc = show_hostnames(list, out, sizeof out);
+    if (rc != GRIT_OK)
+        return rc;
     *n = 0;
     for (char *sv = NULL, *h = strtok_r(out, "\n", &sv); h; h = strtok_r(NULL, "\n", &sv)) {
         if (!*h)
@@ -537,12 +547,8 @@ static int show_job(const char *id, job_info *j, char *why, size_t wcap)
 static int in_list(const char *list, const char *node, char *why, size_t wcap)
 {
     char out[8192];
-    char *argv[] = {(char *)prog("GRIT_SCONTROL", "scontrol"), "show", "hostnames",
-                    (char *)list, NULL};
-    int rc = run_capture(argv, 30, out, sizeof out);
-    if (rc != 0) {
-        snprintf(why, wcap, "scontrol show hostnames %.100s failed (status %d): %.200s", list,
-                 rc, out);
+    if (show_hostnames(list, out, sizeof out) != GRIT_OK) {
+        snprintf(why, wcap, "%s", grit_errmsg());
         return -1;
     }
     for (char *sv = NULL, *h = strtok_r(out, "\n", &sv); h; h = strtok_r(NULL, "\n", &sv))

@@ -125,9 +125,8 @@ grit_err sup_grow(void **p, int *cap, int n, size_t sz, const char *what)
 
 void sup_implicate(sup *s, const char *node)
 {
-    for (int i = 0; i < s->nimplicated; i++)
-        if (!strcmp(s->implicated[i], node))
-            return;
+    if (sup_is_implicated(s, node))
+        return;
     if (sup_grow((void **)&s->implicated, &s->impl_cap, s->nimplicated + 1,
                  sizeof *s->implicated, "implicated nodes") != GRIT_OK) {
         /* no memory for one more name: every active node is checked instead */

@@ -181,6 +181,8 @@ grit_err sup_set_state(sup *s, sup_state st);
 grit_err sup_grow(void **p, int *cap, int n, size_t sz, const char *what);
 /* Adds node to the implicated list unless it is there already. */
 void sup_implicate(sup *s, const char *node);
+/* Whether node is on the current failure's implicated list (sup_repair.c). */
+int sup_is_implicated(const sup *s, const char *node);
 /* Starts grit health --quick as on node (NULL: this machine), in node's environment,
  * output into out (NULL: discarded); its pid, or -1. */
 pid_t sup_spawn_health(sup *s, const char *node, int periodic, const char *out);

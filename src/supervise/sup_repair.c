@@ -63,8 +63,7 @@ int sup_check_node(sup *s, const char *node, int *machine_ok, char *why, size_t 
     return !ok;
 }
 
-/* Is node one of the current failure's implicated nodes? */
-static int implicated(const sup *s, const char *node)
+int sup_is_implicated(const sup *s, const char *node)
 {
     for (int i = 0; i < s->nimplicated; i++)
         if (!strcmp(s->implicated[i], node))
@@ -111,7 +110,7 @@ static void pair_evidence(sup *s, const char *node, char *out, size_t cap)
     int np = 0, act = cluster_active(&s->cl);
     for (int i = 0; i < act && np < 2; i++) {
         const node_slot *n = cluster_at(&s->cl, i);
-        if (n && strcmp(n->name, node) && !implicated(s, n->name))
+        if (n && strcmp(n->name, node) && !sup_is_implicated(s, n->name))
             peer[np++] = n->name;
     }
     sup_pair_evidence(s->be, s->o, node, peer, np, out, cap);
