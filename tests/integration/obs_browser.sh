@@ -10,10 +10,7 @@ root=$(cd "$here/../.." && pwd)
 source "$here/obs_lib.sh"
 [ -x /usr/bin/chromium ] || { echo "FAIL: /usr/bin/chromium not found (make deps)"; exit 1; }
 command -v node >/dev/null || { echo "FAIL: node not found (make deps)"; exit 1; }
-if [ ! -d "$root/web/node_modules/playwright-core" ] || [ ! -d "$root/web/node_modules/uplot" ]; then
-  echo "obs_browser: installing web/package.json's npm packages (uPlot, playwright-core)"
-  (cd "$root/web" && npm install --no-audit --no-fund >/dev/null)
-fi
+bash "$root/scripts/npm-once.sh" "$root/web" obs_browser playwright-core/package.json uplot/package.json
 mkdir -p "$art"
 obs_run "$tmp/run"
 serve "$tmp/run" "$tmp/port"

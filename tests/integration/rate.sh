@@ -25,10 +25,7 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 [ -x /usr/bin/chromium ] || { echo "FAIL: /usr/bin/chromium not found (make deps)"; exit 1; }
 command -v node >/dev/null || { echo "FAIL: node not found (make deps)"; exit 1; }
-if [ ! -d "$root/web/node_modules/playwright-core" ]; then
-  echo "rate: installing web/package.json's npm packages (playwright-core)"
-  (cd "$root/web" && npm install --no-audit --no-fund >/dev/null)
-fi
+bash "$root/scripts/npm-once.sh" "$root/web" rate playwright-core/package.json uplot/package.json
 
 "$grit" train "$root/tests/configs/rate_tiny.json" --run-dir "$tmp/run" --quiet
 ck2=$tmp/run/ckpt/step_00000002 ck4=$tmp/run/ckpt/step_00000004

