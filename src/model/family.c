@@ -194,11 +194,16 @@ void gx__build_layout(gx_model *m)
     int kv = gx_kv_heads(c), r = m->tp_rank;
     int nh = m->nh, nk = m->nkv, ni = m->ni, nv = m->nv;
     builder b = {.m = m, .layer = -1};
+    gx__stage_span(m);
+    bool first_stage = m->pp_rank == 0, last_stage = m->pp_rank == m->pp - 1;
     m->num_tensors = 0;
-    add(&b, n.embed, "", nv, C, true, GX_SLOT_EMBED, true);
-    slice_parts(&b, 0, 1, 0, &V, &m->v0);
-    for (int l = 0; l < c->layers; l++) {
-        b.layer = l;
+    if (first_stage) {
+        add(&b, n.embed, "", nv, C, true, GX_SLOT_EMBED, true);
+        slice_parts(&b, 0, 1, 0, &V, &m->v0);
+    }
+    m->lt0 = m->num_tensors;
+    for (int l = m->l0; l < m->l0 + m->nl; l++) {
+        b.layer = l - m->l0; /* the stage's layer arrays; the name keeps the global number */
         snprintf(b.prefix, sizeof b.prefix, n.layer, l);
         add_norm(&b, c, n.ln1, GX_SLOT_LN1_W);
         if (n.ln2)
@@ -241,6 +246,10 @@ void gx__build_layout(gx_model *m)
         slice_parts(&b, first, 1, 1, gI, i0);
     }
     b.layer = -1;
+    if (!last_stage) {
+        m->num_params = b.off;
+        return;
+    }
     add_norm(&b, c, n.final_norm, GX_SLOT_LNF_W);
     if (!c->tied) {
         int first = m->num_tensors;
@@ -248,6 +257,22 @@ void gx__build_layout(gx_model *m)
         slice_parts(&b, first, 1, 0, &V, &m->v0);
     }
     m->num_params = b.off;
+}
+
+void gx__stage_span(gx_model *m)
+{
+    if (m->pp < 1) { /* a zeroed model (gx_tp_layout): the whole decoder */
+        m->pp = 1;
+        m->pp_rank = 0;
+    }
+    m->nl = m->cfg.layers / m->pp;
+    m->l0 = m->pp_rank * m->nl;
+}
+
+int gx__tensors_per_layer(const gx_config *c)
+{
+    int nb = c->norm == GX_LAYERNORM ? 2 : 1;
+    return (gx__num_tensors(c) - 1 - nb - (c->tied ? 0 : 1)) / c->layers;
 }
 
 int gx__num_tensors(const gx_config *c)

@@ -52,7 +52,11 @@ op_qkv_layout gx__qkv_layout(gx_qkv qkv, int H, int kv, int hd);
 /* Fills m->tensors (names, shapes, slots, TP slices) and m->num_params from m->cfg
  * and this rank's share (m->nh, nkv, ni, nv, v0, tp, tp_rank). */
 void gx__build_layout(gx_model *m);
-/* Number of tensors gx__build_layout produces. */
+/* m->l0 and m->nl from m->pp and m->pp_rank (pp 0: set to 1, the whole decoder). */
+void gx__stage_span(gx_model *m);
+/* Tensors of one decoder layer. */
+int gx__tensors_per_layer(const gx_config *c);
+/* Number of tensors gx__build_layout produces for the whole decoder (a stage has fewer). */
 int gx__num_tensors(const gx_config *c);
 /* Llama and Falcon presets; GRIT_ENOTFOUND when name is none of them. */
 grit_err gx__family_preset(const char *name, gx_config *cfg);

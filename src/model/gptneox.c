@@ -100,7 +100,7 @@ grit_err gx_config_check(const gx_config *c)
 
 static void bind(const gx_model *m, float *base, gx_weights *w)
 {
-    memset(w->layer, 0, sizeof(gx_layer) * (size_t)m->cfg.layers);
+    memset(w->layer, 0, sizeof(gx_layer) * (size_t)m->nl);
     w->embed_in = w->lnf_w = w->lnf_b = w->embed_out = NULL;
     for (int i = 0; i < m->num_tensors; i++) {
         const gx_tensor *t = &m->tensors[i];
@@ -200,7 +200,7 @@ static void rope_fill(gx_model *m)
 static grit_err act_alloc(gx_model *m, bool full)
 {
     const gx_config *cfg = &m->cfg;
-    int L = cfg->layers, C = cfg->hidden, H4 = m->ni, V = m->nv, hd = m->hd, T = m->T;
+    int L = m->nl, C = cfg->hidden, H4 = m->ni, V = m->nv, hd = m->hd, T = m->T;
     size_t N = (size_t)m->B * (size_t)T;
     int F = cfg->mlp == GX_MLP_SWIGLU ? 2 * H4 : H4;
     /* activation block: count, allocate, carve */
@@ -301,6 +301,12 @@ grit_err gx_init_tp(gx_model *m, const gx_config *cfg, int B, int T, int nthread
 grit_err gx_init_tp_rc(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
                        int tp_rank, bool recompute)
 {
+    return gx_init_stage(m, cfg, B, T, nthreads, tp, tp_rank, recompute, 1, 0);
+}
+
+grit_err gx_init_stage(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
+                       int tp_rank, bool recompute, int pp, int pp_rank)
+{
     memset(m, 0, sizeof *m);
     grit_err rc = gx_config_check(cfg);
     if (rc != GRIT_OK)
@@ -309,10 +315,21 @@ grit_err gx_init_tp_rc(gx_model *m, const gx_config *cfg, int B, int T, int nthr
         return rc;
     if (tp_rank < 0 || tp_rank >= tp)
         return grit_errf(GRIT_EINVAL, "tensor-parallel rank %d outside [0, %d)", tp_rank, tp);
+    if (pp < 1 || pp_rank < 0 || pp_rank >= pp)
+        return grit_errf(GRIT_EINVAL, "pipeline stage %d outside [0, %d)", pp_rank, pp);
+    if (cfg->layers % pp != 0)
+        return grit_errf(GRIT_EINVAL, "num_layers %d is not divisible by %d pipeline stages",
+                         cfg->layers, pp);
+    if (pp > 1 && cfg->tied)
+        return grit_errf(GRIT_EINVAL, "tied input and output embeddings are not supported "
+                                      "with pipeline stages (pipeline 1, or untied embeddings)");
     if (B <= 0 || T <= 0 || (T > cfg->max_positions && cfg->rope != GX_ROPE_DYNAMIC))
         return grit_errf(GRIT_EINVAL, "seq_len %d must be in [1, max_positions %d]", T,
                          cfg->max_positions);
-    size_t need = gx_tp_memory_estimate_rc(cfg, B, T, tp, recompute), have = big_mem_available();
+    /* a stage's estimate: its layers, and (conservatively) the embedding and head */
+    gx_config sc = *cfg;
+    sc.layers = cfg->layers / pp;
+    size_t need = gx_tp_memory_estimate_rc(&sc, B, T, tp, recompute), have = big_mem_available();
     if (have && need > have)
         return grit_errf(GRIT_ENOMEM, "%s model of %.2fB parameters needs about %.1f GiB for "
                          "weights, gradients, AdamW state and activations (micro-batch %d x %d); "
@@ -333,12 +350,15 @@ grit_err gx_init_tp_rc(gx_model *m, const gx_config *cfg, int B, int T, int nthr
     m->nv = cfg->vocab / tp;
     m->v0 = tp_rank * m->nv;
     m->lay = gx__qkv_layout(cfg->qkv, m->nh, m->nkv, m->hd);
-    int L = cfg->layers, hd = m->hd, kv = m->nkv;
+    m->pp = pp;
+    m->pp_rank = pp_rank;
+    gx__stage_span(m);
+    int L = m->nl, hd = m->hd, kv = m->nkv;
     size_t N = (size_t)B * T;
     m->rot = (int)(hd * cfg->rotary_pct);
     m->chunk = N < 512 ? (int)N : 512;
     m->qkv_dim = (m->nh + 2 * kv) * hd;
-    int nt = gx__num_tensors(cfg);
+    int nt = gx__num_tensors(cfg); /* the whole decoder's: a stage uses fewer */
 
     m->tensors = calloc((size_t)nt, sizeof *m->tensors);
     m->w.layer = calloc((size_t)L, sizeof(gx_layer));
@@ -348,7 +368,7 @@ grit_err gx_init_tp_rc(gx_model *m, const gx_config *cfg, int B, int T, int nthr
     if (!m->tensors || !m->w.layer || !m->g.layer || !m->resid || !m->acts)
         goto oom;
     gx__build_layout(m);
-    m->tpl = (nt - 1 - (cfg->norm == GX_LAYERNORM ? 2 : 1) - (cfg->tied ? 0 : 1)) / L;
+    m->tpl = gx__tensors_per_layer(cfg);
     m->params = alloc_floats(m->num_params);
     m->grads = alloc_floats(m->num_params);
     m->adam_m = alloc_floats(m->num_params);
@@ -384,7 +404,15 @@ void gx_free(gx_model *m)
     memset(m, 0, sizeof *m);
 }
 
-/* Tensor i's values as the whole Hugging Face tensor (numel floats): its own stream. */
+/* Tensor i's index in the whole decoder's table (a pipeline stage's table starts at its
+ * first layer, or holds the embedding and then its layers). */
+static int global_index(const gx_model *m, int i)
+{
+    return i < m->lt0 ? i : i - m->lt0 + 1 + m->tpl * m->l0;
+}
+
+/* Tensor i's values as the whole Hugging Face tensor (numel floats): its own stream,
+ * numbered by its place in the whole decoder so every layout draws the same values. */
 static void init_tensor(const gx_model *m, int i, size_t numel, uint64_t seed, float *p)
 {
     const gx_config *c = &m->cfg;
@@ -403,7 +431,7 @@ static void init_tensor(const gx_model *m, int i, size_t numel, uint64_t seed, f
                  : out_layer                ? wang
                                             : small;
     rng_t r;
-    rng_seed(&r, seed, (uint64_t)i + 1);
+    rng_seed(&r, seed, (uint64_t)global_index(m, i) + 1);
     for (size_t k = 0; k < numel; k += 2) {
         double z1, z2;
         rng_normal2(&r, &z1, &z2);

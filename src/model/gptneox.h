@@ -189,6 +189,12 @@ typedef struct gx_model {
     void *tp_ctx;
     int tp_failed;
     const int32_t *seg;         /* packed-example starts during a gx_step_ex call, else NULL */
+    /* Pipeline parallelism (gx_init_stage, gx_stage_step): stage pp_rank of pp holds the
+     * nl layers from global layer l0 (1, 0, 0 and cfg.layers without it), the input
+     * embedding on the first stage, the final norm and head on the last. Tensor names
+     * keep global layer numbers; layer arrays (w.layer, acts, resid) are the stage's.
+     * lt0: index of the first layer tensor (1 after the embedding, 0 without it). */
+    int pp, pp_rank, l0, nl, lt0;
     /* bf16 mixed precision (gx_set_precision; all NULL/0 in fp32) */
     gx_precision prec;
     bf16 *params_h;             /* [num_params] bf16 copy of the GEMM weights (gx_step) */
@@ -211,6 +217,11 @@ grit_err gx_init_tp(gx_model *m, const gx_config *cfg, int B, int T, int nthread
 /* gx_init_tp with full activation recomputation chosen at allocation (gx_set_recompute). */
 grit_err gx_init_tp_rc(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
                        int tp_rank, bool recompute);
+/* gx_init_tp_rc for pipeline stage pp_rank of pp (gx_stage_step): layers split evenly
+ * (cfg.layers divisible by pp), only this stage's tensors allocated. Tied embeddings
+ * with pp > 1 are refused (GRIT_EINVAL). */
+grit_err gx_init_stage(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
+                       int tp_rank, bool recompute, int pp, int pp_rank);
 void gx_free(gx_model *m);
 
 /* Full activation recomputation: one layer's activations are kept instead of every
@@ -269,6 +280,24 @@ typedef struct gx_batch {
  * grad_scale times its gradient. sft NULL is exactly gx_step. */
 float gx_step_ex(gx_model *m, const int32_t *tokens, const gx_batch *sft, float grad_scale,
                  float *logits_out);
+
+/* One pipeline stage's part of gx_step_ex (gx_init_stage; the schedule is
+ * train/pipeline.h). tokens and sft as for gx_step_ex (every stage gets the micro-batch:
+ * the first embeds its inputs, the last scores its targets). in: [B*T, hidden], the
+ * previous stage's output (ignored on the first stage).
+ *   not the last stage, dout NULL: forward only; out receives the stage output.
+ *   not the last stage, dout given (the gradient of the stage output, grad_scale already
+ *   in it): the forward again from in (nothing of the earlier forward is kept, so a
+ *   stage holds one micro-batch's activations however many are in flight), then the
+ *   backward; gradients accumulate as in gx_step_ex, din receives the gradient of in.
+ *   the last stage: forward, loss and (grad_scale != 0) backward; din as above; returns
+ *   the loss.
+ * din is ignored on the first stage (its backward ends in the embedding). With pp 1
+ * (one stage, first and last) this is gx_step_ex. Returns 0 on stages without the
+ * loss, NAN when a TP reduction failed. */
+float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, const float *in,
+                    const float *dout, float grad_scale, float *out, float *din,
+                    float *logits_out);
 
 void gx_zero_grad(gx_model *m);
 

@@ -219,6 +219,15 @@ static void layer_bwd(gx_model *m, int l, float *dy)
     }
 }
 
+static float stage_bwd(gx_model *m, float *din, float loss);
+
+/* A stage boundary's [N, C] copy (both present: gx_stage_step checked them). */
+static void copy_act(float *dst, const float *src, const gx_model *m)
+{
+    if (dst && src)
+        memcpy(dst, src, sizeof(float) * (size_t)m->B * (size_t)m->T * (size_t)m->cfg.hidden);
+}
+
 float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logits_out)
 {
     return gx_step_ex(m, tokens, NULL, grad_scale, logits_out);
@@ -227,8 +236,16 @@ float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logit
 float gx_step_ex(gx_model *m, const int32_t *tokens, const gx_batch *sft, float grad_scale,
                  float *logits_out)
 {
+    return gx_stage_step(m, tokens, sft, NULL, NULL, grad_scale, NULL, NULL, logits_out);
+}
+
+float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, const float *in,
+                    const float *dout, float grad_scale, float *out, float *din,
+                    float *logits_out)
+{
     const gx_config *c = &m->cfg;
-    int B = m->B, T = m->T, N = B * T, C = c->hidden, V = m->nv, L = c->layers;
+    int B = m->B, T = m->T, N = B * T, C = c->hidden, V = m->nv, L = m->nl;
+    bool first = m->pp_rank == 0, last = m->pp_rank == m->pp - 1;
     long counted = 0;
     for (int b = 0; b < B; b++) {
         const int32_t *row = tokens + (long)b * (T + 1);
@@ -247,13 +264,31 @@ float gx_step_ex(gx_model *m, const int32_t *tokens, const gx_batch *sft, float 
     m->seg = sft ? sft->seg : NULL;
     if (m->prec == GX_BF16)
         gx__sync_bf16(m); /* the master weights may have moved since the last step */
-    if (m->tp > 1) { /* vocabulary parallel: each rank looks up the tokens it owns */
+    if ((!first && !in) || (!last && !(dout ? (void *)din : (void *)out)) ||
+        (!first && last && grad_scale != 0.0f && !din)) {
+        m->seg = NULL;
+        return NAN; /* a stage's buffers missing: the caller's bug, no step */
+    }
+    if (!first) /* the previous stage's output */
+        copy_act(m->resid[0], in, m);
+    else if (m->tp > 1) { /* vocabulary parallel: each rank looks up the tokens it owns */
         op_embed_fwd_range(m->resid[0], m->w.embed_in, m->inp, N, C, m->v0, m->nv);
         gx__tp_reduce(m, m->resid[0], (size_t)N * C, 0);
     } else
         op_embed_fwd(m->resid[0], m->w.embed_in, m->inp, N, C);
     for (int l = 0; l < L; l++)
         layer_fwd(m, l);
+    const gx_tensor *t = m->tensors;
+    int tpl = m->tpl, lt = m->lt0;
+    if (!last) {
+        if (!dout) { /* forward only: hand the output to the next stage */
+            copy_act(out, m->resid[L], m);
+            m->seg = NULL;
+            return m->tp_failed ? NAN : 0.0f;
+        }
+        copy_act(m->dtmp, dout, m);
+        return stage_bwd(m, din, 0.0f);
+    }
     norm_fwd(c, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid[L], m->w.lnf_w, m->w.lnf_b, N);
 
     /* d(mean loss)/d(row loss) (pre-training keeps its float expression bit for bit) */
@@ -289,21 +324,36 @@ float gx_step_ex(gx_model *m, const int32_t *tokens, const gx_batch *sft, float 
     op_norm nf = norm_of(c, m->w.lnf_w, m->w.lnf_b, m->lnf_mean, m->lnf_rstd);
     op_norm_grad gf = {.dout = m->dres, .dw = m->g.lnf_w, .db = m->g.lnf_b};
     op_norm2_bwd(dy, m->resid[L], N, C, &nf, &gf, NULL, NULL);
-    /* layer l's tensors are t[1 + tpl l .. tpl (l + 1)]; with tied embeddings the
+    /* layer l's tensors are t[lt + tpl l .. lt + tpl (l + 1)); with tied embeddings the
      * head's gradient lands in tensor 0, reported with the embedding at the end */
-    const gx_tensor *t = m->tensors;
-    int tpl = m->tpl;
     if (m->grad_ready)
-        m->grad_ready(m->grad_ctx, t[1 + tpl * L].offset, m->num_params - t[1 + tpl * L].offset);
+        m->grad_ready(m->grad_ctx, t[lt + tpl * L].offset, m->num_params - t[lt + tpl * L].offset);
+    return stage_bwd(m, din, loss);
+}
+
+/* The layers' backward from the gradient of the stage output in m->dtmp, then the input
+ * embedding's (first stage) or the gradient of the stage input into din; returns loss. */
+static float stage_bwd(gx_model *m, float *din, float loss)
+{
+    int N = m->B * m->T, C = m->cfg.hidden, L = m->nl, tpl = m->tpl, lt = m->lt0;
+    const gx_tensor *t = m->tensors;
+    float *dy = m->dtmp;
     for (int l = L - 1; l >= 0; l--) {
         /* full recomputation: layer l's activations again from its input resid[l] (the
          * last layer's are still there); resid[l + 1] is rewritten with the same bits */
         if (m->recompute && l < L - 1)
             layer_fwd(m, l);
         layer_bwd(m, l, dy);
-        if (m->grad_ready)
-            m->grad_ready(m->grad_ctx, t[1 + tpl * l].offset,
-                          t[1 + tpl * (l + 1)].offset - t[1 + tpl * l].offset);
+        if (m->grad_ready) {
+            size_t end = l + 1 < L || m->pp_rank == m->pp - 1 ? t[lt + tpl * (l + 1)].offset
+                                                               : m->num_params;
+            m->grad_ready(m->grad_ctx, t[lt + tpl * l].offset, end - t[lt + tpl * l].offset);
+        }
+    }
+    if (m->pp_rank > 0) { /* the previous stage continues from here */
+        copy_act(din, dy, m);
+        m->seg = NULL;
+        return m->tp_failed ? NAN : loss;
     }
     if (m->tp > 1)
         op_embed_bwd_range(m->g.embed_in, dy, m->inp, N, C, m->v0, m->nv);

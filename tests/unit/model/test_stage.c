@@ -1,0 +1,165 @@
+/* test_stage.c - pipeline stages of the decoder (gx_init_stage, gx_stage_step) without MPI:
+ * the stages of one model run in one process, their boundary activations and gradients
+ * handed over in memory. For GPT-NeoX, Llama (GQA, SwiGLU, RMSNorm) and an untied Falcon
+ * (grouped q/k/v), split into 2 and 4 stages, with and without full recomputation and as
+ * an SFT micro-batch (loss mask, packed examples), three micro-batches in 1F1B order on
+ * every stage must give bitwise the single model's weights (each stage draws its tensors
+ * from the whole decoder's streams), losses and accumulated gradients, tensor by tensor
+ * by name. Also: each stage holds only its tensors, and bad layouts are refused. */
+#include <cblas.h>
+#include <omp.h>
+#include <stdlib.h>
+
+#include "../check.h"
+#include "model/family.h"
+
+enum { B = 2, T = 16, M = 3 };
+
+static int32_t *tokens(const gx_config *cfg, int mb)
+{
+    size_t n = (size_t)B * (T + 1);
+    int32_t *tok = malloc(n * sizeof *tok);
+    for (size_t i = 0; i < n; i++)
+        tok[i] = (int32_t)((i * 7919 + 13 + 101 * (size_t)mb) % (size_t)cfg->vocab);
+    return tok;
+}
+
+/* every stage tensor equals the whole model's tensor of the same name, bit for bit */
+static int same_tensors(const gx_model *st, const gx_model *one, int grads, const char *what)
+{
+    int bad = 0;
+    for (int i = 0; i < st->num_tensors; i++) {
+        const gx_tensor *t = &st->tensors[i], *u = gx_find(one, t->name);
+        if (!u || u->numel != t->numel) {
+            fprintf(stderr, "%s: stage tensor %s has no equal in the whole model\n", what,
+                    t->name);
+            return 1;
+        }
+        const float *a = (grads ? st->grads : st->params) + t->offset;
+        const float *b = (grads ? one->grads : one->params) + u->offset;
+        if (memcmp(a, b, t->numel * sizeof(float)) != 0) {
+            size_t j = 0;
+            while (a[j] == b[j])
+                j++;
+            fprintf(stderr, "%s: %s %s differs at %zu: %.9g vs %.9g\n", what, t->name,
+                    grads ? "gradient" : "weight", j, a[j], b[j]);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+static void one(const char *what, const gx_config *cfg, int P, int rc, int use_sft)
+{
+    int32_t *tok[M];
+    for (int i = 0; i < M; i++)
+        tok[i] = tokens(cfg, i);
+    int32_t seg[B * T];
+    uint8_t mask[B * (T + 1)];
+    for (int b = 0; b < B; b++) { /* two examples per row: prompt 0-3 | answer 4-6 | 7-10 | 11- */
+        for (int t = 0; t <= T; t++)
+            mask[b * (T + 1) + t] = (uint8_t)(t >= 4 + b && t <= 6) || t >= 11;
+        for (int t = 0; t < T; t++)
+            seg[b * T + t] = t < 7 ? 0 : 7;
+    }
+    gx_batch batch = {.mask = mask, .seg = seg, .denom = 0}, *sft = use_sft ? &batch : NULL;
+    float gs = 1.0f / M;
+
+    gx_model whole;
+    CHECK_INT(gx_init(&whole, cfg, B, T, 1), GRIT_OK);
+    gx_init_weights(&whole, 11);
+    gx_zero_grad(&whole);
+    float ref[M];
+    for (int i = 0; i < M; i++)
+        ref[i] = gx_step_ex(&whole, tok[i], sft, gs, NULL);
+
+    gx_model *st = calloc((size_t)P, sizeof *st);
+    size_t NC = (size_t)B * T * (size_t)cfg->hidden, held = 0;
+    for (int s = 0; s < P; s++) {
+        CHECK_INT(gx_init_stage(&st[s], cfg, B, T, 1, 1, 0, rc, P, s), GRIT_OK);
+        gx_init_weights(&st[s], 11);
+        gx_zero_grad(&st[s]);
+        held += st[s].num_params;
+        CHECK_INT(st[s].nl, cfg->layers / P);
+        CHECK_INT(st[s].l0, s * cfg->layers / P);
+        CHECK((s == 0) == (gx_find(&st[s], whole.tensors[0].name) != NULL));
+        CHECK((s == P - 1) ==
+              (gx_find(&st[s], whole.tensors[whole.num_tensors - 1].name) != NULL));
+    }
+    CHECK_INT(held, whole.num_params); /* every tensor on exactly one stage */
+
+    /* the stage inputs of every micro-batch kept, as the schedule keeps them */
+    float *in = malloc(NC * sizeof(float) * (size_t)M * (size_t)P), *dout = malloc(NC * sizeof(float));
+    float *din = malloc(NC * sizeof(float)), loss[M];
+#define IN(s, i) (in + NC * ((size_t)(s) * M + (size_t)(i)))
+    for (int i = 0; i < M; i++) /* forwards of every micro-batch, stage by stage */
+        for (int s = 0; s < P - 1; s++)
+            CHECK(gx_stage_step(&st[s], tok[i], sft, s ? IN(s, i) : NULL, NULL, gs, IN(s + 1, i),
+                                NULL, NULL) == 0.0f);
+    for (int i = 0; i < M; i++) { /* then each one's backward, last stage first */
+        loss[i] = gx_stage_step(&st[P - 1], tok[i], sft, IN(P - 1, i), NULL, gs, NULL, din, NULL);
+        for (int s = P - 2; s >= 0; s--) {
+            memcpy(dout, din, NC * sizeof(float));
+            CHECK(gx_stage_step(&st[s], tok[i], sft, s ? IN(s, i) : NULL, dout, gs, NULL, din,
+                                NULL) == 0.0f);
+        }
+        CHECK(loss[i] == ref[i]);
+    }
+#undef IN
+    int bad = 0;
+    char label[128];
+    for (int s = 0; s < P; s++) {
+        snprintf(label, sizeof label, "%s P=%d%s%s stage %d", what, P, rc ? " recompute" : "",
+                 sft ? " SFT" : "", s);
+        bad += same_tensors(&st[s], &whole, 0, label) + same_tensors(&st[s], &whole, 1, label);
+    }
+    CHECK_INT(bad, 0);
+    printf("%s, %d stages%s%s: %d micro-batches, losses %.7f %.7f %.7f and every weight and "
+           "gradient bitwise the single model's\n",
+           what, P, rc ? ", full recomputation" : "", sft ? ", SFT (masked, packed)" : "", M,
+           loss[0], loss[1], loss[2]);
+    for (int s = 0; s < P; s++)
+        gx_free(&st[s]);
+    free(st);
+    gx_free(&whole);
+    free(in);
+    free(dout);
+    free(din);
+    for (int i = 0; i < M; i++)
+        free(tok[i]);
+}
+
+int main(void)
+{
+    omp_set_num_threads(1); /* the models' scratch is sized for one thread */
+    openblas_set_num_threads(1);
+    gx_config c[3];
+    CHECK_INT(gx_preset("pythia-14m", &c[0]), GRIT_OK);
+    c[0].vocab = 256;
+    c[0].layers = 4;
+    CHECK_INT(gx_preset("llama-tiny", &c[1]), GRIT_OK);
+    c[1].layers = 4;
+    CHECK_INT(gx_preset("falcon-tiny-new", &c[2]), GRIT_OK);
+    c[2].layers = 4;
+    c[2].tied = false;
+    const char *names[3] = {"gpt_neox", "llama (GQA)", "falcon (grouped, untied)"};
+    for (int f = 0; f < 3; f++) {
+        one(names[f], &c[f], 2, 0, 0);
+        one(names[f], &c[f], 4, 0, f == 1);
+        one(names[f], &c[f], 2, 1, f != 1);
+    }
+
+    gx_model m;
+    gx_config bad = c[0];
+    bad.layers = 6;
+    CHECK_INT(gx_init_stage(&m, &bad, B, T, 1, 1, 0, false, 4, 0), GRIT_EINVAL);
+    printf("refused: %s\n", grit_errmsg());
+    CHECK(strstr(grit_errmsg(), "num_layers 6 is not divisible by 4") != NULL);
+    CHECK_INT(gx_init_stage(&m, &c[0], B, T, 1, 1, 0, false, 2, 2), GRIT_EINVAL);
+    gx_config tied = c[2];
+    tied.tied = true;
+    CHECK_INT(gx_init_stage(&m, &tied, B, T, 1, 1, 0, false, 2, 1), GRIT_EINVAL);
+    printf("refused: %s\n", grit_errmsg());
+    CHECK(strstr(grit_errmsg(), "tied") != NULL);
+    CHECK_DONE();
+}
