@@ -199,6 +199,13 @@ set_tests_properties(integration.dp PROPERTIES TIMEOUT 300 LABELS "integration;m
 add_test(NAME integration.tp
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/tp.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.tp PROPERTIES TIMEOUT 600 LABELS "integration;mpi" RUN_SERIAL TRUE)
+# Pipeline parallelism (src/train/pipeline.c): the 1F1B schedule over 2 and 4 MPI ranks,
+# bitwise the single rank's gradient accumulation, and a hung stage found by the deadline.
+add_executable(grit-pp-check tests/integration/pp_check.c)
+target_link_libraries(grit-pp-check PRIVATE gritcore)
+add_test(NAME integration.pipeline
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/pipeline.sh $<TARGET_FILE:grit-pp-check>)
+set_tests_properties(integration.pipeline PROPERTIES TIMEOUT 300 LABELS "integration;mpi" RUN_SERIAL TRUE)
 # Checkpoints under TP hold whole tensors: saves change nothing, TP=2 resumes bitwise, TP=2
 # <-> TP=1 <-> TP=2 x DP=2 ZeRO-1 resume each other, init_from at TP=2, SIGTERM to one rank
 # of TP=2 x DP=2 stops all at one step and the rerun is bitwise equal.
