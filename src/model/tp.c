@@ -115,12 +115,22 @@ void gx_tp_slice_copy(const gx_tensor *t, const float *full, float *local, int t
 
 grit_err gx_tp_layout(const gx_config *c, int tp, int r, gx_tensor **out, int *n, size_t *np)
 {
+    return gx_stage_layout(c, tp, r, 1, 0, out, n, np);
+}
+
+grit_err gx_stage_layout(const gx_config *c, int tp, int r, int pp, int s, gx_tensor **out,
+                         int *n, size_t *np)
+{
     grit_err rc = gx_tp_check(c, tp);
     if (rc != GRIT_OK)
         return rc;
+    if (pp < 1 || s < 0 || s >= pp || c->layers % pp != 0)
+        return grit_errf(GRIT_EINVAL, "pipeline stage %d of %d for %d layers", s, pp, c->layers);
     gx_model m;
     memset(&m, 0, sizeof m);
     m.cfg = *c;
+    m.pp = pp;
+    m.pp_rank = s;
     m.tp = tp;
     m.tp_rank = r;
     m.nh = c->heads / tp;

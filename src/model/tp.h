@@ -53,6 +53,9 @@ void gx_tp_slice_copy(const gx_tensor *t, const float *full, float *local, int t
 /* The tensor table of TP rank r of tp (tp 1: the whole model's), as gx_init_tp
  * builds it: *out (caller frees), *n tensors, *np floats in the block. */
 grit_err gx_tp_layout(const gx_config *c, int tp, int r, gx_tensor **out, int *n, size_t *np);
+/* The same for TP rank r of pipeline stage s of pp (gx_init_stage's table). */
+grit_err gx_stage_layout(const gx_config *c, int tp, int r, int pp, int s, gx_tensor **out,
+                         int *n, size_t *np);
 /* Whole-model parameter block (the tp 1 layout) from the blocks of every TP rank,
  * parts[r * part_n ...] (part_n = each rank's num_params). */
 grit_err gx_tp_assemble(const gx_config *c, int tp, const float *parts, size_t part_n,

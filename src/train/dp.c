@@ -111,7 +111,8 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1)
         gx_drop_optim_state(m);
     }
     const char *sp = getenv("GRIT_DP_SPARSE_EMBED"); /* "0": dense, for comparisons */
-    if (W > 1 && m->num_tensors > 1 && !m->cfg.tied && m->tp <= 1 && !(sp && !strcmp(sp, "0"))) {
+    if (W > 1 && m->num_tensors > 1 && !m->cfg.tied && m->tp <= 1 && m->pp_rank == 0 &&
+        !(sp && !strcmp(sp, "0"))) {
         /* sparse reduction of the input embedding (not when the LM head shares it:
          * then every row has a gradient) */
         p->embed_n = m->tensors[1].offset;
@@ -196,6 +197,8 @@ void dp_arm(dp_sync *p)
 
 void dp_set_tp(dp_sync *p, comm *tp) { p->tp = tp && tp->size > 1 ? tp : NULL; }
 
+void dp_set_pp(dp_sync *p, comm *pp) { p->pp = pp && pp->size > 1 ? pp : NULL; }
+
 /* Sums of squares of grads[lo, hi) (g: those values), split into the tensors this TP
  * rank holds a slice of (out[0]) and the replicated ones (out[1]); fixed order. */
 static void sq_parts(const gx_model *m, const float *g, size_t lo, size_t hi, double out[2])
@@ -235,7 +238,33 @@ static grit_err tp_norm(dp_sync *p, const float *g, size_t lo, size_t hi, double
     return GRIT_OK;
 }
 
+/* Gradient reductions started by one step's backward: the head's (last stage), one per
+ * layer of this stage, the input embedding's (first stage). */
+static int buckets(const gx_model *m)
+{
+    return m->nl + (m->pp_rank == m->pp - 1) + (m->pp_rank == 0);
+}
+
+static grit_err finish_grads(dp_sync *p, double *norm);
+
 grit_err dp_finish_grads(dp_sync *p, double *norm)
+{
+    grit_err rc = finish_grads(p, norm);
+    if (rc != GRIT_OK || !p->pp)
+        return rc;
+    /* pipeline stages: each stage's sum of squares, added in stage order */
+    double mine = *norm * *norm, all[1024], s = 0.0;
+    if (p->pp->size > 1024)
+        return grit_errf(GRIT_EINVAL, "pipeline group above 1024");
+    if ((rc = comm_allgather_f64(p->pp, &mine, all, 1)) != GRIT_OK)
+        return rc;
+    for (int r = 0; r < p->pp->size; r++)
+        s += all[r];
+    *norm = sqrt(s);
+    return GRIT_OK;
+}
+
+static grit_err finish_grads(dp_sync *p, double *norm)
 {
     gx_model *m = p->m;
     p->m->grad_ready = NULL;
@@ -261,9 +290,9 @@ grit_err dp_finish_grads(dp_sync *p, double *norm)
     p->wait_s = now_seconds() - t0 + p->pre_wait_s + p->hook_s;
     if (rc != GRIT_OK)
         return rc;
-    if (expect != m->cfg.layers + 2) /* every bucket: head, each layer, embedding */
+    if (expect != buckets(m)) /* every bucket: head, each layer, embedding */
         return grit_errf(GRIT_EIO, "rank %d: %d of %d gradient reductions could not be started",
-                         p->d->rank, expect, m->cfg.layers + 2);
+                         p->d->rank, expect, buckets(m));
     if (!p->zero1) {
         if (p->tp)
             return tp_norm(p, m->grads, 0, m->num_params, norm);

@@ -29,6 +29,7 @@
 typedef struct dp_sync {
     comm *d;               /* borrowed: the data-parallel group */
     comm *tp;              /* borrowed: the tensor-parallel group (NULL: none); dp_set_tp */
+    comm *pp;              /* borrowed: the pipeline group (NULL: none); dp_set_pp */
     gx_model *m;           /* borrowed */
     bool zero1;
     size_t lo, hi;         /* this rank's shard of the flat block (ZeRO-1) */
@@ -56,6 +57,9 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1);
  * replicated tensors (norms, row-parallel biases: identical on every TP rank) are
  * counted once. The sparse embedding reduction is off (vocabulary rows are split). */
 void dp_set_tp(dp_sync *p, comm *tp);
+/* Under pipeline parallelism (m->pp > 1): the pipeline group; the gradient norm adds each
+ * stage's sum of squares in stage order, so every rank clips by the whole model's norm. */
+void dp_set_pp(dp_sync *p, comm *pp);
 void dp_free(dp_sync *p);
 
 /* Every step, before forward (all ranks): the step's tokens on this rank (n

@@ -77,6 +77,14 @@ grit_err train_parallel_check(const train_cfg *c, int world)
     if (m->layers % pp != 0)
         return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d does not divide model.num_layers %d",
                          pp, m->layers);
+    if (pp > 1 && m->tied)
+        return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d: tied input and output embeddings "
+                                       "(model.tie_word_embeddings) are not supported with "
+                                       "pipeline stages yet", pp);
+    if (pp > 1 && (c->eval_interval_steps > 0 || c->eval_at_checkpoint))
+        return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d: validation (eval.interval_steps, "
+                                       "eval.at_checkpoint) does not run through pipeline stages "
+                                       "yet: turn eval off or use pipeline 1", pp);
     return GRIT_OK;
 }
 
@@ -91,14 +99,28 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
     p->pp = c->pp > 0 ? c->pp : 1;
     p->dp = train_parallel_dp(c, world);
     p->params = gx_tp_param_count(m, p->tp);
+    gx_config sc = *m; /* a pipeline stage's layers */
+    sc.layers = m->layers / p->pp;
+    for (int s = 0; p->pp > 1 && s < p->pp; s++) { /* the largest stage: embedding or head */
+        gx_tensor *t = NULL;
+        int nt;
+        size_t np;
+        if ((rc = gx_stage_layout(m, p->tp, 0, p->pp, s, &t, &nt, &np)) != GRIT_OK)
+            return rc;
+        free(t);
+        p->params = s == 0 || np > p->params ? np : p->params;
+    }
     double n = (double)p->params, N = (double)c->optim.micro_batch * c->optim.seq_len;
     double chunk = N < 512 ? N : 512;
     p->param_b = 4 * n;
     p->grad_b = 4 * n;
     p->optim_b = 8 * n / (c->optim.zero1 && p->dp > 1 ? p->dp : 1);
     p->snapshot_b = train_cfg_ckpt_enabled(c) ? 4 * n : 0; /* the checkpoint writer's copy */
-    p->act_b = (double)gx_act_bytes_layout(m, p->tp, c->recompute) * N +
-               4.0 * chunk * ((double)m->vocab / p->tp + 3);
+    /* a stage: its layers' activations for one micro-batch, and the 1F1B schedule's inputs of
+     * micro-batches in flight (at most P on stage 0) and its three boundary buffers */
+    p->act_b = (double)gx_act_bytes_layout(&sc, p->tp, c->recompute) * N +
+               4.0 * chunk * ((double)m->vocab / p->tp + 3) +
+               (p->pp > 1 ? 4.0 * N * m->hidden * (p->pp + 3) : 0.0);
     p->total_b = p->param_b + p->grad_b + p->optim_b + p->snapshot_b + p->act_b;
     p->avail_b = (double)big_mem_available();
     p->ranks_here = ranks_here > 0 ? ranks_here : 1;

@@ -60,10 +60,13 @@ typedef struct tp_sink {
 static grit_err tp_keep_slice(void *ctx, int block, int i, const float *data)
 {
     const tp_sink *k = ctx;
-    const gx_tensor *t = &k->m->tensors[i];
-    if (strcmp(t->name, k->whole->tensors[i].name) != 0) /* the layouts list the same tensors */
-        return grit_errf(GRIT_EINVAL, "tensor %d: %s in the whole model, %s in the slices", i,
-                         k->whole->tensors[i].name, t->name);
+    const gx_tensor *t = gx_find(k->m, k->whole->tensors[i].name);
+    if (!t) { /* another pipeline stage's tensor */
+        if (k->m->pp > 1)
+            return GRIT_OK;
+        return grit_errf(GRIT_EINVAL, "tensor %s of the whole model is not in this rank's slices",
+                         k->whole->tensors[i].name);
+    }
     gx_tp_slice_copy(t, data, k->dst[block] + t->offset, 0);
     return GRIT_OK;
 }
@@ -312,57 +315,105 @@ static grit_err save_sharded(saver *r, gx_model *m, dp_sync *dp, const ckpt_stat
     return rc;
 }
 
-/* Tensor parallelism: every DP group gathers its moments (ZeRO-1 shards) to its rank 0;
- * the TP group of replica 0 then gathers params and moments to the leader one tensor at a
- * time, and the leader places each rank's slice straight into its writer's snapshot (whole
- * tensors) and starts a one-rank save. The leader holds the snapshot and one tensor's
- * slices from every rank; the others only their own slices. */
-static grit_err save_tp(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st,
-                        double *stall)
+enum { GATHER_TAG = 4343 };
+
+/* Model parallelism (TP and/or PP), called by the ranks of replica 0 (DP rank 0): the
+ * whole tensors of this rank's blocks src[0..nb) (its layout) reach the leader's dst, nb
+ * blocks of the whole model's npg floats at whole-model offsets, one tensor at a time.
+ * Each stage's TP group gathers a tensor's slices to its TP rank 0, which assembles the
+ * whole tensor; stage 0's is the leader, which places it, the other stages' send theirs
+ * over the pipeline group and the leader receives them stage by stage, in table order.
+ * The leader holds dst and one tensor's slices; a stage's TP rank 0 one whole tensor. */
+static grit_err gather_whole(saver *r, const gx_model *m, const float *const *src, int nb,
+                             float *dst)
 {
-    double t0 = now_seconds();
-    size_t np = m->num_params, npg = r->full.num_params, big = 0;
-    int tp = m->tp, col = r->d->rank == 0; /* DP rank 0 of this column: replica 0's TP group */
+    int tp = m->tp, tpr = r->tpc->rank, P = r->ppc->size, s = r->ppc->rank;
+    size_t npg = r->full.num_params, big = 0, bigw = 0;
     for (int i = 0; i < m->num_tensors; i++)
         big = m->tensors[i].numel > big ? m->tensors[i].numel : big;
-    if (big > 0x7fffffffUL / sizeof(float))
-        return grit_errf(GRIT_EINVAL, "a %zu-element tensor slice exceeds one MPI message", big);
-    float *lm = col ? malloc(sizeof(float) * np) : NULL, *lv = col ? malloc(sizeof(float) * np) : NULL;
-    float *tbuf = r->leader ? malloc(sizeof(float) * big * (size_t)tp) : NULL;
-    gx_tensor **lay = r->leader ? calloc((size_t)tp, sizeof *lay) : NULL;
-    grit_err rc = (col && (!lm || !lv)) || (r->leader && (!tbuf || !lay))
-                      ? grit_errf(GRIT_ENOMEM, "out of memory gathering a checkpoint")
+    for (int i = 0; i < r->full.num_tensors; i++)
+        bigw = r->full.tensors[i].numel > bigw ? r->full.tensors[i].numel : bigw;
+    if (bigw > 0x7fffffffUL / sizeof(float) / (size_t)tp)
+        return grit_errf(GRIT_EINVAL, "a %zu-element tensor exceeds one MPI message", bigw);
+    float *tbuf = tpr == 0 ? malloc(sizeof(float) * (big ? big : 1) * (size_t)tp) : NULL;
+    float *whole = tpr == 0 ? malloc(sizeof(float) * (bigw ? bigw : 1)) : NULL;
+    gx_tensor **lay = tpr == 0 ? calloc((size_t)tp, sizeof *lay) : NULL;
+    grit_err rc = tpr == 0 && (!tbuf || !whole || !lay)
+                      ? grit_errf(GRIT_ENOMEM, "out of memory gathering whole tensors")
                       : GRIT_OK;
-    for (int q = 0; rc == GRIT_OK && r->leader && q < tp; q++) { /* each rank's slice places */
+    for (int q = 0; rc == GRIT_OK && tpr == 0 && q < tp; q++) { /* each TP rank's slices */
         int nt;
         size_t npq;
-        if ((rc = gx_tp_layout(&m->cfg, tp, q, &lay[q], &nt, &npq)) == GRIT_OK &&
-            (nt != m->num_tensors || npq != np))
-            rc = grit_errf(GRIT_EINVAL, "TP rank %d holds %zu floats in %d tensors, expected %zu "
-                                        "in %d", q, npq, nt, np, m->num_tensors);
+        if ((rc = gx_stage_layout(&m->cfg, tp, q, P, s, &lay[q], &nt, &npq)) == GRIT_OK &&
+            (nt != m->num_tensors || npq != m->num_params))
+            rc = grit_errf(GRIT_EINVAL, "TP rank %d of stage %d holds %zu floats in %d tensors, "
+                                        "expected %zu in %d", q, s, npq, nt, m->num_params,
+                           m->num_tensors);
         for (int i = 0; rc == GRIT_OK && i < m->num_tensors; i++) /* gathered as equal parts */
             if (lay[q][i].numel != m->tensors[i].numel)
                 rc = grit_errf(GRIT_EINVAL, "tensor %s: TP rank %d holds %zu elements, rank 0 %zu",
                                m->tensors[i].name, q, lay[q][i].numel, m->tensors[i].numel);
     }
-    if (rc == GRIT_OK)
-        rc = dp_gather_moments(dp, lm, lv, 0);
-    float *snap = rc == GRIT_OK && r->leader ? ckpt_async_begin(&r->ca) : NULL;
-    const float *src[3] = {m->params, lm, lv};
-    for (int k = 0; rc == GRIT_OK && col && k < 3; k++)
-        for (int i = 0; rc == GRIT_OK && i < m->num_tensors; i++) {
-            const gx_tensor *t = &m->tensors[i];
+    for (int i = 0; rc == GRIT_OK && i < m->num_tensors; i++) {
+        const gx_tensor *t = &m->tensors[i], *w = gx_find(&r->full, t->name);
+        if (!w)
+            rc = grit_errf(GRIT_EINVAL, "tensor %s is not in the whole model", t->name);
+        for (int k = 0; rc == GRIT_OK && k < nb; k++) {
             rc = comm_gather(r->tpc, src[k] + t->offset, tbuf, sizeof(float) * t->numel, 0);
-            for (int q = 0; rc == GRIT_OK && r->leader && q < tp; q++)
-                gx_tp_slice_copy(&lay[q][i], snap + (size_t)k * npg + r->full.tensors[i].offset,
-                                 tbuf + (size_t)q * t->numel, 1);
+            if (rc != GRIT_OK || tpr != 0)
+                continue;
+            float *to = r->leader ? dst + (size_t)k * npg + w->offset : whole;
+            for (int q = 0; q < tp; q++)
+                gx_tp_slice_copy(&lay[q][i], to, tbuf + (size_t)q * t->numel, 1);
+            if (!r->leader)
+                rc = comm_send(r->ppc, whole, sizeof(float) * w->numel, 0, GATHER_TAG);
         }
-    if (rc == GRIT_OK && r->leader)
-        rc = ckpt_async_start(&r->ca, st);
+    }
+    for (int p = 1; rc == GRIT_OK && r->leader && p < P; p++) { /* the other stages' */
+        gx_tensor *st = NULL;
+        int nt = 0;
+        size_t nps;
+        rc = gx_stage_layout(&m->cfg, 1, 0, P, p, &st, &nt, &nps);
+        for (int i = 0; rc == GRIT_OK && i < nt; i++) {
+            const gx_tensor *w = gx_find(&r->full, st[i].name);
+            if (!w) {
+                rc = grit_errf(GRIT_EINVAL, "tensor %s is not in the whole model", st[i].name);
+                break;
+            }
+            for (int k = 0; rc == GRIT_OK && k < nb; k++)
+                rc = comm_recv(r->ppc, dst + (size_t)k * npg + w->offset,
+                               sizeof(float) * w->numel, p, GATHER_TAG);
+        }
+        free(st);
+    }
     for (int q = 0; lay && q < tp; q++)
         free(lay[q]);
     free(lay);
     free(tbuf);
+    free(whole);
+    return rc;
+}
+
+/* Model parallelism: every DP group gathers its moments (ZeRO-1 shards) to its rank 0;
+ * replica 0 then gathers params and moments as whole tensors to the leader (gather_whole),
+ * straight into its writer's snapshot, and the leader starts a one-rank save. */
+static grit_err save_tp(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st,
+                        double *stall)
+{
+    double t0 = now_seconds();
+    size_t np = m->num_params;
+    int col = r->d->rank == 0; /* DP rank 0 of this column: replica 0 */
+    float *lm = col ? malloc(sizeof(float) * np) : NULL, *lv = col ? malloc(sizeof(float) * np) : NULL;
+    grit_err rc = col && (!lm || !lv) ? grit_errf(GRIT_ENOMEM, "out of memory gathering a checkpoint")
+                                      : GRIT_OK;
+    if (rc == GRIT_OK)
+        rc = dp_gather_moments(dp, lm, lv, 0);
+    float *snap = rc == GRIT_OK && r->leader ? ckpt_async_begin(&r->ca) : NULL;
+    const float *src[3] = {m->params, lm, lv};
+    if (rc == GRIT_OK && col)
+        rc = gather_whole(r, m, src, 3, snap);
+    if (rc == GRIT_OK && r->leader)
+        rc = ckpt_async_start(&r->ca, st);
     free(lm);
     free(lv);
     *stall = r->last_stall = now_seconds() - t0;
@@ -370,6 +421,25 @@ static grit_err save_tp(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st
     if (rc == GRIT_OK && r->leader && !r->cfg->ckpt_async && ckpt_async_poll(&r->ca, &done))
         rc = report_save(r, &done);
     return rc;
+}
+
+grit_err saver_gather_weights(saver *r, const gx_model *m, float **full)
+{
+    *full = NULL;
+    if (r->d->rank != 0) /* replica 0 holds what every replica holds */
+        return GRIT_OK;
+    float *dst = r->leader ? malloc(sizeof(float) * (r->full.num_params ? r->full.num_params : 1))
+                           : NULL;
+    if (r->leader && !dst)
+        return grit_errf(GRIT_ENOMEM, "out of memory gathering the weights");
+    const float *src[1] = {m->params};
+    grit_err rc = gather_whole(r, m, src, 1, dst);
+    if (rc != GRIT_OK) {
+        free(dst);
+        return rc;
+    }
+    *full = dst;
+    return GRIT_OK;
 }
 
 /* Snapshot (params on rank 0, moments gathered from every rank) and start the save. */
@@ -515,7 +585,7 @@ grit_err saver_finish(saver *r)
     return GRIT_OK;
 }
 
-grit_err saver_set_tp(saver *r, comm *world, comm *tpc, const gx_model *m)
+grit_err saver_set_mp(saver *r, comm *world, comm *tpc, comm *ppc, const gx_model *m)
 {
     int n = 0;
     size_t np = 0;
@@ -524,11 +594,17 @@ grit_err saver_set_tp(saver *r, comm *world, comm *tpc, const gx_model *m)
         return rc;
     r->w = world;
     r->tpc = tpc;
+    r->ppc = ppc;
     r->leader = world->rank == 0;
     r->log = r->leader ? r->log : NULL;
     r->full = *m; /* the configuration; the whole model's table, no buffers */
     r->full.tp = 1;
     r->full.tp_rank = 0;
+    r->full.pp = 1;
+    r->full.pp_rank = 0;
+    r->full.l0 = 0;
+    r->full.nl = m->cfg.layers;
+    r->full.lt0 = 1;
     r->full.tensors = r->full_t;
     r->full.num_tensors = n;
     r->full.num_params = np;

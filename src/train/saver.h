@@ -43,13 +43,14 @@ typedef struct saver {
     double last_save;     /* when the last save started (for interval_minutes) */
     double last_seconds;  /* rank 0: how long the last finished save took (0: none yet) */
     /* Who decides and writes: world rank 0 (leader), its decisions broadcast over w (the
-     * world). Without tensor parallelism d is the world. Under it (saver_set_tp) d is the
-     * data-parallel group, tpc the TP group, and checkpoints hold whole tensors: each TP
-     * column's DP rank 0 gathers its moments (ZeRO-1 shards), the TP group of replica 0
-     * gathers params and moments to the leader, which assembles and writes them as a
-     * one-rank checkpoint; a resume loads whole tensors and keeps its slices, so any
-     * layout resumes any other (docs/parallel.md). */
-    comm *w, *tpc;
+     * world). Without model parallelism d is the world. Under tensor and/or pipeline
+     * parallelism (saver_set_mp) d is the data-parallel group, tpc the TP group, ppc the
+     * pipeline group, and checkpoints hold whole tensors: each column's DP rank 0 gathers
+     * its moments (ZeRO-1 shards), replica 0 gathers params and moments as whole tensors to
+     * the leader (each stage's TP group assembles, the stages send over the pipeline
+     * group), which writes them as a one-rank checkpoint; a resume loads whole tensors and
+     * keeps its stage's slices, so any layout resumes any other (docs/parallel.md). */
+    comm *w, *tpc, *ppc;
     int leader;
     gx_model full;        /* tp > 1: the whole model's tensor table (no buffers) */
     gx_tensor *full_t;
@@ -59,9 +60,15 @@ typedef struct saver {
  * left unfinished. */
 grit_err saver_open(saver *s, const train_cfg *cfg, comm *d, events *ev, FILE *log);
 
-/* Tensor parallelism: world, the TP group and this rank's (sliced) model; call after
- * saver_open, before saver_restore. */
-grit_err saver_set_tp(saver *s, comm *world, comm *tpc, const gx_model *m);
+/* Model parallelism (tensor and/or pipeline): world, this rank's TP and pipeline groups
+ * (either may be a group of one) and its model (slices of its stage's tensors); call after
+ * saver_open, before saver_restore. Checkpoints then hold whole tensors, assembled on the
+ * leader (replica 0's stages send theirs over the pipeline group). */
+grit_err saver_set_mp(saver *s, comm *world, comm *tpc, comm *ppc, const gx_model *m);
+
+/* Model parallelism: the whole model's weights (sv->full's table) on the leader in *full
+ * (malloc'd; NULL elsewhere). Collective over replica 0's ranks; the others return at once. */
+grit_err saver_gather_weights(saver *s, const gx_model *m, float **full);
 
 /* Restores the newest good checkpoint (or init_from) into m and dp; *start: first step
  * to run; *tokens: tokens consumed so far; *loaded: whether the weights came from a

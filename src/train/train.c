@@ -29,6 +29,7 @@
 #include "train/faults.h"
 #include "train/optim.h"
 #include "train/parallel.h"
+#include "train/pipeline.h"
 #include "train/policy.h"
 #include "train/saver.h"
 #include "train/validate.h"
@@ -83,42 +84,16 @@ grit_err train_save_weights(const gx_model *m, const char *path)
     return save_block(m->tensors, m->num_tensors, m->params, path);
 }
 
-/* model.safetensors under tensor parallelism: the TP group gathers its slices and
- * rank 0 of the world (TP rank 0 of DP replica 0) writes the whole tensors. */
-static grit_err save_weights_tp(const gx_model *m, comm *tpc, int world_rank, const char *path)
-{
-    size_t np = m->num_params;
-    if (np * (size_t)m->tp > 0x7fffffffUL)
-        return grit_errf(GRIT_EINVAL, "%zu parameters per rank exceed one MPI message", np);
-    float *parts = malloc(sizeof(float) * np * (size_t)m->tp), *full = NULL;
-    gx_tensor *g = NULL;
-    int ng = 0;
-    size_t npg = 0;
-    grit_err rc = parts ? GRIT_OK : grit_errf(GRIT_ENOMEM, "out of memory gathering weights");
-    if (rc == GRIT_OK) {
-        memcpy(parts + np * (size_t)m->tp_rank, m->params, sizeof(float) * np);
-        rc = comm_allgather(tpc, parts, np);
-    }
-    if (rc == GRIT_OK && world_rank == 0 &&
-        (rc = gx_tp_layout(&m->cfg, 1, 0, &g, &ng, &npg)) == GRIT_OK) {
-        full = calloc(npg, sizeof(float));
-        rc = full ? gx_tp_assemble(&m->cfg, m->tp, parts, np, full)
-                  : grit_errf(GRIT_ENOMEM, "out of memory gathering weights");
-        if (rc == GRIT_OK)
-            rc = save_block(g, ng, full, path);
-    }
-    free(parts);
-    free(full);
-    free(g);
-    return rc;
-}
-
 /* The model's hook for reductions over the TP group (model/tp.h). */
 static int tp_reduce(void *ctx, float *buf, size_t n, int max)
 {
     comm *c = ctx;
     return (max ? comm_allreduce_max(c, buf, n) : comm_allreduce_sum(c, buf, n)) != GRIT_OK;
 }
+
+/* The pipeline's hook before a stage's last backward of the step: the data-parallel
+ * reductions start during it, as dp_arm before the last micro-batch does without stages. */
+static void pp_arm(void *ctx) { dp_arm(ctx); }
 
 static void path_join(char *buf, size_t cap, const char *dir, const char *name)
 {
@@ -264,9 +239,6 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     grit_err rc = train_parallel_check(cfg, world->size);
     if (rc != GRIT_OK)
         return rc;
-    if (pp > 1)
-        return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d: pipeline parallelism is not "
-                                       "implemented yet (use 1)", pp);
     train_plan plan; /* the first lines of every run; refused before allocating */
     if ((rc = train_plan_make(cfg, world->size, train_ranks_here(world->size), &plan)) !=
         GRIT_OK)
@@ -278,14 +250,18 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     if ((rc = comm_grid_init(&grid, world, tp, pp, train_parallel_dp(cfg, world->size))) !=
         GRIT_OK)
         return rc;
-    /* d: the data-parallel group (the world itself without tensor parallelism) */
-    comm *d = tp == 1 ? world : &grid.dpc;
+    /* d: the data-parallel group (the world itself without model parallelism) */
+    bool mp = tp > 1 || pp > 1;
+    comm *d = mp ? &grid.dpc : world;
     int B = o->micro_batch, T = o->seq_len, A = o->grad_accum, W = d->size;
     int leader = world->rank == 0;
     long G = (long)W * A * B; /* sequences per optimiser step, all replicas */
     char path[1200], fp[17], node[64];
     gx_model m;
     dp_sync dp = {0};
+    pp_sched pps = {0};
+    const int32_t **mb_tok = NULL;
+    gx_batch *mb_sft = NULL;
     train_data data = {0};
     events ev = {0};
     saver sv = {0};
@@ -312,8 +288,8 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         goto out;
     if ((rc = comm_barrier(world)) != GRIT_OK) /* the run directory exists for everyone */
         goto out;
-    if ((rc = gx_init_tp_rc(&m, &cfg->model, B, T, cfg->threads, tp, grid.tp_rank,
-                            cfg->recompute)) != GRIT_OK ||
+    if ((rc = gx_init_stage(&m, &cfg->model, B, T, cfg->threads, tp, grid.tp_rank,
+                            cfg->recompute, pp, grid.pp_rank)) != GRIT_OK ||
         (rc = train_data_open(&data, cfg)) != GRIT_OK ||
         (rc = dp_init(&dp, d, &m, o->zero1)) != GRIT_OK ||
         (rc = saver_open(&sv, cfg, d, &ev, log)) != GRIT_OK ||
@@ -323,9 +299,22 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         m.tp_reduce = tp_reduce;
         m.tp_ctx = &grid.tpc;
         dp_set_tp(&dp, &grid.tpc);
-        if ((rc = saver_set_tp(&sv, world, &grid.tpc, &m)) != GRIT_OK)
-            goto out;
     }
+    if (pp > 1) { /* the 1F1B schedule over the grad-accumulation micro-batches */
+        dp_set_pp(&dp, &grid.ppc);
+        if ((rc = pp_init(&pps, &grid.ppc, &m, A)) != GRIT_OK)
+            goto out;
+        pps.before_last_bwd = pp_arm;
+        pps.ctx = &dp;
+        mb_tok = calloc((size_t)A, sizeof *mb_tok);
+        mb_sft = calloc((size_t)A, sizeof *mb_sft);
+        if (!mb_tok || !mb_sft) {
+            rc = grit_errf(GRIT_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+    if (mp && (rc = saver_set_mp(&sv, world, &grid.tpc, &grid.ppc, &m)) != GRIT_OK)
+        goto out;
     if (cfg->precision != GX_FP32) {
         const char *note;
         if ((rc = gx_set_precision(&m, cfg->precision, &note)) != GRIT_OK)
@@ -363,15 +352,19 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
                 cfg->model.layers, W, W > 1 ? "s" : "", B, T, A, o->total_steps, cfg->threads,
                 (double)gx_act_bytes_layout(&cfg->model, 1, cfg->recompute) / 1024.0,
                 dp.zero1 ? ", ZeRO-1" : "");
-    if (log && tp > 1)
-        fprintf(log, "grit train: tensor parallel %d x data parallel %d: %.2fM params per rank, "
-                     "activations %.1f KiB/token per rank\n", tp, W, (double)m.num_params / 1e6,
-                (double)gx_act_bytes_layout(&cfg->model, tp, cfg->recompute) / 1024.0);
+    if (log && mp)
+        fprintf(log, "grit train: tensor parallel %d x pipeline %d x data parallel %d: %.2fM "
+                     "params on rank 0, activations %.1f KiB/token per rank\n",
+                tp, pp, W, (double)m.num_params / 1e6,
+                (double)gx_act_bytes_layout(&cfg->model, tp, cfg->recompute) / 1024.0 / pp);
+    if (log && pp > 1)
+        fprintf(log, "grit train: pipeline bubble %.0f%% (%d stages, %d micro-batches per "
+                     "step)\n", 100.0 * pp_bubble(pp, A), pp, A);
 
     emit_heartbeat_start(&em, world->rank, node, world->local_rank == 0); /* one meter per machine */
     if (world->rank == 0) { /* the grid, for a supervisor that shrinks by whole replicas */
         char lay[64];
-        snprintf(lay, sizeof lay, "tp=%d,pp=1,dp=%d", tp, W);
+        snprintf(lay, sizeof lay, "tp=%d,pp=%d,dp=%d", tp, pp, W);
         emit_worker_event(&em, "layout", start, lay);
     }
     progress pr;
@@ -404,7 +397,18 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         }
         gx_zero_grad(&m);
         double loss = 0.0;
-        for (int a = 0; a < A; a++) {
+        if (pp > 1) { /* every stage of a replica has the same micro-batches */
+            for (int a = 0; a < A; a++) {
+                mb_tok[a] = tokens + (size_t)a * B * (T + 1);
+                if (data.sft)
+                    mb_sft[a] = (gx_batch){.mask = mask + (size_t)a * B * (T + 1),
+                                           .seg = seg + (size_t)a * B * T, .denom = counted};
+            }
+            if ((rc = pp_step(&pps, mb_tok, data.sft ? mb_sft : NULL,
+                              data.sft ? 1.0f : 1.0f / (float)(A * W), &loss)) != GRIT_OK)
+                goto out;
+        }
+        for (int a = 0; pp == 1 && a < A; a++) {
             if (a == A - 1)
                 dp_arm(&dp);
             const int32_t *ta = tokens + (size_t)a * B * (T + 1);
@@ -426,8 +430,10 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         double norm, red[4] = {loss, saver_part_written(&sv), stopsig_pending() ? 1.0 : 0.0,
                                orphaned(orphan_why, sizeof orphan_why)};
         if ((rc = dp_finish_grads(&dp, &norm)) != GRIT_OK ||
-            /* under TP the flags go round the TP group first: TP x DP is the world */
+            /* under TP and PP the flags go round those groups first: TP x PP x DP is the
+             * world */
             (tp > 1 && (rc = comm_allreduce_sum_f64(&grid.tpc, red + 2, 2)) != GRIT_OK) ||
+            (pp > 1 && (rc = comm_allreduce_sum_f64(&grid.ppc, red + 2, 2)) != GRIT_OK) ||
             (rc = comm_allreduce_sum_f64(d, red, W > 1 ? 4 : 1)) != GRIT_OK)
             goto out;
         if (red[3] > 0) { /* no checkpoint: the run is not this job's any more */
@@ -527,8 +533,12 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         goto out;
     }
     path_join(path, sizeof path, cfg->run_dir, "model.safetensors");
-    if (tp > 1) {
-        if ((rc = save_weights_tp(&m, &grid.tpc, world->rank, path)) != GRIT_OK)
+    if (mp) { /* whole tensors, assembled on the leader */
+        float *full = NULL;
+        if ((rc = saver_gather_weights(&sv, &m, &full)) == GRIT_OK && leader)
+            rc = save_block(sv.full.tensors, sv.full.num_tensors, full, path);
+        free(full);
+        if (rc != GRIT_OK)
             goto out;
     } else if (leader && (rc = train_save_weights(&m, path)) != GRIT_OK)
         goto out;
@@ -566,6 +576,9 @@ out:;
     events_close(&ev);
     train_data_close(&data);
     dp_free(&dp);
+    pp_free(&pps);
+    free(mb_tok);
+    free(mb_sft);
     policy_free(&pol);
     validate_close(&val);
     free(tokens);

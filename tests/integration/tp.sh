@@ -56,7 +56,7 @@ for f in neox llama; do
     "$py" "$here/tp_compare.py" "$tmp/$f-tp2-$np" "$tmp/$f-1" 1.5 5e-8 1e-5 || fail=1
     "$py" "$here/dp_compare.py" weights "$tmp/$f-tp2-$np" "$tmp/$f-1" 3e-5 || fail=1
   done
-  grep -q 'tensor parallel 2 x data parallel 2' "$tmp/$f-tp2-4.log" ||
+  grep -q 'tensor parallel 2 x pipeline 1 x data parallel 2' "$tmp/$f-tp2-4.log" ||
     { echo "FAIL: $f: no TP x DP line: $(head -3 "$tmp/$f-tp2-4.log")"; fail=1; }
 done
 
@@ -146,6 +146,8 @@ refuse() { # NP CONFIG-SED EXPECTED-MESSAGE
 }
 refuse 2 's/"seed": 42/"seed": 42, "parallel": {"tensor": 2, "data": 2}/' \
   "tensor 2 x pipeline 1 x data 2 = 4 ranks, but the world has 2"
+refuse 2 's/"seed": 42/"seed": 42, "parallel": {"pipeline": 2}/' \
+  "validation (eval.interval_steps, eval.at_checkpoint) does not run through pipeline stages yet"
 # (the other refusals, heads, kv heads, layers, vocab, are unit tested: test_grid.c)
 
 # the memory plan: printed for the layout (and first in every run's log); a layout that does not
@@ -154,6 +156,12 @@ out=$("$grit" train "$tmp/llama_tp2.json" --plan) || { echo "FAIL: --plan: $out"
 grep -q 'memory plan: tensor 2 x pipeline 1 x data 1' <<<"$out" &&
   grep -q 'parameters per rank    0.079M (of 0.158M in the model)' <<<"$out" ||
   { echo "FAIL: --plan printed: $out"; fail=1; }
+sed 's/"tensor": 2/"tensor": 2, "pipeline": 2/' "$tmp/llama_tp2_noval.json" > "$tmp/llama_g.json"
+out=$("$grit" train "$tmp/llama_g.json" --plan) || { echo "FAIL: --plan: $out"; fail=1; }
+grep -q 'memory plan: tensor 2 x pipeline 2 x data 1' <<<"$out" &&
+  grep -q 'parameters per rank    0.040M (of 0.158M in the model)' <<<"$out" &&
+  echo "plan at TP=2 x PP=2: 0.040M of 0.158M parameters on the largest stage's rank: ok" ||
+  { echo "FAIL: --plan at TP=2 x PP=2 printed: $out"; fail=1; }
 grep -q 'memory plan: tensor 2 x pipeline 1 x data 2' "$tmp/llama-tp2-4.log" ||
   { echo "FAIL: no plan in the run's first lines"; fail=1; }
 sed 's/"llama-tiny"/{"preset": "llama-2-70b", "num_layers": 640}/; s/"tensor": 2/"tensor": 8/' "$tmp/llama_tp2.json" > "$tmp/big.json"

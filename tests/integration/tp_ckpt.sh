@@ -10,6 +10,10 @@
 #    within 1.5 ulp of loss and 5e-8 of grad norm of the run that wrote it, steps 12-20
 #    (they depend on the moments moved too) within 1e-5;
 #  - init_from a TP=1 checkpoint at TP=2: the weights only, the same step-1 loss;
+#  - pipeline stages: PP=2 (saving) bitwise the single-rank run, its checkpoints' weights and
+#    moments bitwise the single rank's, PP=2 resumed at PP=2 bitwise; TP=2 x PP=2 x DP=2's
+#    step-10 checkpoint resumed at one rank and at TP=2, one rank's at PP=2 x DP=2 ZeRO-1,
+#    within the bounds above;
 #  - SIGTERM to one rank of a TP=2 x DP=2 job: every rank stops after the same step with
 #    a final checkpoint (the stop flag goes round the TP group and the DP group), and the
 #    rerun ends bitwise equal to the uninterrupted run.
@@ -117,6 +121,28 @@ print(f"{'ok  ' if d < 2e-7 else 'FAIL:'} init_from a TP=1 checkpoint at TP=2: s
 sys.exit(0 if d < 2e-7 else 1)
 PY
 grep -q '"event":"init_from"' "$tmp/ft/events.jsonl" || bad "init_from at TP=2: no event"
+
+# pipeline stages (src/train/pipeline.c): replica 0's stages send whole tensors to the
+# leader (saver.c gather_whole), a resume keeps each stage's tensors
+lay '{"pipeline": 2}' > "$tmp/pp2.json"
+lay '{"pipeline": 2, "zero": 1}' > "$tmp/pp2z.json"
+lay '{"tensor": 2, "pipeline": 2}' > "$tmp/g8.json"
+run 2 "$tmp/pp2.json" "$tmp/p"
+same=1
+for f in model.safetensors ckpt/step_00000010/model.safetensors ckpt/step_00000010/optimizer.safetensors \
+         ckpt/step_00000020/optimizer.safetensors; do
+  cmp -s "$tmp/one/$f" "$tmp/p/$f" || same=0
+done
+[ $same -eq 1 ] && echo "ok   PP=2: final weights and both checkpoints (weights, AdamW moments) bitwise the single rank's" ||
+  bad "PP=2 differs from the single-rank run (weights or checkpoints)"
+from10 "$tmp/p" "$tmp/pr"; run 2 "$tmp/pp2.json" "$tmp/pr"
+cmp -s "$tmp/p/model.safetensors" "$tmp/pr/model.safetensors" &&
+  echo "ok   PP=2 -> PP=2 from step 10: bitwise equal to the uninterrupted run" || bad "PP=2 resumed at PP=2 differs"
+# TP=2 x PP=2 x DP=2 (8 ranks) -> one rank, and -> TP=2 x DP=1; one rank -> PP=2 x DP=2 ZeRO-1
+run 8 "$tmp/g8.json" "$tmp/g"
+from10 "$tmp/g" "$tmp/g1"; run 1 "$tmp/base.json" "$tmp/g1" && close "$tmp/g" "$tmp/g1" 11
+from10 "$tmp/g" "$tmp/gt"; run 2 "$tmp/tp2.json" "$tmp/gt" && close "$tmp/g" "$tmp/gt" 11
+from10 "$tmp/one" "$tmp/op"; run 4 "$tmp/pp2z.json" "$tmp/op" && close "$tmp/one" "$tmp/op" 11
 
 # SIGTERM to one rank of TP=2 x DP=2: all stop at one step, a final checkpoint, bitwise rerun
 sed 's/"total_steps": 20/"total_steps": 200/; s/"interval_steps": 10/"interval_steps": 1000/' "$tmp/tp2.json" > "$tmp/long.json"
