@@ -8,6 +8,7 @@
 # fault-free TP 2 x DP 2 run (a different fp32 summation order, not a different run: the
 # bounds of tp.sh). A TP 2 job on two nodes that loses one: fewer than one replica, a clear
 # give-up.
+# A TP 2 x PP 2 job on 4 nodes and a spare loses node2: the spare takes its place, bitwise.
 # And --shrink-unit that does not divide --nodes is refused.
 # Every process is started here and ended by its PID.
 set -euo pipefail
@@ -15,7 +16,7 @@ grit=$1 py=$2
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 bgs=()
-cleanup() { for p in "${bgs[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
+cleanup() { for p in "${bgs[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done; [ -n "${KEEP:-}" ] || rm -rf "$tmp"; }
 trap cleanup EXIT
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (make deps)"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -46,6 +47,26 @@ grep -q '"state": *"spare"' "$d/cluster.json" && grep -q '"node2"' "$d/cluster.j
 # the same steps, the global batch kept (accumulation 4 at DP 1), close to the fault-free run
 "$py" "$here/tp_compare.py" "$d" "$tmp/ref" 1.5 5e-8 1e-5 || fail "metrics after the shrink"
 "$py" "$here/dp_compare.py" weights "$d" "$tmp/ref" 3e-5 || fail "final weights after the shrink"
+
+# TP 2 x PP 2 on 4 nodes (one rank each) and a spare: node2 (stage 1's first TP rank) dies;
+# the spare takes its grid coordinates (its world rank) and the run, resumed from the
+# checkpoint the stages assembled, ends bitwise equal to the fault-free run
+sed 's/"tensor": 2/"tensor": 2, "pipeline": 2/' "$tmp/job.json" > "$tmp/grid.json"
+mpirun -np 4 --oversubscribe "$grit" train "$tmp/grid.json" --run-dir "$tmp/gref" --quiet > /dev/null 2>&1 ||
+  fail "reference TP 2 x PP 2 run failed"
+d="$tmp/grid"
+"$grit" launch --nodes 4 --spares 1 --run "$d" --backoff 0.1 --straggler-factor 0 \
+  --hang-timeout 20 --inject kill:node=node2:step=10 -- "$grit" train "$tmp/grid.json" --run-dir "$d" --quiet > "$d.out" 2>&1 &
+lp=$!; bgs+=("$lp")
+rc=0; wait "$lp" || rc=$?
+if [ $rc -eq 0 ] && grep -q '"event":"worker_event","kind":"layout"' "$d/events.jsonl" &&
+   grep -q '"event":"cordon","node":"node2".*"replacement":"node4"' "$d/events.jsonl" &&
+   grep -q '"event":"resume"' "$d/events.jsonl" &&
+   cmp -s "$d/model.safetensors" "$tmp/gref/model.safetensors"; then
+  echo "ok   TP 2 x PP 2: node2 lost, the spare node4 took its place, bitwise equal to the fault-free run"
+else
+  fail "grid: rc=$rc: $(grep -E 'cordon|attempt|giving|resum' "$d.out" | tr '\n' ';')"
+fi
 
 # a TP 2 job on 2 nodes loses one: one node left, less than a replica
 d="$tmp/none"
