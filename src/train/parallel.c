@@ -81,10 +81,6 @@ grit_err train_parallel_check(const train_cfg *c, int world)
         return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d: tied input and output embeddings "
                                        "(model.tie_word_embeddings) are not supported with "
                                        "pipeline stages yet", pp);
-    if (pp > 1 && (c->eval_interval_steps > 0 || c->eval_at_checkpoint))
-        return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d: validation (eval.interval_steps, "
-                                       "eval.at_checkpoint) does not run through pipeline stages "
-                                       "yet: turn eval off or use pipeline 1", pp);
     return GRIT_OK;
 }
 

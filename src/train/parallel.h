@@ -14,8 +14,8 @@
  * vocab_size are divisible by T (each rank holds whole heads and whole
  * vocabulary rows: kv heads are split, never replicated, so multi-query
  * attention, one kv head, runs at T = 1 only); num_layers divisible by P.
- * ZeRO stages 2/3 are refused as not implemented; with P > 1, tied embeddings and
- * validation are refused for now (docs/parallel.md).
+ * ZeRO stages 2/3 are refused as not implemented; with P > 1, tied embeddings are
+ * refused for now (docs/parallel.md).
  */
 #ifndef GRIT_TRAIN_PARALLEL_H
 #define GRIT_TRAIN_PARALLEL_H

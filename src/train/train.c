@@ -302,6 +302,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     }
     if (pp > 1) { /* the 1F1B schedule over the grad-accumulation micro-batches */
         dp_set_pp(&dp, &grid.ppc);
+        validate_set_pp(&val, &grid.ppc);
         if ((rc = pp_init(&pps, &grid.ppc, &m, A)) != GRIT_OK)
             goto out;
         pps.before_last_bwd = pp_arm;

@@ -11,6 +11,9 @@
 #include "train/s3cache.h"
 
 #define VALIDATE_ROWS 64 /* positions per forward piece */
+#define VALIDATE_TAG 4444 /* stage-to-stage activations of a validation forward */
+
+void validate_set_pp(validator *v, comm *pp) { v->pp = pp; }
 
 /* Fills this rank's windows from the valid split of data.paths[0]. */
 static grit_err load_megatron(validator *v, const train_cfg *cfg)
@@ -117,9 +120,11 @@ grit_err validate_open(validator *v, const train_cfg *cfg, const gx_model *m, in
         for (int w = v->rank; w < v->n; w += v->world)
             syn_fill(cfg->seed ^ VALIDATE_SYN_SALT, cfg->synthetic_vocab, w, 1, (int)len,
                      v->tok + (size_t)w * len);
-    if (m->tp > 1) { /* the training forward, B windows at a time (validate_run) */
+    if (m->tp > 1 || m->pp > 1) { /* the training forward, B windows at a time */
         v->m = (gx_model *)m;
-        if (!(v->batch = malloc(sizeof *v->batch * (size_t)m->B * len)))
+        size_t nc = (size_t)m->B * (size_t)v->T * (size_t)m->cfg.hidden;
+        if (!(v->batch = malloc(sizeof *v->batch * (size_t)m->B * len)) ||
+            (m->pp > 1 && !(v->act = malloc(sizeof *v->act * nc))))
             rc = grit_errf(GRIT_ENOMEM, "validation: out of memory");
     } else if (rc == GRIT_OK &&
              (rc = gxi_init(&v->s, m, v->T, VALIDATE_ROWS, cfg->threads)) != GRIT_OK)
@@ -154,10 +159,30 @@ static double window_nll(const float *logits, const int32_t *target, int k, int 
     return sum;
 }
 
-/* Under tensor parallelism: this rank's windows through the training forward (gx_step with
- * grad_scale 0: vocabulary-parallel loss, no backward, weights and gradients untouched),
- * m->B windows per call; a short last group repeats its first window and ignores it. Every
- * rank of a TP group holds the same windows, so they make the same calls in the same order. */
+/* One forward of m->B windows in v->batch through this rank's stage (gx_stage_step with
+ * grad_scale 0): the stage input from the previous stage, the output to the next; the last
+ * stage leaves the per-position losses in m->losses. */
+static grit_err stage_fwd(validator *v)
+{
+    gx_model *m = v->m;
+    comm *pp = v->pp;
+    size_t bytes = sizeof(float) * (size_t)m->B * (size_t)v->T * (size_t)m->cfg.hidden;
+    bool first = m->pp_rank == 0, last = m->pp_rank == m->pp - 1;
+    grit_err rc = GRIT_OK;
+    if (!first && (rc = comm_recv(pp, v->act, bytes, pp->rank - 1, VALIDATE_TAG)) != GRIT_OK)
+        return grit_errf(rc, "validation: stage %d: %s", m->pp_rank, grit_errmsg());
+    (void)gx_stage_step(m, v->batch, NULL, v->act, NULL, 0.0f, last ? NULL : v->act, NULL, NULL);
+    if (!last && (rc = comm_send(pp, v->act, bytes, pp->rank + 1, VALIDATE_TAG)) != GRIT_OK)
+        return grit_errf(rc, "validation: stage %d: %s", m->pp_rank, grit_errmsg());
+    return GRIT_OK;
+}
+
+/* Under tensor and/or pipeline parallelism: this rank's windows through the training
+ * forward (grad_scale 0: vocabulary-parallel loss, no backward, weights and gradients
+ * untouched), m->B windows per call; a short last group repeats its first window and
+ * ignores it. Every rank of a TP group and every stage of a replica holds the same
+ * windows, so they make the same calls in the same order; the last stage's losses are
+ * broadcast over the pipeline group. */
 static grit_err run_tp(validator *v)
 {
     gx_model *m = v->m;
@@ -171,15 +196,24 @@ static grit_err run_tp(validator *v)
             memcpy(v->batch + (size_t)b * len, v->tok + (size_t)(w < v->n ? w : w0) * len,
                    sizeof *v->batch * len);
         }
-        (void)gx_step(m, v->batch, 0.0f, NULL);
+        grit_err rc = m->pp > 1 ? stage_fwd(v) : GRIT_OK;
+        if (rc != GRIT_OK)
+            return rc;
+        if (m->pp == 1)
+            (void)gx_step(m, v->batch, 0.0f, NULL);
         if (m->tp_failed)
             return grit_errf(GRIT_EIO, "validation: a tensor-parallel reduction failed");
-        for (int b = 0; b < k; b++) {
+        for (int b = 0; m->pp_rank == m->pp - 1 && b < k; b++) {
             double sum = 0;
             for (int t = 0; t < T; t++)
                 sum += m->losses[(size_t)b * T + t];
             v->loss[w0 + b * W] = sum / T;
         }
+    }
+    if (m->pp > 1) {
+        grit_err rc = comm_bcast(v->pp, v->loss, sizeof *v->loss * (size_t)v->n, m->pp - 1);
+        if (rc != GRIT_OK)
+            return grit_errf(rc, "validation: the losses' broadcast: %s", grit_errmsg());
     }
     return GRIT_OK;
 }
@@ -224,6 +258,7 @@ void validate_close(validator *v)
         return;
     gxi_free(&v->s);
     free(v->batch);
+    free(v->act);
     free(v->tok);
     free(v->loss);
     free(v->logits);

@@ -26,12 +26,13 @@
  * slot has one non-zero term, so the sum is exact) and the mean is taken in
  * window order, so the value is bitwise the same for every data-parallel width.
  *
- * Under tensor parallelism the inference path (which needs whole weights) is not
- * used: the windows go through the training forward of the rank's slices
- * (gx_step with grad_scale 0: vocabulary-parallel loss, no backward, no gradient
- * or weight written), micro_batch windows per call, in the run's precision. Every
- * rank of a TP group holds the same windows; the value differs from the TP=1 one
- * only by float summation order (tests/integration/tp.sh bounds it).
+ * Under tensor or pipeline parallelism the inference path (which needs whole weights)
+ * is not used: the windows go through the training forward of the rank's slices
+ * (gx_stage_step with grad_scale 0: vocabulary-parallel loss, no backward, no gradient
+ * or weight written; stage to stage over the pipeline group), micro_batch windows per
+ * call, in the run's precision. Every rank of a TP group and every stage holds the same
+ * windows; the value differs from the TP=1 one only by float summation order
+ * (tests/integration/tp.sh bounds it) and equals it bitwise with pipeline stages alone.
  *
  * Memory: validate_open allocates the rank's windows, the inference state
  * (cache for seq_len positions) and a [rows][vocab] logits block once;
@@ -61,6 +62,8 @@ typedef struct validator {
     gxi_state s;       /* the inference state (tensor parallel 1) */
     gx_model *m;       /* tensor parallel > 1: the training model, forward only */
     int32_t *batch;    /* [m->B][T + 1] windows of one such forward */
+    comm *pp;          /* pipeline parallel > 1: the pipeline group (validate_set_pp) */
+    float *act;        /* [m->B * T][hidden] a stage's input / output */
 } validator;
 
 /* Builds the held-out set for this rank (rank of world) and the inference state
@@ -77,6 +80,8 @@ bool validate_due(const validator *v, long step, bool ckpt_step);
 /* Scores the held-out set on every rank of d (a collective: all ranks call it)
  * and returns the mean loss and exp(loss) to every rank. */
 grit_err validate_run(validator *v, comm *d, double *loss, double *ppl);
+/* Pipeline stages: the forward goes stage to stage over pp (before the first run). */
+void validate_set_pp(validator *v, comm *pp);
 
 void validate_close(validator *v);
 
