@@ -127,6 +127,13 @@ print(f"bf16 TP=2 vs bf16 one rank: step 1 loss {l1:.1f} ulps, grad norm {g1:.2e
 sys.exit(0 if ok else 1)
 PY
 
+# bf16 through pipeline stages: each stage refreshes its own bf16 copy; PP alone changes no
+# sum, so bitwise bf16 at one rank
+sed 's/"seed": 42/"seed": 42, "precision": "bf16", "parallel": {"pipeline": 2}/' "$tmp/llama.json" > "$tmp/llama_pp2_bf16.json"
+run 2 "$tmp/llama_pp2_bf16.json" "$tmp/llama-bf16-pp2"
+cmp -s "$tmp/llama-bf16-pp2/model.safetensors" "$tmp/llama-bf16-1/model.safetensors" &&
+  echo "bf16 PP=2: bitwise bf16 at one rank: ok" || { echo "FAIL: bf16 PP=2 differs from bf16 at one rank"; fail=1; }
+
 # ZeRO-1 over the data-parallel group of a TP=2 x DP=2 grid: the same numbers, bit for bit
 sed 's/"seed": 42/"seed": 42, "parallel": {"tensor": 2, "zero": 1}/' "$tmp/llama.json" > "$tmp/llama_z.json"
 run 4 "$tmp/llama_z.json" "$tmp/llama-z"
