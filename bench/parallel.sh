@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # parallel.sh - the parallel layouts side by side (issue #17's benchmark), one run per layout
 # with the single rank as the baseline, for a ~160M-parameter shape of each family:
-#   layouts  1 | DP=2 | DP=2 ZeRO-1 | TP=2 | TP=2 x DP=2 | TP=2 full recomputation
+#   layouts  1 | DP=2 | DP=2 ZeRO-1 | TP=2 | TP=2 x DP=2 | TP=2 full recomputation | PP=2 |
+#            TP=2 x PP=2
 #   columns  tok/s (median of the timed steps), vs one rank, peak RSS of the largest rank
 #            (/usr/bin/time), the step's communication payload over the data-parallel and
 #            the tensor-parallel group as measured by the trainer (metrics.jsonl dp_bytes,
@@ -25,7 +26,13 @@
 # DP bytes with P (so they fall by TP), not with the batch; TP bytes with tokens x hidden x
 # layers, not with the parameters, and a TP step has 4 L + 2 blocking all-reduces per
 # micro-batch on its critical path; ZeRO-1 doubles the DP payload and divides AdamW's state.
-# Pipeline parallelism is not implemented (no bubble column).
+# Under TP x PP, rank 0 (stage 0: the embedding and L / PP layers, its forward run twice)
+# carries A 4 N C (2 (1 + 2 L/PP) + 2 L/PP) over its TP group.
+# Pipeline (PP = stages, A micro-batches per step): each stage boundary carries one [N, C]
+# float tensor per micro-batch each way, so stage 0 sends A 4 N C bytes per step (pp_bytes,
+# stage 0's); the ideal bubble is (PP - 1) / (A + PP - 1), printed beside stage 0's measured
+# time blocked in exchanges (pp_wait_s) as a fraction of the step. A stage recomputes its
+# forward before its backward (train/pipeline.h): one more forward per micro-batch.
 #
 # Usage: bash bench/parallel.sh        (STEPS=3 timed steps after one warm-up; FAMILIES="neox
 #        llama"; SEQ=512; SHAPE=small runs 4-layer shapes for a quick look)
@@ -51,12 +58,12 @@ model() { # FAMILY: a ~160M shape (GPT-NeoX: pythia-160m's; Llama: 12 x 768, GQA
                  \"make_vocab_size_divisible_by\": 1, \"max_positions\": 2048}" ;;
   esac
 }
-mk() { # NAME FAMILY TP ZERO RECOMPUTE
+mk() { # NAME FAMILY TP ZERO RECOMPUTE [PP]
   cat > "$tmp/$1.json" <<CFG
 {"model": $(model "$2"),
  "optim": {"micro_batch": 1, "global_batch": 4, "seq_len": $SEQ, "warmup_steps": 1,
            "total_steps": $((STEPS + 1)), "zero1": $4},
- "parallel": {"tensor": $3}, "recompute": "$5", "threads": 1,
+ "parallel": {"tensor": $3, "pipeline": ${6:-1}}, "recompute": "$5", "threads": 1,
  "data": {"synthetic_vocab": 32000}, "checkpoint": {"interval_steps": 0}, "run_dir": "$tmp/$1"}
 CFG
 }
@@ -73,7 +80,9 @@ run() { # NAME NP
 for f in $FAMILIES; do
   mk "$f-1" "$f" 1 false none;  mk "$f-dp2" "$f" 1 false none; mk "$f-dp2z" "$f" 1 true none
   mk "$f-tp2" "$f" 2 false none; mk "$f-tp2dp2" "$f" 2 false none; mk "$f-tp2rc" "$f" 2 false full
+  mk "$f-pp2" "$f" 1 false none 2; mk "$f-tp2pp2" "$f" 2 false none 2
   run "$f-1" 1; run "$f-dp2" 2; run "$f-dp2z" 2; run "$f-tp2" 2; run "$f-tp2dp2" 4; run "$f-tp2rc" 2
+  run "$f-pp2" 2; run "$f-tp2pp2" 4
 done
 echo "bench: load average $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$tmp" "$grit" "$FAMILIES" <<'PY'
@@ -88,12 +97,14 @@ def mib(b): return f"{b / 1048576:,.1f}"
 layouts = [("1", "1 rank", 1, 1, False, False), ("dp2", "DP=2", 1, 2, False, False),
            ("dp2z", "DP=2 ZeRO-1", 1, 2, True, False), ("tp2", "TP=2", 2, 1, False, False),
            ("tp2dp2", "TP=2 x DP=2", 2, 2, False, False),
-           ("tp2rc", "TP=2, full recomputation", 2, 1, False, True)]
+           ("tp2rc", "TP=2, full recomputation", 2, 1, False, True),
+           ("pp2", "PP=2", 1, 1, False, False), ("tp2pp2", "TP=2 x PP=2", 2, 1, False, False)]
 for fam in fams:
     cfg = json.load(open(f"{tmp}/{fam}-1.json"))
     print(f"\n{fam}: micro batch 1 x {cfg['optim']['seq_len']} tokens, global batch 4")
     print(f"{'layout':<26} {'tok/s':>7} {'vs 1':>5} {'peak RSS MiB':>12} {'DP MiB/step':>11} "
-          f"{'analytic':>9} {'TP MiB/step':>11} {'analytic':>9} {'DP wait s':>9}")
+          f"{'analytic':>9} {'TP MiB/step':>11} {'analytic':>9} {'DP wait s':>9} "
+          f"{'PP MiB/step':>11} {'analytic':>9} {'blocked':>7} {'bubble':>6}")
     base = None
     for key, label, tp, dp, zero, rc in layouts:
         name = f"{fam}-{key}"
@@ -115,8 +126,17 @@ for fam in fams:
         tpb = statistics.median(r.get("tp_bytes", 0) for r in rows)
         dpa = (8 if zero else 4) * P if dp > 1 else 0
         tpa = A * (4 * N * C * (4 * L + 2) + 12 * N + (4 * N * C * 2 * (L - 1) if rc else 0)) if tp > 1 else 0
+        pp = json.load(open(f"{tmp}/{name}.json"))["parallel"]["pipeline"]
+        if tp > 1 and pp > 1:  # stage 0 (rank 0): embedding + Ls layers, its forward twice
+            Ls = L // pp
+            tpa = A * 4 * N * C * (2 * (1 + 2 * Ls) + 2 * Ls)
         wait = statistics.median(r.get("comm_wait_s", 0) for r in rows)
+        ppb = statistics.median(r.get("pp_bytes", 0) for r in rows)
+        ppa = A * 4 * N * C if pp > 1 else 0
+        blocked = statistics.median(r.get("pp_wait_s", 0) / r["step_time_s"] for r in rows)
         f = lambda x: mib(x) if x else "-"
+        pcols = (f"{f(ppb):>11} {f(ppa):>9} {100 * blocked:>6.0f}% {100 * (pp - 1) / (A + pp - 1):>5.0f}%"
+                 if pp > 1 else f"{'-':>11} {'-':>9} {'-':>7} {'-':>6}")
         print(f"{label:<26} {tps:>7.1f} {tps / base:>5.2f} {mib(rss):>12} {f(dpb):>11} {f(dpa):>9} "
-              f"{f(tpb):>11} {f(tpa):>9} {wait if dp > 1 else 0:>9.3f}")
+              f"{f(tpb):>11} {f(tpa):>9} {wait if dp > 1 else 0:>9.3f} {pcols}")
 PY

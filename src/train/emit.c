@@ -96,6 +96,8 @@ void emit_metrics(emitter *e, const emit_row *r)
         fprintf(e->mf, ",\"dp_bytes\":%.0f", r->dp_bytes);
     if (r->tp_bytes >= 0)
         fprintf(e->mf, ",\"tp_bytes\":%.0f", r->tp_bytes);
+    if (r->pp_bytes >= 0)
+        fprintf(e->mf, ",\"pp_bytes\":%.0f,\"pp_wait_s\":%.6f", r->pp_bytes, r->pp_wait_s);
     if (r->epochs >= 0)
         fprintf(e->mf, ",\"epochs\":%.6f", r->epochs);
     if (r->has_val)

@@ -39,6 +39,8 @@ typedef struct emit_row {
     double loss, grad_norm, lr, tokens, tokens_per_s, step_time_s;
     double comm_wait_s, ckpt_stall_s, epochs;
     double dp_bytes, tp_bytes; /* collective payload bytes this step (comm.h), < 0: no group */
+    double pp_bytes, pp_wait_s; /* pipeline: bytes this stage sent, time blocked in exchanges
+                                   (train/pipeline.h); < 0: no pipeline */
     bool has_val;            /* a validation ran at this step (train/validate.h) */
     double val_loss, val_ppl;
 } emit_row;

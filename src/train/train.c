@@ -483,6 +483,8 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
                                       .ckpt_stall_s = stall,
                                       .dp_bytes = W > 1 ? (double)(d->bytes - dp_b0) : -1,
                                       .tp_bytes = tp > 1 ? (double)(grid.tpc.bytes - tp_b0) : -1,
+                                      .pp_bytes = pp > 1 ? (double)pps.bytes : -1,
+                                      .pp_wait_s = pp > 1 ? pps.wait_s : -1,
                                       .epochs = data.mg || data.sft ? train_data_epochs(&data, (step + 1) * G)
                                                         : -1});
         emit_beat(&em, step + 1, loss * faults_spike(&fs, "spike", step + 1), norm, dt, dp.wait_s);
