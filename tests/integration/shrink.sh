@@ -8,7 +8,8 @@
 # fault-free TP 2 x DP 2 run (a different fp32 summation order, not a different run: the
 # bounds of tp.sh). A TP 2 job on two nodes that loses one: fewer than one replica, a clear
 # give-up.
-# A TP 2 x PP 2 job on 4 nodes and a spare loses node2: the spare takes its place, bitwise.
+# A TP 2 x PP 2 job on 4 nodes and a spare loses node2: the spare takes its place, bitwise;
+# the same grid with a hung stage: found by the supervisor, restarted, bitwise.
 # And --shrink-unit that does not divide --nodes is refused.
 # Every process is started here and ended by its PID.
 set -euo pipefail
@@ -66,6 +67,22 @@ if [ $rc -eq 0 ] && grep -q '"event":"worker_event","kind":"layout"' "$d/events.
   echo "ok   TP 2 x PP 2: node2 lost, the spare node4 took its place, bitwise equal to the fault-free run"
 else
   fail "grid: rc=$rc: $(grep -E 'cordon|attempt|giving|resum' "$d.out" | tr '\n' ';')"
+fi
+
+# the same grid with a hung stage (rank 2 stops mid-step, alive and silent): the other
+# stages block in their pipeline exchanges, the supervisor sees no progress within
+# --hang-timeout, restarts the job from the checkpoint, and the run ends bitwise equal
+d="$tmp/ghang"
+"$grit" launch --nodes 4 --spares 1 --run "$d" --backoff 0.1 --straggler-factor 0 \
+  --hang-timeout 3 --inject hang:rank=2:step=10 -- "$grit" train "$tmp/grid.json" --run-dir "$d" --quiet > "$d.out" 2>&1 &
+lp=$!; bgs+=("$lp")
+rc=0; wait "$lp" || rc=$?
+if [ $rc -eq 0 ] && grep -q '"event":"detected","kind":"hang"' "$d/events.jsonl" &&
+   grep -q '"event":"recovered"' "$d/events.jsonl" &&
+   cmp -s "$d/model.safetensors" "$tmp/gref/model.safetensors"; then
+  echo "ok   TP 2 x PP 2: a hung stage found by the supervisor, the job restarted, bitwise equal to the fault-free run"
+else
+  fail "grid hang: rc=$rc: $(grep -E 'detected|hang|attempt|giving' "$d.out" | tr '\n' ';')"
 fi
 
 # a TP 2 job on 2 nodes loses one: one node left, less than a replica
