@@ -251,7 +251,12 @@ void gx__build_layout(gx_model *m)
         return;
     }
     add_norm(&b, c, n.final_norm, GX_SLOT_LNF_W);
-    if (!c->tied) {
+    if (c->tied && m->pp > 1) { /* the head: a copy of the first stage's embedding */
+        int first = m->num_tensors;
+        add(&b, n.embed, "", nv, C, true, GX_SLOT_HEAD, true);
+        m->tensors[first].tied_copy = true;
+        slice_parts(&b, first, 1, 0, &V, &m->v0);
+    } else if (!c->tied) {
         int first = m->num_tensors;
         add(&b, n.head, "", nv, C, true, GX_SLOT_HEAD, true);
         slice_parts(&b, first, 1, 0, &V, &m->v0);

@@ -120,7 +120,7 @@ static void bind(const gx_model *m, float *base, gx_weights *w)
         else if (t->slot == GX_SLOT_HEAD)
             w->embed_out = p;
     }
-    if (m->cfg.tied)
+    if (m->cfg.tied && w->embed_in) /* a last pipeline stage binds its copy as the head */
         w->embed_out = w->embed_in;
 }
 
@@ -320,9 +320,6 @@ grit_err gx_init_stage(gx_model *m, const gx_config *cfg, int B, int T, int nthr
     if (cfg->layers % pp != 0)
         return grit_errf(GRIT_EINVAL, "num_layers %d is not divisible by %d pipeline stages",
                          cfg->layers, pp);
-    if (pp > 1 && cfg->tied)
-        return grit_errf(GRIT_EINVAL, "tied input and output embeddings are not supported "
-                                      "with pipeline stages (pipeline 1, or untied embeddings)");
     if (B <= 0 || T <= 0 || (T > cfg->max_positions && cfg->rope != GX_ROPE_DYNAMIC))
         return grit_errf(GRIT_EINVAL, "seq_len %d must be in [1, max_positions %d]", T,
                          cfg->max_positions);
@@ -408,6 +405,8 @@ void gx_free(gx_model *m)
  * first layer, or holds the embedding and then its layers). */
 static int global_index(const gx_model *m, int i)
 {
+    if (m->tensors[i].tied_copy) /* the embedding's values */
+        return 0;
     return i < m->lt0 ? i : i - m->lt0 + 1 + m->tpl * m->l0;
 }
 

@@ -110,6 +110,10 @@ typedef struct gx_tensor {
     int ndim;
     int shape[2];
     bool decay; /* weight decay applies (weights and embeddings, not biases/norms) */
+    /* the last pipeline stage's copy of a tied input embedding (its LM head): the same
+     * name and values as the first stage's tensor; its gradient is added to that one's
+     * (train/dp.c), it counts once in the gradient norm and is written once */
+    bool tied_copy;
     /* Tensor parallelism (model/tp.h): which part of the whole Hugging Face tensor
      * (gshape) this rank holds. split -1: all of it (replicated on every TP rank);
      * 0: rows, 1: columns, as nseg runs {global start, local start, count} along
@@ -218,8 +222,8 @@ grit_err gx_init_tp(gx_model *m, const gx_config *cfg, int B, int T, int nthread
 grit_err gx_init_tp_rc(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
                        int tp_rank, bool recompute);
 /* gx_init_tp_rc for pipeline stage pp_rank of pp (gx_stage_step): layers split evenly
- * (cfg.layers divisible by pp), only this stage's tensors allocated. Tied embeddings
- * with pp > 1 are refused (GRIT_EINVAL). */
+ * (cfg.layers divisible by pp), only this stage's tensors allocated. With tied embeddings
+ * the last stage holds a copy of the embedding as its head (gx_tensor.tied_copy). */
 grit_err gx_init_stage(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
                        int tp_rank, bool recompute, int pp, int pp_rank);
 void gx_free(gx_model *m);

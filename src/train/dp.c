@@ -9,6 +9,8 @@
 #include "ckpt/async.h"
 #include "core/progress.h"
 
+enum { DP_TIED_TAG = 4545 };
+
 /* Packs the embedding rows some rank used this step (p->row_idx) into p->pack. */
 static void pack_rows(dp_sync *p)
 {
@@ -153,6 +155,7 @@ void dp_free(dp_sync *p)
     free(p->rows);
     free(p->row_idx);
     free(p->pack);
+    free(p->tied_buf);
     memset(p, 0, sizeof *p);
 }
 
@@ -209,7 +212,7 @@ static void sq_parts(const gx_model *m, const float *g, size_t lo, size_t hi, do
         size_t a = t->offset > lo ? t->offset : lo;
         size_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
         double s = 0.0;
-        for (size_t i = a; i < b; i++)
+        for (size_t i = a; i < b && !t->tied_copy; i++) /* a tied copy counts once */
             s += (double)g[i - lo] * g[i - lo];
         out[t->split < 0] += s;
     }
@@ -247,6 +250,39 @@ static int buckets(const gx_model *m)
 
 static grit_err finish_grads(dp_sync *p, double *norm);
 
+/* Tied embeddings across pipeline stages: the first stage's embedding gradient and the last
+ * stage's copy's (its LM head's) are exchanged over the pipeline group, both already
+ * reduced over the data-parallel group, and each side computes first + last: both hold the
+ * same sum, so both apply the same AdamW update and the copies stay equal bit for bit. */
+static grit_err tied_sync(dp_sync *p)
+{
+    gx_model *m = p->m;
+    if (!p->pp || !m->cfg.tied || (m->pp_rank != 0 && m->pp_rank != m->pp - 1))
+        return GRIT_OK;
+    const gx_tensor *t = &m->tensors[0];
+    for (int i = 0; m->pp_rank != 0 && i < m->num_tensors; i++)
+        if (m->tensors[i].tied_copy)
+            t = &m->tensors[i];
+    size_t n = t->numel;
+    if (!p->tied_buf && !(p->tied_buf = malloc(sizeof(float) * (n ? n : 1))))
+        return grit_errf(GRIT_ENOMEM, "out of memory for the tied embedding's gradient");
+    int peer = m->pp_rank == 0 ? m->pp - 1 : 0;
+    float *mine = m->grads + t->offset;
+    grit_err rc = comm_sendrecv(p->pp, mine, sizeof(float) * n, peer, p->tied_buf,
+                                sizeof(float) * n, peer, DP_TIED_TAG);
+    if (rc != GRIT_OK)
+        return grit_errf(rc, "the tied embedding's gradient exchange with stage %d: %s", peer,
+                         grit_errmsg());
+    const float *other = p->tied_buf;
+    if (m->pp_rank == 0)
+        for (size_t i = 0; i < n; i++)
+            mine[i] = mine[i] + other[i];
+    else
+        for (size_t i = 0; i < n; i++)
+            mine[i] = other[i] + mine[i];
+    return GRIT_OK;
+}
+
 grit_err dp_finish_grads(dp_sync *p, double *norm)
 {
     grit_err rc = finish_grads(p, norm);
@@ -275,6 +311,9 @@ static grit_err finish_grads(dp_sync *p, double *norm)
         return grit_errf(GRIT_EIO, "a tensor-parallel reduction failed in this step: %s", why);
     }
     if (p->d->size == 1) {
+        grit_err trc = tied_sync(p);
+        if (trc != GRIT_OK)
+            return trc;
         if (p->tp)
             return tp_norm(p, m->grads, 0, m->num_params, norm);
         *norm = optim_grad_norm(m);
@@ -294,6 +333,8 @@ static grit_err finish_grads(dp_sync *p, double *norm)
         return grit_errf(GRIT_EIO, "rank %d: %d of %d gradient reductions could not be started",
                          p->d->rank, expect, buckets(m));
     if (!p->zero1) {
+        if ((rc = tied_sync(p)) != GRIT_OK)
+            return rc;
         if (p->tp)
             return tp_norm(p, m->grads, 0, m->num_params, norm);
         *norm = optim_grad_norm(m);

@@ -30,6 +30,7 @@ typedef struct dp_sync {
     comm *d;               /* borrowed: the data-parallel group */
     comm *tp;              /* borrowed: the tensor-parallel group (NULL: none); dp_set_tp */
     comm *pp;              /* borrowed: the pipeline group (NULL: none); dp_set_pp */
+    float *tied_buf;       /* tied embeddings across stages: the other stage's gradient */
     gx_model *m;           /* borrowed */
     bool zero1;
     size_t lo, hi;         /* this rank's shard of the flat block (ZeRO-1) */

@@ -20,9 +20,17 @@ double optim_lr(const optim_cfg *o, long s)
 
 double optim_grad_norm(const gx_model *m)
 {
+    size_t n = m->num_params;
+    for (int i = 0; i < m->num_tensors; i++) /* a tied copy (the block's last) counts once */
+        if (m->tensors[i].tied_copy)
+            n = m->tensors[i].offset;
+    return optim_grad_norm_n(m->grads, n);
+}
+
+double optim_grad_norm_n(const float *g, size_t n)
+{
     double part[NORM_CHUNKS];
-    size_t n = m->num_params, per = (n + NORM_CHUNKS - 1) / NORM_CHUNKS;
-    const float *g = m->grads;
+    size_t per = (n + NORM_CHUNKS - 1) / NORM_CHUNKS;
 #pragma omp parallel for schedule(static)
     for (int k = 0; k < NORM_CHUNKS; k++) {
         size_t a = (size_t)k * per, b = a + per < n ? a + per : n;

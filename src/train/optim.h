@@ -25,6 +25,8 @@ double optim_lr(const optim_cfg *o, long step);
 
 /* L2 norm of all gradients; fixed-order, thread-count independent. */
 double optim_grad_norm(const gx_model *m);
+/* The L2 norm of g[0, n) in a fixed summation order (optim_grad_norm's). */
+double optim_grad_norm_n(const float *g, size_t n);
 
 /* One AdamW update at 1-based step t with learning rate lr; gradients are
  * first multiplied by clip_coef. Decay only on tensors marked decay. */

@@ -77,10 +77,11 @@ grit_err train_parallel_check(const train_cfg *c, int world)
     if (m->layers % pp != 0)
         return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d does not divide model.num_layers %d",
                          pp, m->layers);
-    if (pp > 1 && m->tied)
-        return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d: tied input and output embeddings "
-                                       "(model.tie_word_embeddings) are not supported with "
-                                       "pipeline stages yet", pp);
+    if (pp > 1 && m->tied && c->optim.zero1)
+        return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d with tied embeddings "
+                                       "(model.tie_word_embeddings) and ZeRO: not supported yet "
+                                       "(the last stage's copy of the embedding needs the whole "
+                                       "reduced gradient): use zero 0, or pipeline 1", pp);
     return GRIT_OK;
 }
 

@@ -356,6 +356,8 @@ static grit_err gather_whole(saver *r, const gx_model *m, const float *const *sr
     }
     for (int i = 0; rc == GRIT_OK && i < m->num_tensors; i++) {
         const gx_tensor *t = &m->tensors[i], *w = gx_find(&r->full, t->name);
+        if (t->tied_copy) /* the first stage writes the tied embedding */
+            continue;
         if (!w)
             rc = grit_errf(GRIT_EINVAL, "tensor %s is not in the whole model", t->name);
         for (int k = 0; rc == GRIT_OK && k < nb; k++) {
@@ -376,6 +378,8 @@ static grit_err gather_whole(saver *r, const gx_model *m, const float *const *sr
         rc = gx_stage_layout(&m->cfg, 1, 0, P, p, &st, &nt, &nps);
         for (int i = 0; rc == GRIT_OK && i < nt; i++) {
             const gx_tensor *w = gx_find(&r->full, st[i].name);
+            if (st[i].tied_copy)
+                continue;
             if (!w) {
                 rc = grit_errf(GRIT_EINVAL, "tensor %s is not in the whole model", st[i].name);
                 break;

@@ -17,7 +17,9 @@
 #    so bf16 runs drift apart at bf16's scale (measured 2.6e-5 / 1.9e-3; bf16 against fp32 at
 #    one rank: 1.1e-4 / 7.4e-3), while a stale or mis-sliced bf16 weight copy stops the loss
 #    falling (6.24 -> 5.98 over the 20 steps) and fails by orders of magnitude;
-#  - pipeline stages: PP=2 with validation, bitwise the single rank's weights;
+#  - pipeline stages: PP=2 with validation, bitwise the single rank's weights; bf16 PP=2
+#    bitwise bf16 at one rank; Falcon's tied embeddings at PP=2 and TP=2 x PP=2 within the
+#    bounds above; tied embeddings with ZeRO-1 under PP refused;
 #  - a layout whose world size is wrong is refused before training, naming the numbers;
 #  - the memory plan (--plan, and the first lines of a run); a 70B model is refused.
 set -euo pipefail
@@ -157,6 +159,21 @@ cmp -s "$tmp/llama-pp2/model.safetensors" "$tmp/llama-1/model.safetensors" &&
   echo "PP=2 with validation: final weights bitwise the single rank's, bubble in the log: ok" ||
   { echo "FAIL: PP=2 weights differ from one rank's, or no bubble line: $(head -4 "$tmp/llama-pp2.log")"; fail=1; }
 
+# tied embeddings (Falcon) through stages: the last stage holds a copy of the embedding as
+# its head, the two gradients are added (train/dp.c), the copy counts once in the norm;
+# PP=2 and TP=2 x PP=2 against one rank within the bounds above (the tied gradient's two
+# halves are added in another order)
+sed 's/"llama-tiny"/"falcon-tiny-new"/' "$tmp/llama.json" > "$tmp/falcon.json"
+sed 's/"seed": 42/"seed": 42, "parallel": {"pipeline": 2}/' "$tmp/falcon.json" > "$tmp/falcon_pp2.json"
+sed 's/"seed": 42/"seed": 42, "parallel": {"tensor": 2, "pipeline": 2}/' "$tmp/falcon.json" > "$tmp/falcon_g.json"
+run 1 "$tmp/falcon.json" "$tmp/falcon-1"
+run 2 "$tmp/falcon_pp2.json" "$tmp/falcon-pp2"
+run 4 "$tmp/falcon_g.json" "$tmp/falcon-g"
+for d in falcon-pp2 falcon-g; do
+  "$py" "$here/tp_compare.py" "$tmp/$d" "$tmp/falcon-1" 1.5 5e-8 1e-5 || fail=1
+  "$py" "$here/dp_compare.py" weights "$tmp/$d" "$tmp/falcon-1" 3e-5 || fail=1
+done
+
 refuse() { # NP CONFIG-SED EXPECTED-MESSAGE
   sed "$2" "$tmp/llama.json" > "$tmp/bad.json"; rc=0
   out=$(mpirun -np "$1" "$grit" train "$tmp/bad.json" --run-dir "$tmp/bad" --quiet 2>&1) || rc=$?
@@ -165,6 +182,8 @@ refuse() { # NP CONFIG-SED EXPECTED-MESSAGE
 }
 refuse 2 's/"seed": 42/"seed": 42, "parallel": {"tensor": 2, "data": 2}/' \
   "tensor 2 x pipeline 1 x data 2 = 4 ranks, but the world has 2"
+refuse 2 's/"seed": 42/"seed": 42, "parallel": {"pipeline": 2, "zero": 1}, "model": "falcon-tiny-new"/; s/"model": "llama-tiny",//' \
+  "parallel.pipeline 2 with tied embeddings (model.tie_word_embeddings) and ZeRO: not supported yet"
 # (the other refusals, heads, kv heads, layers, vocab, are unit tested: test_grid.c)
 
 # the memory plan: printed for the layout (and first in every run's log); a layout that does not
