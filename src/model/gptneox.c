@@ -98,30 +98,52 @@ grit_err gx_config_check(const gx_config *c)
 
 /* --- layout ----------------------------------------------------------------- */
 
+/* Points w's slot for tensor t at p. */
+static void bind_one(const gx_tensor *t, float *p, gx_weights *w)
+{
+    if (t->layer >= 0 && t->slot >= 0 && t->slot <= GX_SLOT_PROJ_B) {
+        gx_layer *L = &w->layer[t->layer];
+        float **slots[12] = {&L->ln1_w, &L->ln1_b, &L->ln2_w,   &L->ln2_b,
+                             &L->qkv_w, &L->qkv_b, &L->dense_w, &L->dense_b,
+                             &L->fc_w,  &L->fc_b,  &L->proj_w,  &L->proj_b};
+        *slots[t->slot] = p;
+    } else if (t->slot == GX_SLOT_EMBED)
+        w->embed_in = p;
+    else if (t->slot == GX_SLOT_LNF_W)
+        w->lnf_w = p;
+    else if (t->slot == GX_SLOT_LNF_B)
+        w->lnf_b = p;
+    else if (t->slot == GX_SLOT_HEAD)
+        w->embed_out = p;
+}
+
 static void bind(const gx_model *m, float *base, gx_weights *w)
 {
     memset(w->layer, 0, sizeof(gx_layer) * (size_t)m->nl);
     w->embed_in = w->lnf_w = w->lnf_b = w->embed_out = NULL;
-    for (int i = 0; i < m->num_tensors; i++) {
-        const gx_tensor *t = &m->tensors[i];
-        float *p = base + t->offset;
-        if (t->layer >= 0 && t->slot >= 0 && t->slot <= GX_SLOT_PROJ_B) {
-            gx_layer *L = &w->layer[t->layer];
-            float **slots[12] = {&L->ln1_w,   &L->ln1_b, &L->ln2_w,   &L->ln2_b,
-                                 &L->qkv_w,   &L->qkv_b, &L->dense_w, &L->dense_b,
-                                 &L->fc_w,    &L->fc_b,  &L->proj_w,  &L->proj_b};
-            *slots[t->slot] = p;
-        } else if (t->slot == GX_SLOT_EMBED)
-            w->embed_in = p;
-        else if (t->slot == GX_SLOT_LNF_W)
-            w->lnf_w = p;
-        else if (t->slot == GX_SLOT_LNF_B)
-            w->lnf_b = p;
-        else if (t->slot == GX_SLOT_HEAD)
-            w->embed_out = p;
-    }
+    for (int i = 0; i < m->num_tensors; i++)
+        bind_one(&m->tensors[i], base + m->tensors[i].offset, w);
     if (m->cfg.tied && w->embed_in) /* a last pipeline stage binds its copy as the head */
         w->embed_out = w->embed_in;
+}
+
+void gx_bind_grads(gx_model *m, size_t off, size_t n, float *base)
+{
+    for (int i = 0; i < m->num_tensors; i++) {
+        const gx_tensor *t = &m->tensors[i];
+        if (t->offset >= off && t->offset + t->numel <= off + n)
+            bind_one(t, base + (t->offset - off), &m->g);
+    }
+    if (m->cfg.tied && m->g.embed_in)
+        m->g.embed_out = m->g.embed_in;
+}
+
+void gx_drop_grads(gx_model *m)
+{
+    free(m->grads);
+    m->grads = NULL;
+    memset(m->g.layer, 0, sizeof(gx_layer) * (size_t)m->nl);
+    m->g.embed_in = m->g.lnf_w = m->g.lnf_b = m->g.embed_out = NULL;
 }
 
 const gx_tensor *gx_find(const gx_model *m, const char *name)
@@ -464,7 +486,11 @@ void gx_init_weights(gx_model *m, uint64_t seed)
     }
 }
 
-void gx_zero_grad(gx_model *m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
+void gx_zero_grad(gx_model *m)
+{
+    if (m->grads) /* NULL: gradient windows (gx_drop_grads), zeroed per bucket */
+        memset(m->grads, 0, m->num_params * sizeof(float));
+}
 
 void gx_drop_optim_state(gx_model *m)
 {

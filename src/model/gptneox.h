@@ -179,6 +179,10 @@ typedef struct gx_model {
      * training start reducing gradients while backward goes on. */
     void (*grad_ready)(void *ctx, size_t off, size_t n);
     void *grad_ctx;
+    /* If set, called (with grad_ctx) just before backward first writes the gradients of
+     * the range [off, off + n) that grad_ready later reports: gradient sharding (ZeRO-2,
+     * train/dp.h) points those tensors' gradients into a window here (gx_bind_grads). */
+    void (*grad_begin)(void *ctx, size_t off, size_t n);
 
     /* Tensor parallelism (model/tp.h): tp ranks of which this is tp_rank (1 and 0
      * without it). This rank's share: nh of the heads, nkv kv heads, ni of the
@@ -307,6 +311,12 @@ void gx_zero_grad(gx_model *m);
 
 /* Frees the AdamW moment arrays (ZeRO-1 keeps only a shard of them elsewhere). */
 void gx_drop_optim_state(gx_model *m);
+/* Frees the gradient block (ZeRO-2 keeps a shard elsewhere and lends backward one bucket's
+ * window at a time through grad_begin + gx_bind_grads); gx_zero_grad is then a no-op. */
+void gx_drop_grads(gx_model *m);
+/* Points the gradients of the tensors inside the flat range [off, off + n) at base
+ * (base[0] is offset off). */
+void gx_bind_grads(gx_model *m, size_t off, size_t n, float *base);
 
 /* Bytes of activations stored per token (excluding the fixed-size scratch). */
 size_t gx_act_bytes_per_token(const gx_config *cfg);

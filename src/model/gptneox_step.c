@@ -278,8 +278,6 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
         op_embed_fwd(m->resid[0], m->w.embed_in, m->inp, N, C);
     for (int l = 0; l < L; l++)
         layer_fwd(m, l);
-    const gx_tensor *t = m->tensors;
-    int tpl = m->tpl, lt = m->lt0;
     if (!last) {
         if (!dout) { /* forward only: hand the output to the next stage */
             copy_act(out, m->resid[L], m);
@@ -291,6 +289,11 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
     }
     norm_fwd(c, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid[L], m->w.lnf_w, m->w.lnf_b, N);
 
+    const gx_tensor *t = m->tensors;
+    int tpl = m->tpl, lt = m->lt0;
+    size_t head0 = t[lt + tpl * L].offset; /* the head bucket: final norm, head (tied copy) */
+    if (m->grad_begin && grad_scale != 0.0f)
+        m->grad_begin(m->grad_ctx, head0, m->num_params - head0);
     /* d(mean loss)/d(row loss) (pre-training keeps its float expression bit for bit) */
     float gs = sft ? (float)(grad_scale / denom) : grad_scale / (float)N;
     for (int r0 = 0; r0 < N; r0 += m->chunk) {
@@ -327,7 +330,7 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
     /* layer l's tensors are t[lt + tpl l .. lt + tpl (l + 1)); with tied embeddings the
      * head's gradient lands in tensor 0, reported with the embedding at the end */
     if (m->grad_ready)
-        m->grad_ready(m->grad_ctx, t[lt + tpl * L].offset, m->num_params - t[lt + tpl * L].offset);
+        m->grad_ready(m->grad_ctx, head0, m->num_params - head0);
     return stage_bwd(m, din, loss);
 }
 
@@ -343,18 +346,21 @@ static float stage_bwd(gx_model *m, float *din, float loss)
          * last layer's are still there); resid[l + 1] is rewritten with the same bits */
         if (m->recompute && l < L - 1)
             layer_fwd(m, l);
+        size_t end = l + 1 < L || m->pp_rank == m->pp - 1 ? t[lt + tpl * (l + 1)].offset
+                                                           : m->num_params;
+        if (m->grad_begin)
+            m->grad_begin(m->grad_ctx, t[lt + tpl * l].offset, end - t[lt + tpl * l].offset);
         layer_bwd(m, l, dy);
-        if (m->grad_ready) {
-            size_t end = l + 1 < L || m->pp_rank == m->pp - 1 ? t[lt + tpl * (l + 1)].offset
-                                                               : m->num_params;
+        if (m->grad_ready)
             m->grad_ready(m->grad_ctx, t[lt + tpl * l].offset, end - t[lt + tpl * l].offset);
-        }
     }
     if (m->pp_rank > 0) { /* the previous stage continues from here */
         copy_act(din, dy, m);
         m->seg = NULL;
         return m->tp_failed ? NAN : loss;
     }
+    if (m->grad_begin)
+        m->grad_begin(m->grad_ctx, 0, t[1].offset);
     if (m->tp > 1)
         op_embed_bwd_range(m->g.embed_in, dy, m->inp, N, C, m->v0, m->nv);
     else

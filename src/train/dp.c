@@ -79,12 +79,67 @@ static void on_grad_ready(void *ctx, size_t off, size_t n)
     p->hook_s += now_seconds() - t0;
 }
 
-grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1)
+/* ZeRO-2: before backward writes bucket [off, off + n), its gradients go to the window. */
+static void z2_begin(void *ctx, size_t off, size_t n)
+{
+    dp_sync *p = ctx;
+    memset(p->win, 0, n * sizeof(float));
+    gx_bind_grads(p->m, off, n, p->win);
+}
+
+/* ZeRO-2: bucket [off, off + n) of this micro-batch is final in the window: reduce-scatter
+ * it (rank r gets the part inside its shard) and add this rank's part to its shard, so the
+ * window is free for the next bucket. Blocking; a failure is kept for dp_finish_grads. */
+static void z2_ready(void *ctx, size_t off, size_t n)
+{
+    dp_sync *p = ctx;
+    comm *d = p->d;
+    double t0 = now_seconds();
+    if (p->z2_rc != GRIT_OK)
+        return;
+    for (int r = 0; r < d->size; r++) {
+        size_t a = (size_t)p->displs[r], b = a + (size_t)p->counts[r];
+        a = a > off ? a : off;
+        b = b < off + n ? b : off + n;
+        p->zc[r] = b > a ? (int)(b - a) : 0;
+    }
+    grit_err rc = comm_reduce_scatter_v(d, p->win, p->rs, p->zc);
+    if (rc != GRIT_OK) {
+        snprintf(p->z2_err, sizeof p->z2_err, "%s", grit_errmsg());
+        p->z2_rc = rc;
+        return;
+    }
+    size_t at = off > p->lo ? off - p->lo : 0, k = (size_t)p->zc[d->rank];
+    for (size_t i = 0; i < k; i++)
+        p->g_shard[at + i] += p->rs[i];
+    p->started++;
+    p->hook_s += now_seconds() - t0;
+}
+
+/* The largest gradient bucket backward reports (gx_model.grad_ready): the head's (final
+ * norm and head), one layer's, the input embedding's. */
+static size_t max_bucket(const gx_model *m)
+{
+    const gx_tensor *t = m->tensors;
+    int lt = m->lt0, tpl = m->tpl, L = m->nl;
+    bool last = m->pp_rank == m->pp - 1;
+    size_t big = m->pp_rank == 0 ? t[1].offset : 0;
+    for (int l = 0; l < L; l++) {
+        size_t end = l + 1 < L || last ? t[lt + tpl * (l + 1)].offset : m->num_params;
+        big = end - t[lt + tpl * l].offset > big ? end - t[lt + tpl * l].offset : big;
+    }
+    if (last && m->num_params - t[lt + tpl * L].offset > big)
+        big = m->num_params - t[lt + tpl * L].offset;
+    return big;
+}
+
+grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2)
 {
     memset(p, 0, sizeof *p);
     p->d = d;
     p->m = m;
-    p->zero1 = zero1 && d->size > 1;
+    p->zero2 = zero2 && d->size > 1;
+    p->zero1 = (zero1 || zero2) && d->size > 1;
     int W = d->size;
     size_t np = m->num_params;
     size_t per = ((np + (size_t)W - 1) / (size_t)W + 15) & ~(size_t)15;
@@ -114,7 +169,7 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1)
     }
     const char *sp = getenv("GRIT_DP_SPARSE_EMBED"); /* "0": dense, for comparisons */
     if (W > 1 && m->num_tensors > 1 && !m->cfg.tied && m->tp <= 1 && m->pp_rank == 0 &&
-        !(sp && !strcmp(sp, "0"))) {
+        !p->zero2 && !(sp && !strcmp(sp, "0"))) {
         /* sparse reduction of the input embedding (not when the LM head shares it:
          * then every row has a gradient) */
         p->embed_n = m->tensors[1].offset;
@@ -137,6 +192,16 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1)
         p->ar_blocking_s = best;
         gx_zero_grad(m);
     }
+    if (p->zero2) { /* the gradient block goes: backward writes one bucket at a time */
+        size_t mb = max_bucket(m);
+        p->win = malloc(sizeof(float) * (mb ? mb : 1));
+        p->rs = malloc(sizeof(float) * (mb ? mb : 1));
+        p->zc = calloc((size_t)W, sizeof(int));
+        if (!p->win || !p->rs || !p->zc)
+            return grit_errf(GRIT_ENOMEM, "out of memory for the gradient window");
+        p->win_n = mb;
+        gx_drop_grads(m); /* the gradient pointers are NULL until a step's z2_begin */
+    }
     return GRIT_OK;
 }
 
@@ -156,6 +221,9 @@ void dp_free(dp_sync *p)
     free(p->row_idx);
     free(p->pack);
     free(p->tied_buf);
+    free(p->win);
+    free(p->rs);
+    free(p->zc);
     memset(p, 0, sizeof *p);
 }
 
@@ -192,6 +260,14 @@ void dp_arm(dp_sync *p)
 {
     p->started = 0;
     p->hook_s = 0;
+    if (p->zero2) { /* every micro-batch of the step reduces into the shard */
+        memset(p->g_shard, 0, sizeof(float) * (p->hi - p->lo));
+        p->z2_rc = GRIT_OK;
+        p->m->grad_begin = z2_begin;
+        p->m->grad_ready = z2_ready;
+        p->m->grad_ctx = p;
+        return;
+    }
     if (p->d->size > 1) {
         p->m->grad_ready = on_grad_ready;
         p->m->grad_ctx = p;
@@ -249,6 +325,7 @@ static int buckets(const gx_model *m)
 }
 
 static grit_err finish_grads(dp_sync *p, double *norm);
+static grit_err shard_norm(dp_sync *p, double *norm);
 
 /* Tied embeddings across pipeline stages: the first stage's embedding gradient and the last
  * stage's copy's (its LM head's) are exchanged over the pipeline group, both already
@@ -304,6 +381,7 @@ static grit_err finish_grads(dp_sync *p, double *norm)
 {
     gx_model *m = p->m;
     p->m->grad_ready = NULL;
+    p->m->grad_begin = NULL;
     p->wait_s = 0;
     if (m->tp_failed) { /* the failed collective left its message */
         char why[256];
@@ -321,6 +399,15 @@ static grit_err finish_grads(dp_sync *p, double *norm)
     }
     double t0 = now_seconds();
     int expect = p->started;
+    if (p->zero2) { /* every bucket of every micro-batch was reduced in its hook */
+        p->wait_s = p->pre_wait_s + p->hook_s;
+        if (p->z2_rc != GRIT_OK)
+            return grit_errf(p->z2_rc, "a gradient reduce-scatter failed: %s", p->z2_err);
+        if (expect == 0 || expect % buckets(m) != 0)
+            return grit_errf(GRIT_EIO, "rank %d: %d gradient reductions, not a multiple of %d "
+                                       "buckets", p->d->rank, expect, buckets(m));
+        return shard_norm(p, norm);
+    }
     grit_err rc = comm_wait_all(p->d);
     if (rc == GRIT_OK && p->nrows > 0)
         unpack_rows(p);
@@ -340,8 +427,15 @@ static grit_err finish_grads(dp_sync *p, double *norm)
         *norm = optim_grad_norm(m);
         return GRIT_OK;
     }
+    memcpy(m->grads + p->lo, p->g_shard, (p->hi - p->lo) * sizeof(float));
+    return shard_norm(p, norm);
+}
+
+/* ZeRO-1/2: the global norm from every rank's reduced shard. */
+static grit_err shard_norm(dp_sync *p, double *norm)
+{
     size_t n = p->hi - p->lo;
-    memcpy(m->grads + p->lo, p->g_shard, n * sizeof(float));
+    grit_err rc;
     if (p->tp)
         return tp_norm(p, p->g_shard, p->lo, p->hi, norm);
     double local = 0, parts[1024];
@@ -364,7 +458,7 @@ grit_err dp_step(dp_sync *p, const optim_cfg *o, long t, double lr, float clip)
         optim_adamw(p->m, o, t, lr, clip);
         return GRIT_OK;
     }
-    optim_adamw_range(p->m, o, t, lr, clip, p->lo, p->hi, p->m_shard, p->v_shard);
+    optim_adamw_range(p->m, o, t, lr, clip, p->lo, p->hi, p->g_shard, p->m_shard, p->v_shard);
     return comm_allgather_v(p->d, p->m->params, p->counts, p->displs);
 }
 

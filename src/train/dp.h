@@ -33,6 +33,12 @@ typedef struct dp_sync {
     float *tied_buf;       /* tied embeddings across stages: the other stage's gradient */
     gx_model *m;           /* borrowed */
     bool zero1;
+    bool zero2;            /* gradients sharded too: no gradient block, one bucket's window */
+    float *win, *rs;       /* ZeRO-2: [win_n] the bucket backward writes; its reduced part */
+    size_t win_n;
+    int *zc;               /* ZeRO-2: [world] one bucket's reduce-scatter counts */
+    grit_err z2_rc;        /* ZeRO-2: the first failed reduction of the step, and why */
+    char z2_err[256];
     size_t lo, hi;         /* this rank's shard of the flat block (ZeRO-1) */
     int *counts, *displs;  /* [world] shard sizes and starts, in floats */
     float *m_shard, *v_shard, *g_shard; /* ZeRO-1 state */
@@ -52,7 +58,7 @@ typedef struct dp_sync {
     double hook_s;         /* of which in the grad_ready hook */
 } dp_sync;
 
-grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1);
+grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2);
 /* Under tensor parallelism (m->tp > 1): the TP group, for the gradient norm. Each
  * rank's sum of squares of its slices is added over the group in rank order; the
  * replicated tensors (norms, row-parallel biases: identical on every TP rank) are

@@ -21,19 +21,21 @@ grit_err train__parallel_load(const jcfg *j, train_cfg *c)
         return rc;
     if ((rc = jcfg_only(j, p, "parallel", par_keys)) != GRIT_OK)
         return rc;
-    long tp = c->tp, pp = c->pp, dp = c->dp, zero = c->optim.zero1 ? 1 : 0;
+    long tp = c->tp, pp = c->pp, dp = c->dp,
+         zero = c->optim.zero2 ? 2 : c->optim.zero1 ? 1 : 0;
     if ((rc = jcfg_int(j, p, "parallel", "tensor", 1, 4096, &tp)) != GRIT_OK ||
         (rc = jcfg_int(j, p, "parallel", "pipeline", 1, 4096, &pp)) != GRIT_OK ||
         (rc = jcfg_int(j, p, "parallel", "data", 0, 1 << 20, &dp)) != GRIT_OK ||
         (rc = jcfg_int(j, p, "parallel", "zero", 0, 3, &zero)) != GRIT_OK)
         return rc;
-    if (zero > 1)
-        return jcfg_fail(j, "parallel.zero", "expected 0 or 1 (ZeRO-%ld, gradient%s sharding, "
-                         "is not implemented)", zero, zero == 3 ? " and parameter" : "");
+    if (zero > 2)
+        return jcfg_fail(j, "parallel.zero", "expected 0, 1 or 2 (ZeRO-3, parameter sharding, "
+                         "is not implemented)");
     c->tp = (int)tp;
     c->pp = (int)pp;
     c->dp = (int)dp;
-    c->optim.zero1 = zero == 1;
+    c->optim.zero1 = zero >= 1;
+    c->optim.zero2 = zero == 2;
     return GRIT_OK;
 }
 
@@ -41,7 +43,8 @@ void train__parallel_dump(json_t *root, const train_cfg *c)
 {
     json_object_set_new(root, "parallel",
                         json_pack("{s:i,s:i,s:i,s:i}", "tensor", c->tp, "pipeline", c->pp,
-                                  "data", c->dp, "zero", c->optim.zero1 ? 1 : 0));
+                                  "data", c->dp, "zero",
+                                  c->optim.zero2 ? 2 : c->optim.zero1 ? 1 : 0));
 }
 
 int train_parallel_dp(const train_cfg *c, int world)
@@ -77,6 +80,11 @@ grit_err train_parallel_check(const train_cfg *c, int world)
     if (m->layers % pp != 0)
         return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d does not divide model.num_layers %d",
                          pp, m->layers);
+    if (c->optim.zero2 && m->tied && pp == 1)
+        return grit_errf(GRIT_ECONFIG, "parallel.zero 2 with tied embeddings "
+                                       "(model.tie_word_embeddings): not supported yet (the "
+                                       "embedding's gradient is written in two phases of the "
+                                       "backward): use zero 1");
     if (pp > 1 && m->tied && c->optim.zero1)
         return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d with tied embeddings "
                                        "(model.tie_word_embeddings) and ZeRO: not supported yet "
@@ -112,6 +120,12 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
     p->param_b = 4 * n;
     p->grad_b = 4 * n;
     p->optim_b = 8 * n / (c->optim.zero1 && p->dp > 1 ? p->dp : 1);
+    if (c->optim.zero2 && p->dp > 1) { /* a shard, and one bucket's window (train/dp.h) */
+        double V = (double)m->vocab / p->tp, C = m->hidden, L = m->layers;
+        double whole = (double)gx_tp_param_count(m, p->tp);
+        double layer = (whole - V * C * (m->tied ? 1 : 2)) / L, head = V * C + 2 * C;
+        p->grad_b = 4 * n / p->dp + 4 * (layer > head ? layer : head);
+    }
     p->snapshot_b = train_cfg_ckpt_enabled(c) ? 4 * n : 0; /* the checkpoint writer's copy */
     /* a stage: its layers' activations for one micro-batch, and the 1F1B schedule's inputs of
      * micro-batches in flight (at most P on stage 0) and its three boundary buffers */
@@ -129,12 +143,14 @@ static double mib(double b) { return b / 1048576.0; }
 void train_plan_print(const train_plan *p, const train_cfg *c, FILE *f)
 {
     fprintf(f, "memory plan: tensor %d x pipeline %d x data %d%s, %s, micro batch %d x %d "
-               "tokens\n", p->tp, p->pp, p->dp, c->optim.zero1 ? ", ZeRO-1" : "",
+               "tokens\n", p->tp, p->pp, p->dp,
+            c->optim.zero2 ? ", ZeRO-2" : c->optim.zero1 ? ", ZeRO-1" : "",
             c->preset[0] ? c->preset : "custom model", c->optim.micro_batch, c->optim.seq_len);
     fprintf(f, "  %-22s %.3fM (of %.3fM in the model)\n", "parameters per rank",
             (double)p->params / 1e6, (double)gx_param_count(&c->model) / 1e6);
     fprintf(f, "  %-22s %10.1f MiB\n", "parameters", mib(p->param_b));
-    fprintf(f, "  %-22s %10.1f MiB\n", "gradients", mib(p->grad_b));
+    fprintf(f, "  %-22s %10.1f MiB%s\n", "gradients", mib(p->grad_b),
+            c->optim.zero2 && p->dp > 1 ? " (sharded over data parallel, one bucket's window)" : "");
     fprintf(f, "  %-22s %10.1f MiB%s\n", "optimiser (AdamW)", mib(p->optim_b),
             c->optim.zero1 && p->dp > 1 ? " (sharded over data parallel)" : "");
     if (p->snapshot_b > 0)

@@ -93,7 +93,12 @@ static int tp_reduce(void *ctx, float *buf, size_t n, int max)
 
 /* The pipeline's hook before a stage's last backward of the step: the data-parallel
  * reductions start during it, as dp_arm before the last micro-batch does without stages. */
-static void pp_arm(void *ctx) { dp_arm(ctx); }
+static void pp_arm(void *ctx)
+{
+    dp_sync *dp = ctx;
+    if (!dp->zero2) /* ZeRO-2 armed the whole step before the schedule */
+        dp_arm(dp);
+}
 
 static void path_join(char *buf, size_t cap, const char *dir, const char *name)
 {
@@ -291,7 +296,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     if ((rc = gx_init_stage(&m, &cfg->model, B, T, cfg->threads, tp, grid.tp_rank,
                             cfg->recompute, pp, grid.pp_rank)) != GRIT_OK ||
         (rc = train_data_open(&data, cfg)) != GRIT_OK ||
-        (rc = dp_init(&dp, d, &m, o->zero1)) != GRIT_OK ||
+        (rc = dp_init(&dp, d, &m, o->zero1, o->zero2)) != GRIT_OK ||
         (rc = saver_open(&sv, cfg, d, &ev, log)) != GRIT_OK ||
         (rc = validate_open(&val, cfg, &m, d->rank, W)) != GRIT_OK)
         goto out;
@@ -352,7 +357,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
                 cfg->preset[0] ? cfg->preset : "custom model", (double)m.num_params / 1e6,
                 cfg->model.layers, W, W > 1 ? "s" : "", B, T, A, o->total_steps, cfg->threads,
                 (double)gx_act_bytes_layout(&cfg->model, 1, cfg->recompute) / 1024.0,
-                dp.zero1 ? ", ZeRO-1" : "");
+                dp.zero2 ? ", ZeRO-2" : dp.zero1 ? ", ZeRO-1" : "");
     if (log && mp)
         fprintf(log, "grit train: tensor parallel %d x pipeline %d x data parallel %d: %.2fM "
                      "params on rank 0, activations %.1f KiB/token per rank\n",
@@ -405,12 +410,14 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
                     mb_sft[a] = (gx_batch){.mask = mask + (size_t)a * B * (T + 1),
                                            .seg = seg + (size_t)a * B * T, .denom = counted};
             }
+            if (dp.zero2)
+                dp_arm(&dp);
             if ((rc = pp_step(&pps, mb_tok, data.sft ? mb_sft : NULL,
                               data.sft ? 1.0f : 1.0f / (float)(A * W), &loss)) != GRIT_OK)
                 goto out;
         }
         for (int a = 0; pp == 1 && a < A; a++) {
-            if (a == A - 1)
+            if (a == (dp.zero2 ? 0 : A - 1)) /* ZeRO-2 reduces every micro-batch */
                 dp_arm(&dp);
             const int32_t *ta = tokens + (size_t)a * B * (T + 1);
             if (data.sft) {
@@ -552,7 +559,8 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         if (W > 1)
             fprintf(log, "  %-26s %d ranks%s; AdamW state %.1f MiB per rank; gradient "
                          "%s %.3f s blocking, %.3f s waited per step (%.0f%% hidden)\n\n",
-                    "data parallel", W, dp.zero1 ? ", ZeRO-1" : "", dp_optim_bytes(&dp) / 1048576.0,
+                    "data parallel", W, dp.zero2 ? ", ZeRO-2" : dp.zero1 ? ", ZeRO-1" : "",
+                    dp_optim_bytes(&dp) / 1048576.0,
                     dp.zero1 ? "reduce-scatter" : "all-reduce", dp.ar_blocking_s,
                     wait_total / (double)ran,
                     fmax(0.0, 100.0 * (1.0 - wait_total / (double)ran / dp.ar_blocking_s)));

@@ -3,7 +3,8 @@
 #  - DP=2 and DP=4 with DP=1's global batch: losses and grad norms within 1e-5 for 20 steps,
 #    final weights within 1e-5;
 #  - DP=2 twice (once with the progress thread): bitwise identical;
-#  - ZeRO-1 on vs off at DP=4: losses within 1e-6;
+#  - ZeRO-1 on vs off at DP=4: losses within 1e-6; ZeRO-2 bitwise ZeRO-1 at DP=4 (one
+#    micro-batch per step), within 1e-6 of DP=2 with two, its checkpoint resumed at ZeRO-1;
 #  - saved at DP=4 (ZeRO-1 and not), resumed at DP=2 and DP=1: the loss continues within 1e-4
 #    of the uninterrupted DP=4 run;
 #  - the DP=4 save is 4 optimiser shards tiling the moments; ZeRO at DP=2 reslices them;
@@ -57,6 +58,24 @@ fi
 run 4 "$tmp/zero.json" "$tmp/zero4"
 cmpm metrics "$tmp/zero4" "$tmp/np4" 1e-6
 grep -q '"zero1":true' "$tmp/zero4/events.jsonl" || { echo "FAIL: ZeRO-1 was not on"; fail=1; }
+
+# ZeRO-2 (gradients sharded: each bucket reduce-scattered as backward finishes it, the shard
+# accumulated over micro-batches): at DP=4 (one micro-batch per step) bitwise ZeRO-1; at
+# DP=2 (two) within 1e-6 of plain DP=2 (the shard adds reduced micro-batches, a different
+# order); its DP=4 checkpoint resumed at DP=2 with ZeRO-1
+sed 's/"zero1": true,/"zero1": false,/; s/"seed": 42,/"seed": 42, "parallel": {"zero": 2},/' "$tmp/zero.json" > "$tmp/zero2.json"
+run 4 "$tmp/zero2.json" "$tmp/z2-4"
+run 2 "$tmp/zero2.json" "$tmp/z2-2"
+cmp -s "$tmp/z2-4/model.safetensors" "$tmp/zero4/model.safetensors" &&
+  echo "ZeRO-2 at DP=4: bitwise ZeRO-1: ok" || { echo "FAIL: ZeRO-2 at DP=4 differs from ZeRO-1"; fail=1; }
+cmpm metrics "$tmp/z2-2" "$tmp/np2" 1e-6
+mkdir -p "$tmp/z2r/ckpt" && cp -r "$tmp/z2-4/ckpt/step_00000010" "$tmp/z2r/ckpt/"
+run 2 "$tmp/zero.json" "$tmp/z2r"
+cmpm metrics "$tmp/z2r" "$tmp/np4" 1e-4 --from 10
+sed 's/"zero": 2/"zero": 2, "data": 4/' "$tmp/zero2.json" > "$tmp/zero2d4.json"
+out=$("$grit" train "$tmp/zero2d4.json" --plan 2>&1) || true
+grep -q 'data 4, ZeRO-2' <<<"$out" && grep -q 'gradients .* MiB (sharded over data parallel, one bucket' <<<"$out" &&
+  echo "ZeRO-2 plan: gradients sharded: ok" || { echo "FAIL: ZeRO-2's plan: $out"; fail=1; }
 
 # save at DP=4 (the 1st checkpoint, step 10, commits; then the writer kills rank 0), resume elsewhere
 for kind in dp zero; do
