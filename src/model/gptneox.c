@@ -127,23 +127,45 @@ static void bind(const gx_model *m, float *base, gx_weights *w)
         w->embed_out = w->embed_in;
 }
 
-void gx_bind_grads(gx_model *m, size_t off, size_t n, float *base)
+static void bind_range(gx_model *m, size_t off, size_t n, float *base, gx_weights *w)
 {
     for (int i = 0; i < m->num_tensors; i++) {
         const gx_tensor *t = &m->tensors[i];
         if (t->offset >= off && t->offset + t->numel <= off + n)
-            bind_one(t, base + (t->offset - off), &m->g);
+            bind_one(t, base + (t->offset - off), w);
     }
-    if (m->cfg.tied && m->g.embed_in)
-        m->g.embed_out = m->g.embed_in;
+    if (m->cfg.tied && w->embed_in)
+        w->embed_out = w->embed_in;
+}
+
+void gx_bind_grads(gx_model *m, size_t off, size_t n, float *base)
+{
+    bind_range(m, off, n, base, &m->g);
+}
+
+void gx_bind_params(gx_model *m, size_t off, size_t n, float *base)
+{
+    bind_range(m, off, n, base, &m->w);
+}
+
+static void unbind(gx_model *m, gx_weights *w)
+{
+    memset(w->layer, 0, sizeof(gx_layer) * (size_t)m->nl);
+    w->embed_in = w->lnf_w = w->lnf_b = w->embed_out = NULL;
+}
+
+void gx_drop_params(gx_model *m)
+{
+    free(m->params);
+    m->params = NULL;
+    unbind(m, &m->w);
 }
 
 void gx_drop_grads(gx_model *m)
 {
     free(m->grads);
     m->grads = NULL;
-    memset(m->g.layer, 0, sizeof(gx_layer) * (size_t)m->nl);
-    m->g.embed_in = m->g.lnf_w = m->g.lnf_b = m->g.embed_out = NULL;
+    unbind(m, &m->g);
 }
 
 const gx_tensor *gx_find(const gx_model *m, const char *name)

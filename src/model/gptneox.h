@@ -183,6 +183,10 @@ typedef struct gx_model {
      * the range [off, off + n) that grad_ready later reports: gradient sharding (ZeRO-2,
      * train/dp.h) points those tensors' gradients into a window here (gx_bind_grads). */
     void (*grad_begin)(void *ctx, size_t off, size_t n);
+    /* If set, called (with grad_ctx) before the forward or backward reads the weights of
+     * the range [off, off + n) (a gradient bucket's): parameter sharding (ZeRO-3) gathers
+     * them into a window and points the tensors there (gx_bind_params). */
+    void (*param_begin)(void *ctx, size_t off, size_t n);
 
     /* Tensor parallelism (model/tp.h): tp ranks of which this is tp_rank (1 and 0
      * without it). This rank's share: nh of the heads, nkv kv heads, ni of the
@@ -317,6 +321,10 @@ void gx_drop_grads(gx_model *m);
 /* Points the gradients of the tensors inside the flat range [off, off + n) at base
  * (base[0] is offset off). */
 void gx_bind_grads(gx_model *m, size_t off, size_t n, float *base);
+/* The same for the weights (ZeRO-3's window); gx_drop_params frees the parameter block
+ * (ZeRO-3 keeps a shard) and leaves the weight pointers NULL until a param_begin. */
+void gx_bind_params(gx_model *m, size_t off, size_t n, float *base);
+void gx_drop_params(gx_model *m);
 
 /* Bytes of activations stored per token (excluding the fixed-size scratch). */
 size_t gx_act_bytes_per_token(const gx_config *cfg);

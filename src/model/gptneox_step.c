@@ -221,6 +221,15 @@ static void layer_bwd(gx_model *m, int l, float *dy)
 
 static float stage_bwd(gx_model *m, float *din, float loss);
 
+/* End of layer l's tensors in the block (the next layer's start, the head bucket's, or the
+ * block's end on a stage without the head). */
+static size_t layer_end(const gx_model *m, int l)
+{
+    const gx_tensor *t = m->tensors;
+    return l + 1 < m->nl || m->pp_rank == m->pp - 1 ? t[m->lt0 + m->tpl * (l + 1)].offset
+                                                     : m->num_params;
+}
+
 /* A stage boundary's [N, C] copy (both present: gx_stage_step checked them). */
 static void copy_act(float *dst, const float *src, const gx_model *m)
 {
@@ -269,6 +278,10 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
         m->seg = NULL;
         return NAN; /* a stage's buffers missing: the caller's bug, no step */
     }
+    const gx_tensor *t = m->tensors;
+    int tpl = m->tpl, lt = m->lt0;
+    if (first && m->param_begin) /* ZeRO-3: the embedding's weights gathered */
+        m->param_begin(m->grad_ctx, 0, t[1].offset);
     if (!first) /* the previous stage's output */
         copy_act(m->resid[0], in, m);
     else if (m->tp > 1) { /* vocabulary parallel: each rank looks up the tokens it owns */
@@ -276,8 +289,12 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
         gx__tp_reduce(m, m->resid[0], (size_t)N * C, 0);
     } else
         op_embed_fwd(m->resid[0], m->w.embed_in, m->inp, N, C);
-    for (int l = 0; l < L; l++)
+    for (int l = 0; l < L; l++) {
+        size_t l0 = t[lt + tpl * l].offset;
+        if (m->param_begin) /* ZeRO-3: the layer's weights gathered */
+            m->param_begin(m->grad_ctx, l0, layer_end(m, l) - l0);
         layer_fwd(m, l);
+    }
     if (!last) {
         if (!dout) { /* forward only: hand the output to the next stage */
             copy_act(out, m->resid[L], m);
@@ -287,11 +304,11 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
         copy_act(m->dtmp, dout, m);
         return stage_bwd(m, din, 0.0f);
     }
+    size_t head0 = t[lt + tpl * L].offset; /* the head bucket: final norm, head (tied copy) */
+    if (m->param_begin)
+        m->param_begin(m->grad_ctx, head0, m->num_params - head0);
     norm_fwd(c, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid[L], m->w.lnf_w, m->w.lnf_b, N);
 
-    const gx_tensor *t = m->tensors;
-    int tpl = m->tpl, lt = m->lt0;
-    size_t head0 = t[lt + tpl * L].offset; /* the head bucket: final norm, head (tied copy) */
     if (m->grad_begin && grad_scale != 0.0f)
         m->grad_begin(m->grad_ctx, head0, m->num_params - head0);
     /* d(mean loss)/d(row loss) (pre-training keeps its float expression bit for bit) */
@@ -344,10 +361,11 @@ static float stage_bwd(gx_model *m, float *din, float loss)
     for (int l = L - 1; l >= 0; l--) {
         /* full recomputation: layer l's activations again from its input resid[l] (the
          * last layer's are still there); resid[l + 1] is rewritten with the same bits */
+        size_t end = layer_end(m, l);
+        if (m->param_begin) /* ZeRO-3: the layer's weights again (one window) */
+            m->param_begin(m->grad_ctx, t[lt + tpl * l].offset, end - t[lt + tpl * l].offset);
         if (m->recompute && l < L - 1)
             layer_fwd(m, l);
-        size_t end = l + 1 < L || m->pp_rank == m->pp - 1 ? t[lt + tpl * (l + 1)].offset
-                                                           : m->num_params;
         if (m->grad_begin)
             m->grad_begin(m->grad_ctx, t[lt + tpl * l].offset, end - t[lt + tpl * l].offset);
         layer_bwd(m, l, dy);

@@ -116,6 +116,37 @@ static void z2_ready(void *ctx, size_t off, size_t n)
     p->hook_s += now_seconds() - t0;
 }
 
+/* ZeRO-3: before the forward or backward reads bucket [off, off + n)'s weights, every
+ * rank's part of it (inside its parameter shard) is all-gathered into the window, which
+ * the bucket's tensors then point at. A failure is kept for dp_finish_grads; the window is
+ * bound anyway (its numbers are then stale, and the step is refused). */
+static void z3_param_begin(void *ctx, size_t off, size_t n)
+{
+    dp_sync *p = ctx;
+    comm *d = p->d;
+    double t0 = now_seconds();
+    if (p->z2_rc == GRIT_OK) {
+        for (int r = 0; r < d->size; r++) {
+            size_t a = (size_t)p->displs[r], b = a + (size_t)p->counts[r];
+            a = a > off ? a : off;
+            b = b < off + n ? b : off + n;
+            p->pc[r] = b > a ? (int)(b - a) : 0;
+            p->pd[r] = b > a ? (int)(a - off) : 0;
+        }
+        if (p->pc[d->rank] > 0)
+            memcpy(p->pwin + p->pd[d->rank],
+                   p->p_shard + (off + (size_t)p->pd[d->rank] - p->lo),
+                   sizeof(float) * (size_t)p->pc[d->rank]);
+        grit_err rc = comm_allgather_v(d, p->pwin, p->pc, p->pd);
+        if (rc != GRIT_OK) {
+            snprintf(p->z2_err, sizeof p->z2_err, "%s", grit_errmsg());
+            p->z2_rc = rc;
+        }
+    }
+    gx_bind_params(p->m, off, n, p->pwin);
+    p->hook_s += now_seconds() - t0;
+}
+
 /* The largest gradient bucket backward reports (gx_model.grad_ready): the head's (final
  * norm and head), one layer's, the input embedding's. */
 static size_t max_bucket(const gx_model *m)
@@ -133,12 +164,13 @@ static size_t max_bucket(const gx_model *m)
     return big;
 }
 
-grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2)
+grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2, bool zero3)
 {
     memset(p, 0, sizeof *p);
     p->d = d;
     p->m = m;
-    p->zero2 = zero2 && d->size > 1;
+    p->zero3 = zero3 && d->size > 1;
+    p->zero2 = (zero2 || zero3) && d->size > 1;
     p->zero1 = (zero1 || zero2) && d->size > 1;
     int W = d->size;
     size_t np = m->num_params;
@@ -202,7 +234,37 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2)
         p->win_n = mb;
         gx_drop_grads(m); /* the gradient pointers are NULL until a step's z2_begin */
     }
+    if (p->zero3) {
+        p->pwin = malloc(sizeof(float) * (p->win_n ? p->win_n : 1));
+        p->pc = calloc((size_t)W, sizeof(int));
+        p->pd = calloc((size_t)W, sizeof(int));
+        if (!p->pwin || !p->pc || !p->pd)
+            return grit_errf(GRIT_ENOMEM, "out of memory for the parameter window");
+    }
     return GRIT_OK;
+}
+
+grit_err dp_shard_params(dp_sync *p)
+{
+    if (!p->zero3 || p->p_shard)
+        return GRIT_OK;
+    size_t n = p->hi - p->lo;
+    if (!(p->p_shard = malloc(sizeof(float) * (n ? n : 1))))
+        return grit_errf(GRIT_ENOMEM, "out of memory for the parameter shard");
+    memcpy(p->p_shard, p->m->params + p->lo, sizeof(float) * n);
+    gx_drop_params(p->m); /* the weight pointers are NULL until a step's z3_param_begin */
+    return GRIT_OK;
+}
+
+grit_err dp_gather_params(dp_sync *p, float *out, int root)
+{
+    if (!p->zero3) {
+        if (p->d->rank == root && out != p->m->params)
+            memcpy(out, p->m->params, sizeof(float) * p->m->num_params);
+        return GRIT_OK;
+    }
+    return comm_gather_v(p->d, p->p_shard, (int)(p->hi - p->lo), out, p->counts, p->displs,
+                         root);
 }
 
 void dp_free(dp_sync *p)
@@ -224,6 +286,10 @@ void dp_free(dp_sync *p)
     free(p->win);
     free(p->rs);
     free(p->zc);
+    free(p->p_shard);
+    free(p->pwin);
+    free(p->pc);
+    free(p->pd);
     memset(p, 0, sizeof *p);
 }
 
@@ -265,6 +331,7 @@ void dp_arm(dp_sync *p)
         p->z2_rc = GRIT_OK;
         p->m->grad_begin = z2_begin;
         p->m->grad_ready = z2_ready;
+        p->m->param_begin = p->zero3 ? z3_param_begin : NULL;
         p->m->grad_ctx = p;
         return;
     }
@@ -382,6 +449,7 @@ static grit_err finish_grads(dp_sync *p, double *norm)
     gx_model *m = p->m;
     p->m->grad_ready = NULL;
     p->m->grad_begin = NULL;
+    p->m->param_begin = NULL;
     p->wait_s = 0;
     if (m->tp_failed) { /* the failed collective left its message */
         char why[256];
@@ -458,7 +526,13 @@ grit_err dp_step(dp_sync *p, const optim_cfg *o, long t, double lr, float clip)
         optim_adamw(p->m, o, t, lr, clip);
         return GRIT_OK;
     }
-    optim_adamw_range(p->m, o, t, lr, clip, p->lo, p->hi, p->g_shard, p->m_shard, p->v_shard);
+    if (p->zero3) { /* the shard is the only copy: the next step gathers it per bucket */
+        optim_adamw_range(p->m, o, t, lr, clip, p->lo, p->hi, p->p_shard, p->g_shard,
+                          p->m_shard, p->v_shard);
+        return GRIT_OK;
+    }
+    optim_adamw_range(p->m, o, t, lr, clip, p->lo, p->hi, p->m->params + p->lo, p->g_shard,
+                      p->m_shard, p->v_shard);
     return comm_allgather_v(p->d, p->m->params, p->counts, p->displs);
 }
 

@@ -37,7 +37,10 @@ typedef struct dp_sync {
     float *win, *rs;       /* ZeRO-2: [win_n] the bucket backward writes; its reduced part */
     size_t win_n;
     int *zc;               /* ZeRO-2: [world] one bucket's reduce-scatter counts */
-    grit_err z2_rc;        /* ZeRO-2: the first failed reduction of the step, and why */
+    bool zero3;            /* parameters sharded too: no parameter block, one bucket's window */
+    float *p_shard, *pwin; /* ZeRO-3: this rank's parameters [lo, hi); the gathered bucket */
+    int *pc, *pd;          /* ZeRO-3: [world] one bucket's all-gather counts and places */
+    grit_err z2_rc;        /* ZeRO-2/3: the first failed collective of the step, and why */
     char z2_err[256];
     size_t lo, hi;         /* this rank's shard of the flat block (ZeRO-1) */
     int *counts, *displs;  /* [world] shard sizes and starts, in floats */
@@ -58,7 +61,14 @@ typedef struct dp_sync {
     double hook_s;         /* of which in the grad_ready hook */
 } dp_sync;
 
-grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2);
+grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2, bool zero3);
+/* ZeRO-3, once the weights are loaded or initialised: keeps this rank's shard and frees the
+ * model's parameter block (the forward and backward gather each bucket as they reach it).
+ * A no-op otherwise. */
+grit_err dp_shard_params(dp_sync *p);
+/* The whole parameter block on root (out: num_params floats there; ignored elsewhere):
+ * ZeRO-3 gathers the shards (collective over the group), otherwise root copies its own. */
+grit_err dp_gather_params(dp_sync *p, float *out, int root);
 /* Under tensor parallelism (m->tp > 1): the TP group, for the gradient norm. Each
  * rank's sum of squares of its slices is added over the group in rank order; the
  * replicated tensors (norms, row-parallel biases: identical on every TP rank) are

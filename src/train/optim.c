@@ -54,7 +54,7 @@ float optim_clip_coef(const optim_cfg *o, double norm)
 }
 
 void optim_adamw_range(gx_model *m, const optim_cfg *o, long t, double lr, float clip_coef,
-                       size_t lo, size_t hi, const float *g, float *mm, float *vv)
+                       size_t lo, size_t hi, float *w, const float *g, float *mm, float *vv)
 {
     adamw_cfg c = {.beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
                    .weight_decay = o->weight_decay};
@@ -64,12 +64,13 @@ void optim_adamw_range(gx_model *m, const optim_cfg *o, long t, double lr, float
         size_t b = tn->offset + tn->numel < hi ? tn->offset + tn->numel : hi;
         if (a >= b)
             continue;
-        adamw_update(&c, t, lr, clip_coef, tn->decay, (long)(b - a), m->params + a,
+        adamw_update(&c, t, lr, clip_coef, tn->decay, (long)(b - a), w + (a - lo),
                      g + (a - lo), mm + (a - lo), vv + (a - lo));
     }
 }
 
 void optim_adamw(gx_model *m, const optim_cfg *o, long t, double lr, float clip_coef)
 {
-    optim_adamw_range(m, o, t, lr, clip_coef, 0, m->num_params, m->grads, m->adam_m, m->adam_v);
+    optim_adamw_range(m, o, t, lr, clip_coef, 0, m->num_params, m->params, m->grads, m->adam_m,
+                      m->adam_v);
 }

@@ -18,6 +18,7 @@ typedef struct optim_cfg {
     int global_batch;  /* sequences per optimiser step over all ranks (0: micro x accum x world) */
     bool zero1;        /* shard AdamW moments across data-parallel ranks */
     bool zero2;        /* also shard the gradients ("parallel": {"zero": 2}; implies zero1) */
+    bool zero3;        /* and the parameters ("zero": 3; implies zero2) */
 } optim_cfg;
 
 /* LR for optimiser step s (0-based): linear warmup to lr over warmup_steps,
@@ -33,11 +34,11 @@ double optim_grad_norm_n(const float *g, size_t n);
  * first multiplied by clip_coef. Decay only on tensors marked decay. */
 void optim_adamw(gx_model *m, const optim_cfg *o, long t, double lr, float clip_coef);
 
-/* AdamW on the flat range [lo, hi) of the parameter block only, with gradients g and
- * moments mm/vv indexed from lo (ZeRO-1/2: each rank updates its shard). Decay per
- * tensor as optim_adamw. */
+/* AdamW on the flat range [lo, hi) of the parameter block only, with weights w,
+ * gradients g and moments mm/vv indexed from lo (ZeRO: each rank updates its shard; w is
+ * m->params + lo, or ZeRO-3's parameter shard). Decay per tensor as optim_adamw. */
 void optim_adamw_range(gx_model *m, const optim_cfg *o, long t, double lr, float clip_coef,
-                       size_t lo, size_t hi, const float *g, float *mm, float *vv);
+                       size_t lo, size_t hi, float *w, const float *g, float *mm, float *vv);
 
 /* Coefficient torch's clip_grad_norm_ applies: min(1, clip / (norm + 1e-6)). */
 float optim_clip_coef(const optim_cfg *o, double norm);

@@ -22,20 +22,18 @@ grit_err train__parallel_load(const jcfg *j, train_cfg *c)
     if ((rc = jcfg_only(j, p, "parallel", par_keys)) != GRIT_OK)
         return rc;
     long tp = c->tp, pp = c->pp, dp = c->dp,
-         zero = c->optim.zero2 ? 2 : c->optim.zero1 ? 1 : 0;
+         zero = c->optim.zero3 ? 3 : c->optim.zero2 ? 2 : c->optim.zero1 ? 1 : 0;
     if ((rc = jcfg_int(j, p, "parallel", "tensor", 1, 4096, &tp)) != GRIT_OK ||
         (rc = jcfg_int(j, p, "parallel", "pipeline", 1, 4096, &pp)) != GRIT_OK ||
         (rc = jcfg_int(j, p, "parallel", "data", 0, 1 << 20, &dp)) != GRIT_OK ||
         (rc = jcfg_int(j, p, "parallel", "zero", 0, 3, &zero)) != GRIT_OK)
         return rc;
-    if (zero > 2)
-        return jcfg_fail(j, "parallel.zero", "expected 0, 1 or 2 (ZeRO-3, parameter sharding, "
-                         "is not implemented)");
     c->tp = (int)tp;
     c->pp = (int)pp;
     c->dp = (int)dp;
     c->optim.zero1 = zero >= 1;
-    c->optim.zero2 = zero == 2;
+    c->optim.zero2 = zero >= 2;
+    c->optim.zero3 = zero == 3;
     return GRIT_OK;
 }
 
@@ -44,7 +42,10 @@ void train__parallel_dump(json_t *root, const train_cfg *c)
     json_object_set_new(root, "parallel",
                         json_pack("{s:i,s:i,s:i,s:i}", "tensor", c->tp, "pipeline", c->pp,
                                   "data", c->dp, "zero",
-                                  c->optim.zero2 ? 2 : c->optim.zero1 ? 1 : 0));
+                                  c->optim.zero3   ? 3
+                                  : c->optim.zero2 ? 2
+                                  : c->optim.zero1 ? 1
+                                                   : 0));
 }
 
 int train_parallel_dp(const train_cfg *c, int world)
@@ -80,11 +81,18 @@ grit_err train_parallel_check(const train_cfg *c, int world)
     if (m->layers % pp != 0)
         return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d does not divide model.num_layers %d",
                          pp, m->layers);
+    if (c->optim.zero3 && (tp > 1 || pp > 1 || c->precision != GX_FP32 ||
+                           c->eval_interval_steps > 0 || c->eval_at_checkpoint))
+        return grit_errf(GRIT_ECONFIG, "parallel.zero 3 (parameter sharding) runs with data "
+                                       "parallelism alone, in fp32, without validation, for "
+                                       "now: tensor %d, pipeline %d, precision %s, eval %s",
+                         tp, pp, gx_precision_name(c->precision),
+                         c->eval_interval_steps > 0 || c->eval_at_checkpoint ? "on" : "off");
     if (c->optim.zero2 && m->tied && pp == 1)
-        return grit_errf(GRIT_ECONFIG, "parallel.zero 2 with tied embeddings "
+        return grit_errf(GRIT_ECONFIG, "parallel.zero %d with tied embeddings "
                                        "(model.tie_word_embeddings): not supported yet (the "
                                        "embedding's gradient is written in two phases of the "
-                                       "backward): use zero 1");
+                                       "backward): use zero 1", c->optim.zero3 ? 3 : 2);
     if (pp > 1 && m->tied && c->optim.zero1)
         return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d with tied embeddings "
                                        "(model.tie_word_embeddings) and ZeRO: not supported yet "
@@ -125,6 +133,8 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
         double whole = (double)gx_tp_param_count(m, p->tp);
         double layer = (whole - V * C * (m->tied ? 1 : 2)) / L, head = V * C + 2 * C;
         p->grad_b = 4 * n / p->dp + 4 * (layer > head ? layer : head);
+        if (c->optim.zero3)
+            p->param_b = p->grad_b;
     }
     p->snapshot_b = train_cfg_ckpt_enabled(c) ? 4 * n : 0; /* the checkpoint writer's copy */
     /* a stage: its layers' activations for one micro-batch, and the 1F1B schedule's inputs of
@@ -144,11 +154,12 @@ void train_plan_print(const train_plan *p, const train_cfg *c, FILE *f)
 {
     fprintf(f, "memory plan: tensor %d x pipeline %d x data %d%s, %s, micro batch %d x %d "
                "tokens\n", p->tp, p->pp, p->dp,
-            c->optim.zero2 ? ", ZeRO-2" : c->optim.zero1 ? ", ZeRO-1" : "",
+            c->optim.zero3 ? ", ZeRO-3" : c->optim.zero2 ? ", ZeRO-2" : c->optim.zero1 ? ", ZeRO-1" : "",
             c->preset[0] ? c->preset : "custom model", c->optim.micro_batch, c->optim.seq_len);
     fprintf(f, "  %-22s %.3fM (of %.3fM in the model)\n", "parameters per rank",
             (double)p->params / 1e6, (double)gx_param_count(&c->model) / 1e6);
-    fprintf(f, "  %-22s %10.1f MiB\n", "parameters", mib(p->param_b));
+    fprintf(f, "  %-22s %10.1f MiB%s\n", "parameters", mib(p->param_b),
+            c->optim.zero3 && p->dp > 1 ? " (sharded over data parallel, one bucket's window)" : "");
     fprintf(f, "  %-22s %10.1f MiB%s\n", "gradients", mib(p->grad_b),
             c->optim.zero2 && p->dp > 1 ? " (sharded over data parallel, one bucket's window)" : "");
     fprintf(f, "  %-22s %10.1f MiB%s\n", "optimiser (AdamW)", mib(p->optim_b),

@@ -302,7 +302,10 @@ static grit_err save_sharded(saver *r, gx_model *m, dp_sync *dp, const ckpt_stat
         return report_save(r, &res);
     }
     size_t lo = dp->lo, n = dp->hi - dp->lo;
-    if (r->d->rank == 0)
+    if (dp->zero3) { /* rank 0 writes the whole weights: the shards gathered */
+        if ((rc = dp_gather_params(dp, snap, 0)) != GRIT_OK)
+            return rc;
+    } else if (r->d->rank == 0)
         ckpt_copy_parallel(snap, m->params, m->num_params);
     ckpt_async_moments(&r->ca, &mm, &vv);
     ckpt_copy_parallel(mm, dp->zero1 ? dp->m_shard : m->adam_m + lo, n);

@@ -296,7 +296,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     if ((rc = gx_init_stage(&m, &cfg->model, B, T, cfg->threads, tp, grid.tp_rank,
                             cfg->recompute, pp, grid.pp_rank)) != GRIT_OK ||
         (rc = train_data_open(&data, cfg)) != GRIT_OK ||
-        (rc = dp_init(&dp, d, &m, o->zero1, o->zero2)) != GRIT_OK ||
+        (rc = dp_init(&dp, d, &m, o->zero1, o->zero2, o->zero3)) != GRIT_OK ||
         (rc = saver_open(&sv, cfg, d, &ev, log)) != GRIT_OK ||
         (rc = validate_open(&val, cfg, &m, d->rank, W)) != GRIT_OK)
         goto out;
@@ -337,6 +337,8 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         goto out;
     if (!loaded)
         gx_init_weights(&m, cfg->seed);
+    if ((rc = dp_shard_params(&dp)) != GRIT_OK) /* ZeRO-3: from here on a shard */
+        goto out;
     if ((rc = saver_start(&sv, &m, &dp, now_seconds())) != GRIT_OK)
         goto out;
     tokens = malloc(sizeof(int32_t) * (size_t)A * B * (T + 1));
@@ -357,7 +359,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
                 cfg->preset[0] ? cfg->preset : "custom model", (double)m.num_params / 1e6,
                 cfg->model.layers, W, W > 1 ? "s" : "", B, T, A, o->total_steps, cfg->threads,
                 (double)gx_act_bytes_layout(&cfg->model, 1, cfg->recompute) / 1024.0,
-                dp.zero2 ? ", ZeRO-2" : dp.zero1 ? ", ZeRO-1" : "");
+                dp.zero3 ? ", ZeRO-3" : dp.zero2 ? ", ZeRO-2" : dp.zero1 ? ", ZeRO-1" : "");
     if (log && mp)
         fprintf(log, "grit train: tensor parallel %d x pipeline %d x data parallel %d: %.2fM "
                      "params on rank 0, activations %.1f KiB/token per rank\n",
@@ -550,6 +552,17 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         free(full);
         if (rc != GRIT_OK)
             goto out;
+    } else if (dp.zero3) { /* the shards gathered on the leader */
+        float *full = leader ? malloc(sizeof(float) * m.num_params) : NULL;
+        if (leader && !full)
+            rc = grit_errf(GRIT_ENOMEM, "out of memory gathering the weights");
+        if (rc == GRIT_OK)
+            rc = dp_gather_params(&dp, full, 0);
+        if (rc == GRIT_OK && leader)
+            rc = save_block(m.tensors, m.num_tensors, full, path);
+        free(full);
+        if (rc != GRIT_OK)
+            goto out;
     } else if (leader && (rc = train_save_weights(&m, path)) != GRIT_OK)
         goto out;
     events_emit(&ev, "train_end", json_pack("{s:I,s:f}", "step", (json_int_t)step, "loss", last));
@@ -559,7 +572,8 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         if (W > 1)
             fprintf(log, "  %-26s %d ranks%s; AdamW state %.1f MiB per rank; gradient "
                          "%s %.3f s blocking, %.3f s waited per step (%.0f%% hidden)\n\n",
-                    "data parallel", W, dp.zero2 ? ", ZeRO-2" : dp.zero1 ? ", ZeRO-1" : "",
+                    "data parallel", W,
+                    dp.zero3 ? ", ZeRO-3" : dp.zero2 ? ", ZeRO-2" : dp.zero1 ? ", ZeRO-1" : "",
                     dp_optim_bytes(&dp) / 1048576.0,
                     dp.zero1 ? "reduce-scatter" : "all-reduce", dp.ar_blocking_s,
                     wait_total / (double)ran,
