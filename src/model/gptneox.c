@@ -351,6 +351,12 @@ grit_err gx_init_tp_rc(gx_model *m, const gx_config *cfg, int B, int T, int nthr
 grit_err gx_init_stage(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
                        int tp_rank, bool recompute, int pp, int pp_rank)
 {
+    return gx_init_stage_f(m, cfg, B, T, nthreads, tp, tp_rank, recompute, pp, pp_rank, 0);
+}
+
+grit_err gx_init_stage_f(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
+                         int tp_rank, bool recompute, int pp, int pp_rank, unsigned flags)
+{
     memset(m, 0, sizeof *m);
     grit_err rc = gx_config_check(cfg);
     if (rc != GRIT_OK)
@@ -371,6 +377,11 @@ grit_err gx_init_stage(gx_model *m, const gx_config *cfg, int B, int T, int nthr
     gx_config sc = *cfg;
     sc.layers = cfg->layers / pp;
     size_t need = gx_tp_memory_estimate_rc(&sc, B, T, tp, recompute), have = big_mem_available();
+    size_t np_est = gx_tp_param_count(&sc, tp), lean = 0; /* blocks ZeRO keeps elsewhere */
+    lean += flags & GX_NO_PARAMS ? 4 * np_est : 0;
+    lean += flags & GX_NO_GRADS ? 4 * np_est : 0;
+    lean += flags & GX_NO_OPTIM ? 8 * np_est : 0;
+    need = need > lean ? need - lean : 0;
     if (have && need > have)
         return grit_errf(GRIT_ENOMEM, "%s model of %.2fB parameters needs about %.1f GiB for "
                          "weights, gradients, AdamW state and activations (micro-batch %d x %d); "
@@ -410,14 +421,17 @@ grit_err gx_init_stage(gx_model *m, const gx_config *cfg, int B, int T, int nthr
         goto oom;
     gx__build_layout(m);
     m->tpl = gx__tensors_per_layer(cfg);
-    m->params = alloc_floats(m->num_params);
-    m->grads = alloc_floats(m->num_params);
-    m->adam_m = alloc_floats(m->num_params);
-    m->adam_v = alloc_floats(m->num_params);
-    if (!m->params || !m->grads || !m->adam_m || !m->adam_v)
+    m->params = flags & GX_NO_PARAMS ? NULL : alloc_floats(m->num_params);
+    m->grads = flags & GX_NO_GRADS ? NULL : alloc_floats(m->num_params);
+    m->adam_m = flags & GX_NO_OPTIM ? NULL : alloc_floats(m->num_params);
+    m->adam_v = flags & GX_NO_OPTIM ? NULL : alloc_floats(m->num_params);
+    if ((!(flags & GX_NO_PARAMS) && !m->params) || (!(flags & GX_NO_GRADS) && !m->grads) ||
+        (!(flags & GX_NO_OPTIM) && (!m->adam_m || !m->adam_v)))
         goto oom;
-    bind(m, m->params, &m->w);
-    bind(m, m->grads, &m->g);
+    if (m->params) /* else the pointers stay NULL until a window is bound */
+        bind(m, m->params, &m->w);
+    if (m->grads)
+        bind(m, m->grads, &m->g);
 
     if (act_alloc(m, recompute) != GRIT_OK)
         goto oom;
@@ -481,6 +495,37 @@ static void init_tensor(const gx_model *m, int i, size_t numel, uint64_t seed, f
         p[k] = (float)(std * z1);
         if (k + 1 < numel)
             p[k + 1] = (float)(std * z2);
+    }
+}
+
+void gx_init_weights_range(const gx_model *m, uint64_t seed, size_t lo, size_t hi, float *out)
+{
+    /* the tensors overlapping [lo, hi), each drawn whole (its own stream) and cut */
+#pragma omp parallel for schedule(dynamic)
+    for (int i = 0; i < m->num_tensors; i++) {
+        const gx_tensor *t = &m->tensors[i];
+        size_t a = t->offset > lo ? t->offset : lo;
+        size_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+        if (a >= b)
+            continue;
+        size_t whole = t->split < 0 ? t->numel
+                                    : (size_t)t->gshape[0] * (size_t)(t->ndim == 2 ? t->gshape[1] : 1);
+        float *full = malloc(whole * sizeof(float)), *mine = full;
+        if (full && t->split >= 0 && !(mine = malloc(t->numel * sizeof(float)))) {
+            free(full);
+            full = NULL;
+        }
+        if (!full) { /* cannot report from here: a NaN weight stops the first step */
+            out[a - lo] = NAN;
+            continue;
+        }
+        init_tensor(m, i, whole, seed, full);
+        if (t->split >= 0)
+            gx_tp_slice_copy(t, full, mine, 0);
+        memcpy(out + (a - lo), mine + (a - t->offset), (b - a) * sizeof(float));
+        if (mine != full)
+            free(mine);
+        free(full);
     }
 }
 

@@ -229,6 +229,12 @@ grit_err gx_init_tp(gx_model *m, const gx_config *cfg, int B, int T, int nthread
 /* gx_init_tp with full activation recomputation chosen at allocation (gx_set_recompute). */
 grit_err gx_init_tp_rc(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
                        int tp_rank, bool recompute);
+/* gx_init_stage's flags: blocks not to allocate, because ZeRO keeps a shard of them
+ * (train/dp.h): the weights (ZeRO-3), the gradients (ZeRO-2), the AdamW moments (ZeRO-1);
+ * their pointers stay NULL and the memory check does not count them. */
+enum { GX_NO_PARAMS = 1u, GX_NO_GRADS = 2u, GX_NO_OPTIM = 4u };
+grit_err gx_init_stage_f(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
+                         int tp_rank, bool recompute, int pp, int pp_rank, unsigned flags);
 /* gx_init_tp_rc for pipeline stage pp_rank of pp (gx_stage_step): layers split evenly
  * (cfg.layers divisible by pp), only this stage's tensors allocated. With tied embeddings
  * the last stage holds a copy of the embedding as its head (gx_tensor.tied_copy). */
@@ -260,6 +266,9 @@ grit_err gx_precision_parse(const char *name, gx_precision *out);
  * mlp.dense_4h_to_h. Llama and Falcon: N(0, init_std) (HF initializer_range).
  * Zero biases, unit norm weights. Deterministic in seed. */
 void gx_init_weights(gx_model *m, uint64_t seed);
+/* The same initial values for the flat range [lo, hi) only, into out (hi - lo floats):
+ * ZeRO-3's shard without the whole block. */
+void gx_init_weights_range(const gx_model *m, uint64_t seed, size_t lo, size_t hi, float *out);
 
 /* Looks a tensor up by HF name; NULL if absent. */
 const gx_tensor *gx_find(const gx_model *m, const char *name);

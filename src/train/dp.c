@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ckpt/async.h"
+#include "ckpt/ckpt.h"
 #include "core/progress.h"
 
 enum { DP_TIED_TAG = 4545 };
@@ -211,7 +212,7 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2, bool 
         if (!p->rows || !p->row_idx || !p->pack)
             return grit_errf(GRIT_ENOMEM, "out of memory");
     }
-    if (W > 1) { /* the cost an un-overlapped reduction of every gradient would add to a step */
+    if (W > 1 && m->grads) { /* what an un-overlapped reduction of every gradient would cost */
         double best = 1e30;
         for (int k = 0; k < 3; k++) {
             double t0 = now_seconds();
@@ -235,25 +236,57 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2, bool 
         gx_drop_grads(m); /* the gradient pointers are NULL until a step's z2_begin */
     }
     if (p->zero3) {
+        size_t n = p->hi - p->lo;
+        p->p_shard = malloc(sizeof(float) * (n ? n : 1));
         p->pwin = malloc(sizeof(float) * (p->win_n ? p->win_n : 1));
         p->pc = calloc((size_t)W, sizeof(int));
         p->pd = calloc((size_t)W, sizeof(int));
-        if (!p->pwin || !p->pc || !p->pd)
-            return grit_errf(GRIT_ENOMEM, "out of memory for the parameter window");
+        if (!p->p_shard || !p->pwin || !p->pc || !p->pd)
+            return grit_errf(GRIT_ENOMEM, "out of memory for the parameter shard and window");
     }
     return GRIT_OK;
 }
 
 grit_err dp_shard_params(dp_sync *p)
 {
-    if (!p->zero3 || p->p_shard)
+    if (!p->zero3 || !p->m->params) /* a lean model (GX_NO_PARAMS) has only the shard */
         return GRIT_OK;
-    size_t n = p->hi - p->lo;
-    if (!(p->p_shard = malloc(sizeof(float) * (n ? n : 1))))
-        return grit_errf(GRIT_ENOMEM, "out of memory for the parameter shard");
-    memcpy(p->p_shard, p->m->params + p->lo, sizeof(float) * n);
+    memcpy(p->p_shard, p->m->params + p->lo, sizeof(float) * (p->hi - p->lo));
     gx_drop_params(p->m); /* the weight pointers are NULL until a step's z3_param_begin */
     return GRIT_OK;
+}
+
+void dp_init_weights(dp_sync *p, uint64_t seed)
+{
+    if (p->zero3 && !p->m->params)
+        gx_init_weights_range(p->m, seed, p->lo, p->hi, p->p_shard);
+    else
+        gx_init_weights(p->m, seed);
+}
+
+typedef struct range_sink {
+    const gx_model *m;
+    size_t lo, hi;
+    float *dst;
+} range_sink;
+
+static grit_err keep_range(void *ctx, int block, int i, const float *data)
+{
+    const range_sink *k = ctx;
+    const gx_tensor *t = &k->m->tensors[i];
+    size_t a = t->offset > k->lo ? t->offset : k->lo;
+    size_t b = t->offset + t->numel < k->hi ? t->offset + t->numel : k->hi;
+    if (block == 0 && a < b)
+        memcpy(k->dst + (a - k->lo), data + (a - t->offset), (b - a) * sizeof(float));
+    return GRIT_OK;
+}
+
+grit_err dp_load_params(dp_sync *p, store *ck, const char *dir)
+{
+    if (!p->zero3 || p->m->params)
+        return ckpt_load(ck, dir, p->m, NULL, true);
+    range_sink k = {.m = p->m, .lo = p->lo, .hi = p->hi, .dst = p->p_shard};
+    return ckpt_load_each(ck, dir, p->m, 0, keep_range, &k);
 }
 
 grit_err dp_gather_params(dp_sync *p, float *out, int root)

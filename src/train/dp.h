@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ckpt/store.h"
 #include "comm/comm.h"
 #include "model/gptneox.h"
 #include "train/optim.h"
@@ -66,6 +67,11 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2, bool 
  * model's parameter block (the forward and backward gather each bucket as they reach it).
  * A no-op otherwise. */
 grit_err dp_shard_params(dp_sync *p);
+/* The initial weights (gx_init_weights); ZeRO-3 on a lean model: only the shard's. */
+void dp_init_weights(dp_sync *p, uint64_t seed);
+/* The weights of checkpoint dir (ckpt_load, weights only); ZeRO-3 on a lean model: only
+ * the shard's elements, one tensor at a time (ckpt_load_each). */
+grit_err dp_load_params(dp_sync *p, store *ck, const char *dir);
 /* The whole parameter block on root (out: num_params floats there; ignored elsewhere):
  * ZeRO-3 gathers the shards (collective over the group), otherwise root copies its own. */
 grit_err dp_gather_params(dp_sync *p, float *out, int root);

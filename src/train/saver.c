@@ -119,7 +119,7 @@ static grit_err load_checkpoint(saver *r, gx_model *m, dp_sync *dp, const char *
                          r->ck->root, dir, st->world_size, r->d->size);
     if (r->tpc)
         return load_tp(r->ck, dir, r, m, dp, 0);
-    if ((rc = ckpt_load(r->ck, dir, m, NULL, true)) != GRIT_OK)
+    if ((rc = dp_load_params(dp, r->ck, dir)) != GRIT_OK) /* ZeRO-3: the shard's */
         return rc;
     if (!dp->zero1)
         return ckpt_load_moments_range(r->ck, dir, m, 0, m->num_params, m->adam_m, m->adam_v);
@@ -192,7 +192,7 @@ grit_err saver_restore(saver *r, gx_model *m, dp_sync *dp, const char *fp, long 
         store *src;
         grit_err rc = store_open_posix(cfg->init_from, &src);
         if (rc == GRIT_OK)
-            rc = r->tpc ? load_tp(src, ".", r, m, dp, 1) : ckpt_load(src, ".", m, NULL, true);
+            rc = r->tpc ? load_tp(src, ".", r, m, dp, 1) : dp_load_params(dp, src, ".");
         store_close(src);
         if (rc != GRIT_OK)
             return rc;

@@ -293,8 +293,13 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         goto out;
     if ((rc = comm_barrier(world)) != GRIT_OK) /* the run directory exists for everyone */
         goto out;
-    if ((rc = gx_init_stage(&m, &cfg->model, B, T, cfg->threads, tp, grid.tp_rank,
-                            cfg->recompute, pp, grid.pp_rank)) != GRIT_OK ||
+    /* the blocks ZeRO shards are never allocated whole (dp.h keeps the shards) */
+    unsigned lean = W == 1 ? 0
+                           : (o->zero1 || o->zero2 ? GX_NO_OPTIM : 0) |
+                                 (o->zero2 || o->zero3 ? GX_NO_GRADS : 0) |
+                                 (o->zero3 ? GX_NO_PARAMS : 0);
+    if ((rc = gx_init_stage_f(&m, &cfg->model, B, T, cfg->threads, tp, grid.tp_rank,
+                              cfg->recompute, pp, grid.pp_rank, lean)) != GRIT_OK ||
         (rc = train_data_open(&data, cfg)) != GRIT_OK ||
         (rc = dp_init(&dp, d, &m, o->zero1, o->zero2, o->zero3)) != GRIT_OK ||
         (rc = saver_open(&sv, cfg, d, &ev, log)) != GRIT_OK ||
@@ -336,7 +341,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     if ((rc = saver_restore(&sv, &m, &dp, fp, &start, &tokens_done, &loaded)) != GRIT_OK)
         goto out;
     if (!loaded)
-        gx_init_weights(&m, cfg->seed);
+        dp_init_weights(&dp, cfg->seed);
     if ((rc = dp_shard_params(&dp)) != GRIT_OK) /* ZeRO-3: from here on a shard */
         goto out;
     if ((rc = saver_start(&sv, &m, &dp, now_seconds())) != GRIT_OK)
