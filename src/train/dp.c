@@ -228,9 +228,9 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2, bool 
     if (p->zero2) { /* the gradient block goes: backward writes one bucket at a time */
         size_t mb = max_bucket(m);
         p->win = malloc(sizeof(float) * (mb ? mb : 1));
-        p->rs = malloc(sizeof(float) * (mb ? mb : 1));
+        p->rs = p->zero3 ? NULL : malloc(sizeof(float) * (mb ? mb : 1)); /* ZeRO-3: below */
         p->zc = calloc((size_t)W, sizeof(int));
-        if (!p->win || !p->rs || !p->zc)
+        if (!p->win || (!p->zero3 && !p->rs) || !p->zc)
             return grit_errf(GRIT_ENOMEM, "out of memory for the gradient window");
         p->win_n = mb;
         gx_drop_grads(m); /* the gradient pointers are NULL until a step's z2_begin */
@@ -243,6 +243,9 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2, bool 
         p->pd = calloc((size_t)W, sizeof(int));
         if (!p->p_shard || !p->pwin || !p->pc || !p->pd)
             return grit_errf(GRIT_ENOMEM, "out of memory for the parameter shard and window");
+        /* once a bucket's gradient is final its weights are not read again (the next use
+         * gathers them anew): its reduced part lands in the parameter window */
+        p->rs = p->pwin;
     }
     return GRIT_OK;
 }
@@ -317,7 +320,8 @@ void dp_free(dp_sync *p)
     free(p->pack);
     free(p->tied_buf);
     free(p->win);
-    free(p->rs);
+    if (p->rs != p->pwin)
+        free(p->rs);
     free(p->zc);
     free(p->p_shard);
     free(p->pwin);

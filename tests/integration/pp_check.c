@@ -25,34 +25,13 @@
 #include "core/progress.h"
 #include "model/family.h"
 #include "train/pipeline.h"
+#include "../unit/model/stage_cmp.h"
 
 enum { B = 2, T = 32 };
 
 static int hang_stage = -1;
 static int exchanges;
 
-static int differ(const gx_model *st, const gx_model *one, int grads, int rank)
-{
-    int bad = 0;
-    for (int i = 0; i < st->num_tensors; i++) {
-        const gx_tensor *t = &st->tensors[i], *u = gx_find(one, t->name);
-        if (!u || u->numel != t->numel) {
-            fprintf(stderr, "stage %d: %s has no equal in the whole model\n", rank, t->name);
-            return 1;
-        }
-        const float *a = (grads ? st->grads : st->params) + t->offset;
-        const float *b = (grads ? one->grads : one->params) + u->offset;
-        if (memcmp(a, b, t->numel * sizeof(float)) != 0) {
-            size_t j = 0;
-            while (a[j] == b[j])
-                j++;
-            fprintf(stderr, "stage %d: %s %s differs at %zu: %.9g vs %.9g\n", rank, t->name,
-                    grads ? "gradient" : "weight", j, a[j], b[j]);
-            bad++;
-        }
-    }
-    return bad;
-}
 
 static void sgd(gx_model *m)
 {
@@ -145,7 +124,10 @@ int main(int argc, char **argv)
                     got, ref);
             bad++;
         }
-        bad += differ(&st, &whole, 0, s) + differ(&st, &whole, 1, s);
+        char what[32];
+        snprintf(what, sizeof what, "stage %d", s);
+        bad += stage_tensors_differ(&st, &whole, 0, what) +
+               stage_tensors_differ(&st, &whole, 1, what);
         printf("stage %d of %d, step %d: %d micro-batches, loss %.7f, %zu of %zu parameters, "
                "%.3f s, blocked %.3f s (%.0f%%; ideal bubble %.0f%%), sent %.2f MiB, %s\n",
                s, P, step, M, got / M, st.num_params, whole.num_params, ps.step_s, ps.wait_s,

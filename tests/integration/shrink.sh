@@ -23,16 +23,23 @@ command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (make deps)"; exi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 . "$here/sup_lib.sh"
 
+# L DIR JOB [launch options...]: grit launch of JOB in the background (its PID recorded for
+# the cleanup), waited for; rc is its exit status, DIR.out its output
+L() {
+  local d=$1 job=$2; shift 2
+  "$grit" launch --run "$d" --backoff 0.1 --straggler-factor 0 "$@" \
+    -- "$grit" train "$job" --run-dir "$d" --quiet > "$d.out" 2>&1 &
+  lp=$!; bgs+=("$lp")
+  rc=0; wait "$lp" || rc=$?
+}
+
 tiny_job "$tmp/base.json" 8 40 4
 sed 's/"seed": 42/"seed": 42, "parallel": {"tensor": 2}/' "$tmp/base.json" > "$tmp/job.json"
 mpirun -np 4 --oversubscribe "$grit" train "$tmp/job.json" --run-dir "$tmp/ref" --quiet > /dev/null 2>&1 ||
   fail "reference TP 2 x DP 2 run failed"
 
 d="$tmp/shrink"
-"$grit" launch --nodes 4 --spares 0 --no-spare shrink --run "$d" --backoff 0.1 --straggler-factor 0 \
-  --hang-timeout 20 --inject kill:node=node3:step=10 -- "$grit" train "$tmp/job.json" --run-dir "$d" --quiet > "$d.out" 2>&1 &
-lp=$!; bgs+=("$lp")
-rc=0; wait "$lp" || rc=$?
+L "$d" "$tmp/job.json" --nodes 4 --spares 0 --no-spare shrink --hang-timeout 20 --inject kill:node=node3:step=10
 ev="$d/events.jsonl"
 if [ $rc -eq 0 ] && grep -q '"event":"worker_event","kind":"layout"' "$ev" &&
    grep -q '"event":"cordon","node":"node3".*"replacement":"none (shrinking)"' "$ev" &&
@@ -56,10 +63,7 @@ sed 's/"tensor": 2/"tensor": 2, "pipeline": 2/' "$tmp/job.json" > "$tmp/grid.jso
 mpirun -np 4 --oversubscribe "$grit" train "$tmp/grid.json" --run-dir "$tmp/gref" --quiet > /dev/null 2>&1 ||
   fail "reference TP 2 x PP 2 run failed"
 d="$tmp/grid"
-"$grit" launch --nodes 4 --spares 1 --run "$d" --backoff 0.1 --straggler-factor 0 \
-  --hang-timeout 20 --inject kill:node=node2:step=10 -- "$grit" train "$tmp/grid.json" --run-dir "$d" --quiet > "$d.out" 2>&1 &
-lp=$!; bgs+=("$lp")
-rc=0; wait "$lp" || rc=$?
+L "$d" "$tmp/grid.json" --nodes 4 --spares 1 --hang-timeout 20 --inject kill:node=node2:step=10
 if [ $rc -eq 0 ] && grep -q '"event":"worker_event","kind":"layout"' "$d/events.jsonl" &&
    grep -q '"event":"cordon","node":"node2".*"replacement":"node4"' "$d/events.jsonl" &&
    grep -q '"event":"resume"' "$d/events.jsonl" &&
@@ -73,10 +77,7 @@ fi
 # stages block in their pipeline exchanges, the supervisor sees no progress within
 # --hang-timeout, restarts the job from the checkpoint, and the run ends bitwise equal
 d="$tmp/ghang"
-"$grit" launch --nodes 4 --spares 1 --run "$d" --backoff 0.1 --straggler-factor 0 \
-  --hang-timeout 3 --inject hang:rank=2:step=10 -- "$grit" train "$tmp/grid.json" --run-dir "$d" --quiet > "$d.out" 2>&1 &
-lp=$!; bgs+=("$lp")
-rc=0; wait "$lp" || rc=$?
+L "$d" "$tmp/grid.json" --nodes 4 --spares 1 --hang-timeout 3 --inject hang:rank=2:step=10
 if [ $rc -eq 0 ] && grep -q '"event":"detected","kind":"hang"' "$d/events.jsonl" &&
    grep -q '"event":"recovered"' "$d/events.jsonl" &&
    cmp -s "$d/model.safetensors" "$tmp/gref/model.safetensors"; then
@@ -87,10 +88,7 @@ fi
 
 # a TP 2 job on 2 nodes loses one: one node left, less than a replica
 d="$tmp/none"
-"$grit" launch --nodes 2 --spares 0 --no-spare shrink --run "$d" --backoff 0.1 --straggler-factor 0 \
-  --hang-timeout 20 --inject kill:node=node1:step=6 -- "$grit" train "$tmp/job.json" --run-dir "$d" --quiet > "$d.out" 2>&1 &
-lp=$!; bgs+=("$lp")
-rc=0; wait "$lp" || rc=$?
+L "$d" "$tmp/job.json" --nodes 2 --spares 0 --no-spare shrink --hang-timeout 20 --inject kill:node=node1:step=6
 if [ $rc -ne 0 ] && grep -q '1 node left, fewer than one data-parallel replica (2 nodes): cannot shrink' "$d.out"; then
   echo "ok   one node of a TP 2 pair left: gives up saying why (rc $rc)"
 else

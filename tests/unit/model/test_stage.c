@@ -14,6 +14,7 @@
 
 #include "../check.h"
 #include "model/family.h"
+#include "stage_cmp.h"
 
 enum { B = 2, T = 16, M = 3 };
 
@@ -26,32 +27,6 @@ static int32_t *tokens(const gx_config *cfg, int mb)
     return tok;
 }
 
-/* every stage tensor equals the whole model's tensor of the same name, bit for bit */
-static int same_tensors(const gx_model *st, const gx_model *one, int grads, const char *what)
-{
-    int bad = 0;
-    for (int i = 0; i < st->num_tensors; i++) {
-        const gx_tensor *t = &st->tensors[i], *u = gx_find(one, t->name);
-        if (!u || u->numel != t->numel) {
-            fprintf(stderr, "%s: stage tensor %s has no equal in the whole model\n", what,
-                    t->name);
-            return 1;
-        }
-        if (grads && one->cfg.tied && u == &one->tensors[0])
-            continue; /* a tied embedding's gradient is two stages' sum: checked in one() */
-        const float *a = (grads ? st->grads : st->params) + t->offset;
-        const float *b = (grads ? one->grads : one->params) + u->offset;
-        if (memcmp(a, b, t->numel * sizeof(float)) != 0) {
-            size_t j = 0;
-            while (a[j] == b[j])
-                j++;
-            fprintf(stderr, "%s: %s %s differs at %zu: %.9g vs %.9g\n", what, t->name,
-                    grads ? "gradient" : "weight", j, a[j], b[j]);
-            bad++;
-        }
-    }
-    return bad;
-}
 
 static void one(const char *what, const gx_config *cfg, int P, int rc, int use_sft)
 {
@@ -60,12 +35,7 @@ static void one(const char *what, const gx_config *cfg, int P, int rc, int use_s
         tok[i] = tokens(cfg, i);
     int32_t seg[B * T];
     uint8_t mask[B * (T + 1)];
-    for (int b = 0; b < B; b++) { /* two examples per row: prompt 0-3 | answer 4-6 | 7-10 | 11- */
-        for (int t = 0; t <= T; t++)
-            mask[b * (T + 1) + t] = (uint8_t)(t >= 4 + b && t <= 6) || t >= 11;
-        for (int t = 0; t < T; t++)
-            seg[b * T + t] = t < 7 ? 0 : 7;
-    }
+    sft_rows(mask, seg, B, T);
     gx_batch batch = {.mask = mask, .seg = seg, .denom = 0}, *sft = use_sft ? &batch : NULL;
     float gs = 1.0f / M;
 
@@ -120,7 +90,8 @@ static void one(const char *what, const gx_config *cfg, int P, int rc, int use_s
     for (int s = 0; s < P; s++) {
         snprintf(label, sizeof label, "%s P=%d%s%s stage %d", what, P, rc ? " recompute" : "",
                  sft ? " SFT" : "", s);
-        bad += same_tensors(&st[s], &whole, 0, label) + same_tensors(&st[s], &whole, 1, label);
+        bad += stage_tensors_differ(&st[s], &whole, 0, label) +
+               stage_tensors_differ(&st[s], &whole, 1, label);
     }
     CHECK_INT(bad, 0);
     double tied_rel = -1;

@@ -14,6 +14,7 @@
 #include "../check.h"
 #include "model/family.h"
 #include "model/tp.h"
+#include "stage_cmp.h"
 
 typedef struct shared {
     pthread_barrier_t bar;
@@ -64,12 +65,7 @@ static void one(const char *what, const gx_config *cfg, int use_sft)
     uint8_t mask[2 * 17];
     for (size_t i = 0; i < ntok; i++)
         tok[i] = (int32_t)((i * 7919 + 13) % (size_t)cfg->vocab);
-    for (int b = 0; b < B; b++) { /* two examples per row: prompt 0-3 | answer 4-6 | 7-10 | 11- */
-        for (int t = 0; t <= T; t++)
-            mask[b * (T + 1) + t] = (uint8_t)(t >= 4 + b && t <= 6) || t >= 11;
-        for (int t = 0; t < T; t++)
-            seg[b * T + t] = t < 7 ? 0 : 7;
-    }
+    sft_rows(mask, seg, B, T);
     gx_batch batch = {.mask = mask, .seg = seg, .denom = 0}, *sft = use_sft ? &batch : NULL;
     gx_model one;
     CHECK_INT(gx_init(&one, cfg, B, T, 1), GRIT_OK);
