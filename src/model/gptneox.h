@@ -320,6 +320,11 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
                     const float *dout, float grad_scale, float *out, float *din,
                     float *logits_out);
 
+/* End of stage layer l's tensors in the block: the next layer's start, the head bucket's,
+ * or the block's end on a stage without the head (layer l's gradient bucket is
+ * [tensors[lt0 + tpl l].offset, gx_layer_end)). */
+size_t gx_layer_end(const gx_model *m, int l);
+
 void gx_zero_grad(gx_model *m);
 
 /* Frees the AdamW moment arrays (ZeRO-1 keeps only a shard of them elsewhere). */

@@ -221,9 +221,7 @@ static void layer_bwd(gx_model *m, int l, float *dy)
 
 static float stage_bwd(gx_model *m, float *din, float loss);
 
-/* End of layer l's tensors in the block (the next layer's start, the head bucket's, or the
- * block's end on a stage without the head). */
-static size_t layer_end(const gx_model *m, int l)
+size_t gx_layer_end(const gx_model *m, int l)
 {
     const gx_tensor *t = m->tensors;
     return l + 1 < m->nl || m->pp_rank == m->pp - 1 ? t[m->lt0 + m->tpl * (l + 1)].offset
@@ -273,8 +271,8 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
     m->seg = sft ? sft->seg : NULL;
     if (m->prec == GX_BF16)
         gx__sync_bf16(m); /* the master weights may have moved since the last step */
-    if ((!first && !in) || (!last && !(dout ? (void *)din : (void *)out)) ||
-        (!first && last && grad_scale != 0.0f && !din)) {
+    bool backward = last ? grad_scale != 0.0f : dout != NULL;
+    if ((!first && !in) || (!last && !dout && !out) || (!first && backward && !din)) {
         m->seg = NULL;
         return NAN; /* a stage's buffers missing: the caller's bug, no step */
     }
@@ -292,7 +290,7 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
     for (int l = 0; l < L; l++) {
         size_t l0 = t[lt + tpl * l].offset;
         if (m->param_begin) /* ZeRO-3: the layer's weights gathered */
-            m->param_begin(m->grad_ctx, l0, layer_end(m, l) - l0);
+            m->param_begin(m->grad_ctx, l0, gx_layer_end(m, l) - l0);
         layer_fwd(m, l);
     }
     if (!last) {
@@ -361,7 +359,7 @@ static float stage_bwd(gx_model *m, float *din, float loss)
     for (int l = L - 1; l >= 0; l--) {
         /* full recomputation: layer l's activations again from its input resid[l] (the
          * last layer's are still there); resid[l + 1] is rewritten with the same bits */
-        size_t end = layer_end(m, l);
+        size_t end = gx_layer_end(m, l);
         if (m->param_begin) /* ZeRO-3: the layer's weights again (one window) */
             m->param_begin(m->grad_ctx, t[lt + tpl * l].offset, end - t[lt + tpl * l].offset);
         if (m->recompute && l < L - 1)

@@ -43,6 +43,20 @@ static void unpack_rows(dp_sync *p)
     }
 }
 
+/* Each rank's part of bucket [off, off + n): counts[r] elements, starting at displs[r]
+ * within the bucket (displs may be NULL), the bucket cut by the ranks' shards. */
+static void bucket_parts(const dp_sync *p, size_t off, size_t n, int *counts, int *displs)
+{
+    for (int r = 0; r < p->d->size; r++) {
+        size_t a = (size_t)p->displs[r], b = a + (size_t)p->counts[r];
+        a = a > off ? a : off;
+        b = b < off + n ? b : off + n;
+        counts[r] = b > a ? (int)(b - a) : 0;
+        if (displs)
+            displs[r] = b > a ? (int)(a - off) : 0;
+    }
+}
+
 static void on_grad_ready(void *ctx, size_t off, size_t n)
 {
     dp_sync *p = ctx;
@@ -61,12 +75,7 @@ static void on_grad_ready(void *ctx, size_t off, size_t n)
         /* ZeRO-1: the bucket [off, off + n) is reduce-scattered on its own; rank r gets
          * the part of it inside its shard, which lands at its place in g_shard */
         int *c = p->bucket_counts + (size_t)d->nreqs * (size_t)d->size;
-        for (int r = 0; r < d->size; r++) {
-            size_t a = (size_t)p->displs[r], b = a + (size_t)p->counts[r];
-            a = a > off ? a : off;
-            b = b < off + n ? b : off + n;
-            c[r] = b > a ? (int)(b - a) : 0;
-        }
+        bucket_parts(p, off, n, c, NULL);
         size_t at = off > p->lo ? off - p->lo : 0;
         if (at > p->hi - p->lo)
             at = p->hi - p->lo;
@@ -98,12 +107,7 @@ static void z2_ready(void *ctx, size_t off, size_t n)
     double t0 = now_seconds();
     if (p->z2_rc != GRIT_OK)
         return;
-    for (int r = 0; r < d->size; r++) {
-        size_t a = (size_t)p->displs[r], b = a + (size_t)p->counts[r];
-        a = a > off ? a : off;
-        b = b < off + n ? b : off + n;
-        p->zc[r] = b > a ? (int)(b - a) : 0;
-    }
+    bucket_parts(p, off, n, p->zc, NULL);
     grit_err rc = comm_reduce_scatter_v(d, p->win, p->rs, p->zc);
     if (rc != GRIT_OK) {
         snprintf(p->z2_err, sizeof p->z2_err, "%s", grit_errmsg());
@@ -127,13 +131,7 @@ static void z3_param_begin(void *ctx, size_t off, size_t n)
     comm *d = p->d;
     double t0 = now_seconds();
     if (p->z2_rc == GRIT_OK) {
-        for (int r = 0; r < d->size; r++) {
-            size_t a = (size_t)p->displs[r], b = a + (size_t)p->counts[r];
-            a = a > off ? a : off;
-            b = b < off + n ? b : off + n;
-            p->pc[r] = b > a ? (int)(b - a) : 0;
-            p->pd[r] = b > a ? (int)(a - off) : 0;
-        }
+        bucket_parts(p, off, n, p->pc, p->pd);
         if (p->pc[d->rank] > 0)
             memcpy(p->pwin + p->pd[d->rank],
                    p->p_shard + (off + (size_t)p->pd[d->rank] - p->lo),
@@ -153,15 +151,16 @@ static void z3_param_begin(void *ctx, size_t off, size_t n)
 static size_t max_bucket(const gx_model *m)
 {
     const gx_tensor *t = m->tensors;
-    int lt = m->lt0, tpl = m->tpl, L = m->nl;
-    bool last = m->pp_rank == m->pp - 1;
-    size_t big = m->pp_rank == 0 ? t[1].offset : 0;
-    for (int l = 0; l < L; l++) {
-        size_t end = l + 1 < L || last ? t[lt + tpl * (l + 1)].offset : m->num_params;
-        big = end - t[lt + tpl * l].offset > big ? end - t[lt + tpl * l].offset : big;
+    int lt = m->lt0, tpl = m->tpl;
+    size_t big = m->pp_rank == 0 ? t[1].offset : 0; /* the embedding */
+    for (int l = 0; l < m->nl; l++) {
+        size_t n = gx_layer_end(m, l) - t[lt + tpl * l].offset;
+        big = n > big ? n : big;
     }
-    if (last && m->num_params - t[lt + tpl * L].offset > big)
-        big = m->num_params - t[lt + tpl * L].offset;
+    if (m->pp_rank == m->pp - 1) { /* the head */
+        size_t n = m->num_params - gx_layer_end(m, m->nl - 1);
+        big = n > big ? n : big;
+    }
     return big;
 }
 
@@ -433,8 +432,8 @@ static grit_err shard_norm(dp_sync *p, double *norm);
 
 /* Tied embeddings across pipeline stages: the first stage's embedding gradient and the last
  * stage's copy's (its LM head's) are exchanged over the pipeline group, both already
- * reduced over the data-parallel group, and each side computes first + last: both hold the
- * same sum, so both apply the same AdamW update and the copies stay equal bit for bit. */
+ * reduced over the data-parallel group, and each side adds the other's: both hold the same
+ * sum, so both apply the same AdamW update and the copies stay equal bit for bit. */
 static grit_err tied_sync(dp_sync *p)
 {
     gx_model *m = p->m;
@@ -454,13 +453,8 @@ static grit_err tied_sync(dp_sync *p)
     if (rc != GRIT_OK)
         return grit_errf(rc, "the tied embedding's gradient exchange with stage %d: %s", peer,
                          grit_errmsg());
-    const float *other = p->tied_buf;
-    if (m->pp_rank == 0)
-        for (size_t i = 0; i < n; i++)
-            mine[i] = mine[i] + other[i];
-    else
-        for (size_t i = 0; i < n; i++)
-            mine[i] = other[i] + mine[i];
+    for (size_t i = 0; i < n; i++) /* a + b == b + a in IEEE arithmetic: both sides agree */
+        mine[i] += p->tied_buf[i];
     return GRIT_OK;
 }
 

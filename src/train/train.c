@@ -294,9 +294,8 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     if ((rc = comm_barrier(world)) != GRIT_OK) /* the run directory exists for everyone */
         goto out;
     /* the blocks ZeRO shards are never allocated whole (dp.h keeps the shards) */
-    unsigned lean = W == 1 ? 0
-                           : (o->zero1 || o->zero2 ? GX_NO_OPTIM : 0) |
-                                 (o->zero2 || o->zero3 ? GX_NO_GRADS : 0) |
+    unsigned lean = W == 1 ? 0 /* "zero": 3 implies 2 implies 1 (parallel.c) */
+                           : (o->zero1 ? GX_NO_OPTIM : 0) | (o->zero2 ? GX_NO_GRADS : 0) |
                                  (o->zero3 ? GX_NO_PARAMS : 0);
     if ((rc = gx_init_stage_f(&m, &cfg->model, B, T, cfg->threads, tp, grid.tp_rank,
                               cfg->recompute, pp, grid.pp_rank, lean)) != GRIT_OK ||

@@ -183,7 +183,7 @@ static grit_err stage_fwd(validator *v)
  * ignores it. Every rank of a TP group and every stage of a replica holds the same
  * windows, so they make the same calls in the same order; the last stage's losses are
  * broadcast over the pipeline group. */
-static grit_err run_tp(validator *v)
+static grit_err run_forward(validator *v)
 {
     gx_model *m = v->m;
     int T = v->T, B = m->B, W = v->world;
@@ -223,7 +223,7 @@ grit_err validate_run(validator *v, comm *d, double *loss, double *ppl)
     int T = v->T, V = v->m ? v->m->cfg.vocab : v->s.m->cfg.vocab;
     size_t len = (size_t)T + 1;
     memset(v->loss, 0, sizeof *v->loss * (size_t)v->n);
-    grit_err trc = v->m ? run_tp(v) : GRIT_OK;
+    grit_err trc = v->m ? run_forward(v) : GRIT_OK;
     if (trc != GRIT_OK)
         return trc;
     for (int w = v->rank; !v->m && w < v->n; w += v->world) {
