@@ -16,12 +16,16 @@ static void run_part(ckpt_async *a)
     ckpt_async_moments(a, &mm, &vv);
     a->npart = 0;
     a->part_err[0] = '\0';
-    a->part_rc = ckpt_put_shard(a->s, a->st.step, a->rank, a->world, a->lo, a->hi, mm, vv,
-                                &a->part[0]);
+    if (a->mp)
+        a->part_rc = ckpt_put_mp(a->s, a->st.step, a->m, a->snap, mm, vv, &a->part[0]);
+    else
+        a->part_rc = ckpt_put_shard(a->s, a->st.step, a->rank, a->world, a->lo, a->hi, mm, vv,
+                                    &a->part[0]);
     if (a->part_rc == GRIT_OK && a->rank == 0)
-        a->part_rc = ckpt_put_model(a->s, a->m, a->snap, &a->st, &a->part[1]);
+        a->part_rc = a->mp ? ckpt_put_meta(a->s, &a->m->cfg, &a->st, &a->part[1])
+                           : ckpt_put_model(a->s, a->m, a->snap, &a->st, &a->part[1]);
     if (a->part_rc == GRIT_OK)
-        a->npart = a->rank == 0 ? 4 : 1;
+        a->npart = a->rank == 0 ? (a->mp ? 3 : 4) : 1;
     else
         snprintf(a->part_err, sizeof a->part_err, "%s", grit_errmsg());
 }
@@ -38,7 +42,7 @@ static void run_job(ckpt_async *a, int job)
     if (job == JOB_SAVE) {
         r.rc = ckpt_save(a->s, a->m, a->snap, a->snap + n, a->snap + 2 * n, &a->st, &r.bytes);
     } else {
-        r.rc = ckpt_commit(a->s, a->st.step, a->files, a->nfiles, &r.bytes);
+        r.rc = ckpt_commit(a->s, a->st.step, a->files, a->nfiles, &a->m->cfg, &r.bytes);
         t0 = a->t_part; /* the save's time includes writing the parts */
     }
     r.seconds = now_seconds() - t0;
@@ -78,6 +82,17 @@ grit_err ckpt_async_init(ckpt_async *a, store *s, const gx_model *m, bool async,
                          long keep_every)
 {
     return ckpt_async_init_rank(a, s, m, async, keep_last, keep_every, 0, 1, 0, m->num_params);
+}
+
+grit_err ckpt_async_init_mp(ckpt_async *a, store *s, const gx_model *m, bool async, int keep_last,
+                            long keep_every, int rank)
+{
+    /* as one rank holding its whole (sliced) model, then marked as a part writer */
+    grit_err rc = ckpt_async_init_rank(a, s, m, async, keep_last, keep_every, 0, 1, 0,
+                                       m->num_params);
+    a->mp = 1;
+    a->rank = rank;
+    return rc;
 }
 
 grit_err ckpt_async_init_rank(ckpt_async *a, store *s, const gx_model *m, bool async,
@@ -155,12 +170,12 @@ float *ckpt_async_begin(ckpt_async *a)
     return a->snap;
 }
 
-float *ckpt_async_params(ckpt_async *a) { return a->rank == 0 ? a->snap : NULL; }
+float *ckpt_async_params(ckpt_async *a) { return a->rank == 0 || a->mp ? a->snap : NULL; }
 
 void ckpt_async_moments(ckpt_async *a, float **mm, float **vv)
 {
     size_t n = a->hi - a->lo;
-    *mm = a->snap + (a->rank == 0 ? a->m->num_params : 0);
+    *mm = a->snap + (a->rank == 0 || a->mp ? a->m->num_params : 0);
     *vv = *mm + n;
 }
 
@@ -181,7 +196,7 @@ grit_err ckpt_async_start(ckpt_async *a, const ckpt_state *st)
 {
     a->st = *st;
     a->t_part = now_seconds();
-    submit(a, a->world > 1 ? JOB_PART : JOB_SAVE);
+    submit(a, a->world > 1 || a->mp ? JOB_PART : JOB_SAVE);
     return GRIT_OK;
 }
 

@@ -18,6 +18,10 @@
  * gathers them to rank 0, which commits with ckpt_async_commit (or reports a
  * failed part with ckpt_async_fail). The result comes through ckpt_async_poll
  * on rank 0.
+ *
+ * Model parallelism (ckpt_async_init_mp): the snapshot holds this rank's slices
+ * (params, m, v: 3 x its num_params) and its part is its model-parallel shard (the
+ * world's rank 0 also config and state); gathered and committed as above.
  */
 #ifndef GRIT_CKPT_ASYNC_H
 #define GRIT_CKPT_ASYNC_H
@@ -43,6 +47,7 @@ typedef struct ckpt_async {
     int keep_last;
     long keep_every;
     int rank, world;
+    int mp;                /* model-parallel shard writer (ckpt_async_init_mp) */
     size_t lo, hi;         /* world > 1: this rank's element range of the moments */
     float *snap;           /* world 1: params, m, v (3 x num_params); else [params on
                               rank 0], m[lo, hi), v[lo, hi) */
@@ -68,6 +73,9 @@ grit_err ckpt_async_init(ckpt_async *a, store *s, const gx_model *m, bool async,
 grit_err ckpt_async_init_rank(ckpt_async *a, store *s, const gx_model *m, bool async,
                               int keep_last, long keep_every, int rank, int world, size_t lo,
                               size_t hi);
+/* A model-parallel writer: m is this rank's model (its slices), rank its world rank. */
+grit_err ckpt_async_init_mp(ckpt_async *a, store *s, const gx_model *m, bool async, int keep_last,
+                            long keep_every, int rank);
 /* Snapshots m's state as checkpoint st->step and starts writing it (after
  * waiting for a save still running: callers that must see its result first
  * call ckpt_async_wait and ckpt_async_poll before). *stall is the time the

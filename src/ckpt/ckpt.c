@@ -20,8 +20,7 @@
 
 #define NFILES 5
 /* optimizer.safetensors, or a complete set of optim-rank*-of-N shards (checked apart) */
-static const char *const required[] = {"model.safetensors", "config.json", "trainer_state.json",
-                                       NULL};
+static const char *const required[] = {"config.json", "trainer_state.json", NULL};
 
 void ckpt_dirname(char *buf, size_t cap, long step) { snprintf(buf, cap, "step_%08ld", step); }
 
@@ -48,16 +47,17 @@ static grit_err put_hashed(store *s, const char *dir, const char *name, const vo
     return rc;
 }
 
-/* Safetensors of one block (params, m or v) with names prefix + HF name. */
+/* Safetensors of one block (params, m or v) with names prefix + HF name; with
+ * tp_rank >= 0 only the tensors that TP rank writes (ckpt__mp_keeps). */
 static grit_err put_block(store *s, const char *dir, const char *file, const gx_model *m,
                           const float *const *blocks, const char *const *prefixes, int nblocks,
-                          mf_entry *e)
+                          int tp_rank, mf_entry *e)
 {
-    int nt = m->num_tensors, n = nt * nblocks;
-    st_entry *ent = calloc((size_t)n, sizeof *ent);
-    char (*names)[160] = calloc((size_t)n, sizeof *names);
-    const void **bufs = calloc((size_t)n + 1, sizeof *bufs);
-    size_t *lens = calloc((size_t)n + 1, sizeof *lens);
+    int nt = m->num_tensors, cap = nt * nblocks, n = 0;
+    st_entry *ent = calloc((size_t)cap, sizeof *ent);
+    char (*names)[160] = calloc((size_t)cap, sizeof *names);
+    const void **bufs = calloc((size_t)cap + 1, sizeof *bufs);
+    size_t *lens = calloc((size_t)cap + 1, sizeof *lens);
     char *head = NULL;
     grit_err rc = GRIT_OK;
     if (!ent || !names || !bufs || !lens) {
@@ -67,7 +67,9 @@ static grit_err put_block(store *s, const char *dir, const char *file, const gx_
     for (int b = 0; b < nblocks; b++)
         for (int i = 0; i < nt; i++) {
             const gx_tensor *t = &m->tensors[i];
-            int k = b * nt + i;
+            if (tp_rank >= 0 && !ckpt__mp_keeps(t, tp_rank))
+                continue;
+            int k = n++;
             snprintf(names[k], sizeof names[k], "%s%s", prefixes[b], t->name);
             ent[k] = (st_entry){.name = names[k], .dtype = "F32", .ndim = t->ndim,
                                 .shape = {t->shape[0], t->shape[1]},
@@ -127,10 +129,11 @@ static grit_err manifest_self_hash(json_t *j, char out[17])
     return GRIT_OK;
 }
 
-static char *manifest_json(long step, const mf_entry *e, int n)
+static char *manifest_json(long step, const mf_entry *e, int n, const gx_config *cfg)
 {
     json_t *files = json_array();
     for (int i = 0; i < n; i++) {
+        int t, T, p, P;
         char hex[17];
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)e[i].hash);
         json_t *f = json_pack("{s:s,s:I,s:s}", "name", e[i].name, "size",
@@ -138,6 +141,16 @@ static char *manifest_json(long step, const mf_entry *e, int n)
         if (f && e[i].lo >= 0) { /* an optimiser shard: its element range of the flat block */
             json_object_set_new(f, "lo", json_integer((json_int_t)e[i].lo));
             json_object_set_new(f, "hi", json_integer((json_int_t)e[i].hi));
+        }
+        /* a model-parallel shard: which slice of which Hugging Face tensor it holds */
+        if (f && ckpt__mp_parse(e[i].name, &t, &T, &p, &P)) {
+            json_t *sl = cfg ? ckpt__mp_slices(cfg, t, T, p, P) : NULL;
+            if (!sl) {
+                json_decref(f);
+                json_decref(files);
+                return NULL;
+            }
+            json_object_set_new(f, "tensors", sl);
         }
         json_array_append_new(files, f);
     }
@@ -190,7 +203,7 @@ grit_err ckpt_put_model(store *s, const gx_model *m, const float *params, const 
     char *cj = hf_family_config_json(&m->cfg);
     if (!cj)
         return grit_errf(GRIT_EINVAL, "config.json: %s", grit_errmsg());
-    if ((rc = put_block(s, tmp, "model.safetensors", m, pb, pp, 1, &out[0])) != GRIT_OK) {
+    if ((rc = put_block(s, tmp, "model.safetensors", m, pb, pp, 1, -1, &out[0])) != GRIT_OK) {
         free(cj);
         return rc;
     }
@@ -198,6 +211,31 @@ grit_err ckpt_put_model(store *s, const gx_model *m, const float *params, const 
         (rc = put_text(s, tmp, "trainer_state.json", state_json(st), &out[2])) != GRIT_OK)
         return rc;
     return GRIT_OK;
+}
+
+grit_err ckpt_put_meta(store *s, const gx_config *cfg, const ckpt_state *st, ckpt_file out[2])
+{
+    char tmp[80];
+    tmp_name(s, tmp, sizeof tmp, st->step);
+    char *cj = hf_family_config_json(cfg);
+    if (!cj)
+        return grit_errf(GRIT_EINVAL, "config.json: %s", grit_errmsg());
+    grit_err rc = put_text(s, tmp, "config.json", cj, &out[0]);
+    return rc == GRIT_OK ? put_text(s, tmp, "trainer_state.json", state_json(st), &out[1]) : rc;
+}
+
+grit_err ckpt_put_mp(store *s, long step, const gx_model *m, const float *params,
+                     const float *mm, const float *vv, ckpt_file *out)
+{
+    char tmp[80], name[96];
+    tmp_name(s, tmp, sizeof tmp, step);
+    ckpt_mp_name(name, sizeof name, m->tp_rank, m->tp, m->pp_rank, m->pp);
+    const float *b[3] = {params, mm, vv};
+    const char *pre[3] = {"", "exp_avg.", "exp_avg_sq."};
+    grit_err rc = put_block(s, tmp, name, m, b, pre, 3, m->tp_rank, out);
+    if (rc == GRIT_OK)
+        store_phase(s, "shard");
+    return rc;
 }
 
 void ckpt_shard_name(char *buf, size_t cap, int rank, int world)
@@ -230,7 +268,8 @@ grit_err ckpt_put_shard(store *s, long step, int rank, int world, size_t lo, siz
     return rc;
 }
 
-grit_err ckpt_commit(store *s, long step, const ckpt_file *files, int n, double *bytes)
+grit_err ckpt_commit(store *s, long step, const ckpt_file *files, int n, const gx_config *cfg,
+                     double *bytes)
 {
     char dir[64], tmp[80];
     ckpt_dirname(dir, sizeof dir, step);
@@ -246,7 +285,7 @@ grit_err ckpt_commit(store *s, long step, const ckpt_file *files, int n, double 
         goto fail;
     }
     store_phase(s, "files");
-    if ((rc = put_text(s, tmp, "manifest.json", manifest_json(step, files, n), &me)) != GRIT_OK)
+    if ((rc = put_text(s, tmp, "manifest.json", manifest_json(step, files, n, cfg), &me)) != GRIT_OK)
         goto fail;
     store_phase(s, "manifest");
     /* a complete older copy of this step (a re-save after resume) is replaced */
@@ -282,14 +321,14 @@ grit_err ckpt_save(store *s, const gx_model *m, const float *params, const float
         return rc;
     const float *pb[1] = {params}, *ob[2] = {adam_m, adam_v};
     const char *pp[1] = {""}, *op[2] = {"exp_avg.", "exp_avg_sq."};
-    if ((rc = put_block(s, tmp, "model.safetensors", m, pb, pp, 1, &e[0])) != GRIT_OK ||
-        (rc = put_block(s, tmp, "optimizer.safetensors", m, ob, op, 2, &e[1])) != GRIT_OK ||
+    if ((rc = put_block(s, tmp, "model.safetensors", m, pb, pp, 1, -1, &e[0])) != GRIT_OK ||
+        (rc = put_block(s, tmp, "optimizer.safetensors", m, ob, op, 2, -1, &e[1])) != GRIT_OK ||
         (rc = put_text(s, tmp, "config.json", hf_family_config_json(&m->cfg), &e[2])) != GRIT_OK ||
         (rc = put_text(s, tmp, "trainer_state.json", state_json(st), &e[3])) != GRIT_OK) {
         s->ops->remove(s, tmp);
         return rc;
     }
-    return ckpt_commit(s, st->step, e, 4, bytes);
+    return ckpt_commit(s, st->step, e, 4, &m->cfg, bytes);
 }
 
 /* --- verify --------------------------------------------------------------------- */
@@ -365,21 +404,38 @@ grit_err ckpt__shard_table(json_t *files, long **lo, long **hi, int *world, char
     return GRIT_OK;
 }
 
-/* The optimiser state is listed: optimizer.safetensors or a complete shard set. */
+static int lists(json_t *files, const char *name)
+{
+    for (size_t i = 0; i < json_array_size(files); i++) {
+        json_t *nm = json_object_get(json_array_get(files, i), "name");
+        if (json_is_string(nm) && !strcmp(json_string_value(nm), name))
+            return 1;
+    }
+    return 0;
+}
+
+/* The weights and optimiser state are listed: model.safetensors and optimizer.safetensors
+ * or a complete optimiser shard set, or a complete set of model-parallel shards (weights
+ * and moments). */
 static grit_err check_optim(json_t *files, char *why, size_t cap)
 {
     long *lo, *hi;
-    int world;
-    grit_err rc = ckpt__shard_table(files, &lo, &hi, &world, why, cap);
+    int world, mp;
+    grit_err rc = ckpt__mp_check(files, &mp, why, cap);
+    if (rc != GRIT_OK || mp)
+        return rc;
+    if (!lists(files, "model.safetensors")) {
+        snprintf(why, cap, "manifest.json: does not list model.safetensors (or model-parallel "
+                           "shards)");
+        return GRIT_EFORMAT;
+    }
+    rc = ckpt__shard_table(files, &lo, &hi, &world, why, cap);
     free(lo);
     free(hi);
     if (rc != GRIT_OK || world > 0)
         return rc;
-    for (size_t i = 0; i < json_array_size(files); i++) {
-        json_t *nm = json_object_get(json_array_get(files, i), "name");
-        if (json_is_string(nm) && !strcmp(json_string_value(nm), "optimizer.safetensors"))
-            return GRIT_OK;
-    }
+    if (lists(files, "optimizer.safetensors"))
+        return GRIT_OK;
     snprintf(why, cap, "manifest.json: does not list optimizer.safetensors or optimiser shards");
     return GRIT_EFORMAT;
 }
@@ -418,12 +474,7 @@ grit_err ckpt_verify(store *s, const char *dir, char *why, size_t cap)
         goto out;
     }
     for (const char *const *r = required; *r; r++) {
-        int found = 0;
-        for (size_t i = 0; i < json_array_size(files); i++) {
-            json_t *nm = json_object_get(json_array_get(files, i), "name");
-            found |= json_is_string(nm) && !strcmp(json_string_value(nm), *r);
-        }
-        if (!found) {
+        if (!lists(files, *r)) {
             snprintf(why, cap, "manifest.json: does not list %s", *r);
             goto out;
         }

@@ -34,6 +34,21 @@
  *   rank failed, ckpt_abandon. A rank that dies before the gather leaves
  *   step_N.tmp/ without a manifest: never trusted.
  *
+ * Model-parallel (tensor and/or pipeline parallelism; train/saver.c drives it): instead
+ * of model.safetensors and the optimiser files, each rank of data-parallel replica 0
+ * writes its own slices, weights and AdamW moments, in parallel:
+ *   model-tp<t>-of-<T>-pp<p>-of-<P>.safetensors   tensors <name>, exp_avg.<name>,
+ *                                                  exp_avg_sq.<name>, F32, the rank's shapes
+ * Replicated tensors (norms, row-parallel biases) are written by TP rank 0 only, the
+ * last stage's copy of a tied embedding not at all. The manifest's entry of each such
+ * file has "tensors": {HF name: {"shape": whole shape, "dim": split dimension (-1: the
+ * whole tensor), "segs": [[global start, local start, count], ...] along it}} (the
+ * moments are sliced as the weights), so a reader assembles every whole tensor without
+ * knowing the layout that wrote it (ckpt_load and friends do, for any reader's layout).
+ * The same protocol as the sharded one: rank 0 begins, every writer puts its file
+ * (phase "shard"), rank 0 also config.json and trainer_state.json (ckpt_put_meta), the
+ * entries are gathered to rank 0, which commits.
+ *
  * A crash anywhere leaves the previous checkpoints intact and at most a
  * step_N.tmp/ (ignored by readers, removed by the next save or prune) or a
  * complete, verifiable step_N/.
@@ -100,9 +115,18 @@ grit_err ckpt_put_model(store *s, const gx_model *m, const float *params, const 
                         ckpt_file out[3]);
 grit_err ckpt_put_shard(store *s, long step, int rank, int world, size_t lo, size_t hi,
                         const float *mm, const float *vv, ckpt_file *out);
-grit_err ckpt_commit(store *s, long step, const ckpt_file *files, int n, double *bytes);
+/* cfg: the model's configuration (describes model-parallel slices in the manifest). */
+grit_err ckpt_commit(store *s, long step, const ckpt_file *files, int n, const gx_config *cfg,
+                     double *bytes);
 void ckpt_abandon(store *s, long step);
 void ckpt_shard_name(char *buf, size_t cap, int rank, int world);
+/* Model-parallel pieces (see the layout above). put_mp: m is this rank's model (its
+ * slices; m->tp, tp_rank, pp, pp_rank name the file); params, mm, vv laid out as
+ * m->tensors. put_meta: config.json and trainer_state.json (out[2]). */
+grit_err ckpt_put_mp(store *s, long step, const gx_model *m, const float *params,
+                     const float *mm, const float *vv, ckpt_file *out);
+grit_err ckpt_put_meta(store *s, const gx_config *cfg, const ckpt_state *st, ckpt_file out[2]);
+void ckpt_mp_name(char *buf, size_t cap, int tp_rank, int tp, int pp_rank, int pp);
 
 /* Verifies dir's manifest: every listed file present with its size and hash,
  * and the four required files listed. On failure why says what (file, field). */

@@ -235,7 +235,7 @@ grit_err ckpt_load_moments(store *s, const char *dir, const gx_model *m, float *
 }
 
 /* Reads and parses the safetensors header of path. */
-static grit_err open_st(store *s, const char *path, const char *what, st_file *f)
+grit_err ckpt__open_st(store *s, const char *path, const char *what, st_file *f)
 {
     size_t fsize;
     uint8_t len8[8];
@@ -267,7 +267,7 @@ static grit_err read_shard(store *s, const char *dir, const char *name, long slo
     snprintf(path, sizeof path, "%s/%s", dir, name);
     snprintf(what, sizeof what, "%s/%s", s->root, path);
     st_file f = {0};
-    grit_err rc = open_st(s, path, what, &f);
+    grit_err rc = ckpt__open_st(s, path, what, &f);
     const char *const nm[2] = {"exp_avg", "exp_avg_sq"};
     float *dst[2] = {mm, vv};
     for (int k = 0; rc == GRIT_OK && k < 2; k++) {
@@ -332,13 +332,43 @@ static grit_err read_range(store *s, const char *dir, const long *slo, const lon
     return rc;
 }
 
+/* Elements [lo, hi) of the flat moments from model-parallel shards: every tensor that
+ * overlaps the range is assembled whole, its overlap kept. */
+static grit_err mp_moments_range(store *s, const char *dir, ckpt_mp *mp, const gx_model *m,
+                                 size_t lo, size_t hi, float *mm, float *vv)
+{
+    size_t big = 1;
+    for (int i = 0; i < m->num_tensors; i++)
+        big = m->tensors[i].numel > big ? m->tensors[i].numel : big;
+    float *tmp = malloc(sizeof(float) * big);
+    grit_err rc = tmp ? GRIT_OK : grit_errf(GRIT_ENOMEM, "out of memory");
+    const char *pre[2] = {"exp_avg.", "exp_avg_sq."};
+    float *dst[2] = {mm, vv};
+    for (int i = 0; rc == GRIT_OK && i < m->num_tensors; i++) {
+        const gx_tensor *t = &m->tensors[i];
+        size_t a = t->offset > lo ? t->offset : lo, b = t->offset + t->numel;
+        b = b < hi ? b : hi;
+        for (int k = 0; a < b && k < 2 && rc == GRIT_OK; k++)
+            if ((rc = ckpt__mp_read(s, dir, mp, t, pre[k], tmp)) == GRIT_OK)
+                memcpy(dst[k] + (a - lo), tmp + (a - t->offset), (b - a) * sizeof(float));
+    }
+    free(tmp);
+    return rc;
+}
+
 grit_err ckpt_load_moments_range(store *s, const char *dir, const gx_model *m, size_t lo,
                                  size_t hi, float *mm, float *vv)
 {
     long *slo, *shi;
     int world;
-    grit_err rc = shard_table(s, dir, m, &slo, &shi, &world);
-    if (rc != GRIT_OK)
+    ckpt_mp *mp;
+    grit_err rc = ckpt__mp_open(s, dir, &mp);
+    if (rc != GRIT_OK || mp) { /* model-parallel shards: the tensors overlapping the range */
+        rc = rc == GRIT_OK ? mp_moments_range(s, dir, mp, m, lo, hi, mm, vv) : rc;
+        ckpt__mp_free(mp);
+        return rc;
+    }
+    if ((rc = shard_table(s, dir, m, &slo, &shi, &world)) != GRIT_OK)
         return rc;
     if (world > 0) { /* reslice: read only the byte ranges this range needs */
         rc = read_range(s, dir, slo, shi, world, lo, hi, mm, vv);
@@ -370,6 +400,20 @@ static grit_err load_weights(store *s, const char *dir, const gx_model *m,
 {
     char path[512], what[1600];
     size_t sz;
+    ckpt_mp *mp;
+    grit_err mrc = ckpt__mp_open(s, dir, &mp);
+    if (mrc != GRIT_OK)
+        return mrc;
+    if (mp) { /* model-parallel shards: each tensor assembled from its slices */
+        for (int i = 0; mrc == GRIT_OK && i < m->num_tensors; i++) {
+            float *dst = sk ? sk->tmp : pb[0] + m->tensors[i].offset;
+            mrc = ckpt__mp_read(s, dir, mp, &m->tensors[i], pp[0], dst);
+            if (mrc == GRIT_OK && sk)
+                mrc = sk->fn(sk->ctx, sk->first_block, i, dst);
+        }
+        ckpt__mp_free(mp);
+        return mrc;
+    }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (s->ops->size(s, path, &sz) == GRIT_OK)
         return load_file(s, dir, "model.safetensors", m, pp, pb, 1, NULL, sk);
@@ -446,7 +490,7 @@ static grit_err load_weights(store *s, const char *dir, const gx_model *m,
         char sp[600];
         snprintf(sp, sizeof sp, "%s/%s", dir, files[i]);
         st_file f = {0};
-        if ((rc = open_st(s, sp, what, &f)) != GRIT_OK)
+        if ((rc = ckpt__open_st(s, sp, what, &f)) != GRIT_OK)
             goto out;
         for (int k = 0; k < f.n && rc == GRIT_OK; k++) {
             const char *want = json_string_value(json_object_get(wm, f.t[k].name));
@@ -492,9 +536,20 @@ grit_err ckpt_load_each(store *s, const char *dir, const gx_model *m, int moment
     grit_err rc = load_weights(s, dir, m, pp, pb, &sk);
     long *slo = NULL, *shi = NULL;
     int world = 0;
+    ckpt_mp *mp = NULL;
     if (rc == GRIT_OK && moments)
+        rc = ckpt__mp_open(s, dir, &mp);
+    if (rc == GRIT_OK && moments && !mp)
         rc = shard_table(s, dir, m, &slo, &shi, &world);
-    if (rc == GRIT_OK && moments && world > 0) { /* per tensor, the byte ranges it needs */
+    if (rc == GRIT_OK && mp) { /* model-parallel shards: whole tensors from their slices */
+        for (int i = 0; rc == GRIT_OK && i < m->num_tensors; i++) {
+            const gx_tensor *t = &m->tensors[i];
+            if ((rc = ckpt__mp_read(s, dir, mp, t, "exp_avg.", tmp)) == GRIT_OK &&
+                (rc = ckpt__mp_read(s, dir, mp, t, "exp_avg_sq.", tmp + big)) == GRIT_OK &&
+                (rc = fn(ctx, 1, i, tmp)) == GRIT_OK)
+                rc = fn(ctx, 2, i, tmp + big);
+        }
+    } else if (rc == GRIT_OK && moments && world > 0) { /* per tensor, the byte ranges it needs */
         for (int i = 0; rc == GRIT_OK && i < m->num_tensors; i++) {
             const gx_tensor *t = &m->tensors[i];
             rc = read_range(s, dir, slo, shi, world, t->offset, t->offset + t->numel, tmp,
@@ -510,6 +565,7 @@ grit_err ckpt_load_each(store *s, const char *dir, const gx_model *m, int moment
         sk.first_block = 1;
         rc = load_file(s, dir, "optimizer.safetensors", m, op, ob, 2, NULL, &sk);
     }
+    ckpt__mp_free(mp);
     free(slo);
     free(shi);
     free(tmp);

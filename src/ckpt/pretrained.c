@@ -28,11 +28,14 @@ grit_err pretrained_load(const char *path, gx_model *m, int nthreads, char *wher
     grit_err rc;
     if (exists(path, "ckpt")) { /* a run directory (its config.json is grit's, not HF's) */
         snprintf(root, sizeof root, "%s/ckpt", path);
-    } else if (exists(path, "model.safetensors") && exists(path, "config.json")) {
+    } else if ((exists(path, "model.safetensors") || exists(path, "manifest.json")) &&
+               exists(path, "config.json")) { /* a Hugging Face folder or a step folder
+                                                 (model-parallel shards too) */
         snprintf(root, sizeof root, "%s", path);
     } else {
         return grit_errf(GRIT_ENOTFOUND, "%s: expected a checkpoint folder (config.json + "
-                                         "model.safetensors) or a run directory (ckpt/)", path);
+                                         "model.safetensors, or a step folder with its "
+                                         "manifest.json) or a run directory (ckpt/)", path);
     }
     if ((rc = store_open_posix(root, &st)) != GRIT_OK)
         return rc;

@@ -217,16 +217,17 @@ static grit_err finish_parts(saver *r)
         return GRIT_OK;
     long step = r->pending;
     r->pending = -1;
-    const ckpt_file *mine;
-    const char *err;
-    int n;
+    const ckpt_file *mine = NULL;
+    const char *err = "";
+    int n = 0;
     part_msg msg = {0};
-    msg.rc = ckpt_async_part(&r->ca, &mine, &n, &err);
-    if (msg.rc == GRIT_OK)
+    /* a rank without a writer (model parallelism: DP ranks > 0) sends an empty entry */
+    msg.rc = r->ca_on ? ckpt_async_part(&r->ca, &mine, &n, &err) : GRIT_OK;
+    if (msg.rc == GRIT_OK && r->ca_on)
         msg.f = mine[0];
-    else
+    else if (msg.rc != GRIT_OK)
         snprintf(msg.err, sizeof msg.err, "%s", err);
-    int W = r->d->size, leader = r->d->rank == 0;
+    int W = r->w->size, leader = r->leader;
     part_msg *all = leader ? calloc((size_t)W, sizeof *all) : NULL;
     ckpt_file *files = leader ? calloc((size_t)W + 3, sizeof *files) : NULL;
     if (leader && (!all || !files)) {
@@ -234,7 +235,7 @@ static grit_err finish_parts(saver *r)
         free(files);
         return grit_errf(GRIT_ENOMEM, "out of memory");
     }
-    grit_err rc = comm_gather(r->d, &msg, all, sizeof msg, 0);
+    grit_err rc = comm_gather(r->w, &msg, all, sizeof msg, 0);
     if (rc == GRIT_OK && leader) {
         char why[512] = "";
         for (int k = 0; k < W && !why[0]; k++)
@@ -243,10 +244,12 @@ static grit_err finish_parts(saver *r)
         if (why[0]) {
             ckpt_async_fail(&r->ca, step, why);
         } else {
-            memcpy(files, mine + 1, 3 * sizeof *files); /* model, config, state */
+            int nf = n - 1; /* [model,] config, state; then every written part */
+            memcpy(files, mine + 1, (size_t)nf * sizeof *files);
             for (int k = 0; k < W; k++)
-                files[3 + k] = all[k].f;
-            rc = ckpt_async_commit(&r->ca, step, files, W + 3);
+                if (all[k].f.name[0])
+                    files[nf++] = all[k].f;
+            rc = ckpt_async_commit(&r->ca, step, files, nf);
         }
     }
     free(all);
@@ -401,32 +404,41 @@ static grit_err gather_whole(saver *r, const gx_model *m, const float *const *sr
     return rc;
 }
 
-/* Model parallelism: every DP group gathers its moments (ZeRO-1 shards) to its rank 0;
- * replica 0 then gathers params and moments as whole tensors to the leader (gather_whole),
- * straight into its writer's snapshot, and the leader starts a one-rank save. */
-static grit_err save_tp(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st,
+/* Model parallelism: rank 0 makes step_N.tmp/; every DP group gathers its moments
+ * (ZeRO shards) to its rank 0, and each rank of replica 0 snapshots its slices and its
+ * writer puts its model-parallel shard (rank 0: also config and state), all in parallel;
+ * the parts are committed as in save_sharded. Nobody holds more than its own slices. */
+static grit_err save_mp(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st,
                         double *stall)
 {
     double t0 = now_seconds();
-    size_t np = m->num_params;
-    int col = r->d->rank == 0; /* DP rank 0 of this column: replica 0 */
-    float *lm = col ? malloc(sizeof(float) * np) : NULL, *lv = col ? malloc(sizeof(float) * np) : NULL;
-    grit_err rc = col && (!lm || !lv) ? grit_errf(GRIT_ENOMEM, "out of memory gathering a checkpoint")
-                                      : GRIT_OK;
-    if (rc == GRIT_OK)
-        rc = dp_gather_moments(dp, lm, lv, 0);
-    float *snap = rc == GRIT_OK && r->leader ? ckpt_async_begin(&r->ca) : NULL;
-    const float *src[3] = {m->params, lm, lv};
-    if (rc == GRIT_OK && col)
-        rc = gather_whole(r, m, src, 3, snap);
-    if (rc == GRIT_OK && r->leader)
+    char why[512] = "";
+    if (r->leader && ckpt_begin(r->ck, st->step) != GRIT_OK)
+        snprintf(why, sizeof why, "%s", grit_errmsg());
+    grit_err rc = comm_bcast(r->w, why, sizeof why, 0); /* also: the directory exists now */
+    if (rc != GRIT_OK)
+        return rc;
+    if (why[0]) { /* nothing was started: report as a failed save */
+        *stall = r->last_stall = now_seconds() - t0;
+        if (!r->leader)
+            return GRIT_OK;
+        ckpt_result res = {.step = st->step, .rc = GRIT_EIO};
+        snprintf(res.err, sizeof res.err, "%s", why);
+        return report_save(r, &res);
+    }
+    float *snap = r->ca_on ? ckpt_async_begin(&r->ca) : NULL, *mm = NULL, *vv = NULL;
+    if (snap)
+        ckpt_async_moments(&r->ca, &mm, &vv);
+    if ((rc = dp_gather_moments(dp, mm, vv, 0)) != GRIT_OK)
+        return rc;
+    if (snap) {
+        ckpt_copy_parallel(snap, m->params, m->num_params);
         rc = ckpt_async_start(&r->ca, st);
-    free(lm);
-    free(lv);
+    }
+    r->pending = st->step;
     *stall = r->last_stall = now_seconds() - t0;
-    ckpt_result done;
-    if (rc == GRIT_OK && r->leader && !r->cfg->ckpt_async && ckpt_async_poll(&r->ca, &done))
-        rc = report_save(r, &done);
+    if (rc == GRIT_OK && !r->cfg->ckpt_async) /* written already: commit now */
+        rc = finish_parts(r);
     return rc;
 }
 
@@ -454,7 +466,7 @@ static grit_err save_now(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *s
                                      double *stall)
 {
     if (r->tpc)
-        return save_tp(r, m, dp, st, stall);
+        return save_mp(r, m, dp, st, stall);
     if (r->d->size > 1)
         return save_sharded(r, m, dp, st, stall);
     double t0 = now_seconds();
@@ -513,15 +525,22 @@ grit_err saver_open(saver *r, const train_cfg *cfg, comm *d, events *ev, FILE *l
 grit_err saver_start(saver *r, const gx_model *m, const dp_sync *dp, double now)
 {
     r->last_save = now;
-    r->ca_on = r->on && (r->leader || (r->d->size > 1 && !r->tpc)); /* world > 1: every
-                                                                       rank writes its shard */
+    /* world > 1: every rank writes its shard; model parallelism: replica 0's ranks write
+     * theirs, and every rank takes part in the commit */
+    r->parts = r->on && (r->tpc || r->d->size > 1);
+    r->ca_on = r->on && (r->tpc ? r->d->rank == 0 : r->leader || r->d->size > 1);
     if (!r->ca_on)
         return GRIT_OK;
     const train_cfg *cfg = r->cfg;
-    if (r->tpc) /* the leader writes whole tensors as one rank */
-        return ckpt_async_init_rank(&r->ca, r->ck, &r->full, cfg->ckpt_async, cfg->ckpt_keep_last,
-                                    cfg->ckpt_keep_every, 0, 1, 0, r->full.num_params);
-    grit_err rc = ckpt_async_init_rank(&r->ca, r->ck, m, cfg->ckpt_async, cfg->ckpt_keep_last,
+    grit_err rc;
+    if (r->tpc) {
+        rc = ckpt_async_init_mp(&r->ca, r->ck, m, cfg->ckpt_async, cfg->ckpt_keep_last,
+                                cfg->ckpt_keep_every, r->w->rank);
+        if (rc != GRIT_OK)
+            r->ca_on = false;
+        return rc;
+    }
+    rc = ckpt_async_init_rank(&r->ca, r->ck, m, cfg->ckpt_async, cfg->ckpt_keep_last,
                                        cfg->ckpt_keep_every, r->d->rank, r->d->size, dp->lo,
                                        dp->hi);
     if (rc != GRIT_OK)
@@ -531,12 +550,12 @@ grit_err saver_start(saver *r, const gx_model *m, const dp_sync *dp, double now)
 
 double saver_part_written(saver *r)
 {
-    return r->pending >= 0 && !ckpt_async_busy(&r->ca) ? 1.0 : 0.0;
+    return r->pending >= 0 && (!r->ca_on || !ckpt_async_busy(&r->ca)) ? 1.0 : 0.0;
 }
 
 grit_err saver_parts_agreed(saver *r, double parts_written)
 {
-    if (r->pending >= 0 && parts_written == (double)r->d->size)
+    if (r->pending >= 0 && parts_written == (double)r->w->size)
         return finish_parts(r);
     return GRIT_OK;
 }
@@ -581,7 +600,7 @@ grit_err saver_save(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st, do
 grit_err saver_finish(saver *r)
 {
     grit_err rc;
-    if (r->ca_on && (rc = finish_parts(r)) != GRIT_OK)
+    if (r->parts && (rc = finish_parts(r)) != GRIT_OK)
         return rc;
     if (r->leader && r->on) {
         ckpt_result done;

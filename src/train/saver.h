@@ -36,7 +36,9 @@ typedef struct saver {
     store *ck;            /* the checkpoint store, NULL when neither saving nor resuming */
     ckpt_async ca;
     bool on;              /* this run saves checkpoints */
-    bool ca_on;           /* this rank runs a writer (rank 0, or every rank when world > 1) */
+    bool ca_on;           /* this rank runs a writer (rank 0, or every rank when world > 1,
+                             or replica 0's ranks under model parallelism) */
+    bool parts;           /* saves are committed from parts gathered over w */
     int saves, failures;
     long pending;         /* world > 1: step of a save whose parts are being written, else -1 */
     double stall_total, last_stall; /* last_stall: of the save in flight */
@@ -45,11 +47,10 @@ typedef struct saver {
     /* Who decides and writes: world rank 0 (leader), its decisions broadcast over w (the
      * world). Without model parallelism d is the world. Under tensor and/or pipeline
      * parallelism (saver_set_mp) d is the data-parallel group, tpc the TP group, ppc the
-     * pipeline group, and checkpoints hold whole tensors: each column's DP rank 0 gathers
-     * its moments (ZeRO-1 shards), replica 0 gathers params and moments as whole tensors to
-     * the leader (each stage's TP group assembles, the stages send over the pipeline
-     * group), which writes them as a one-rank checkpoint; a resume loads whole tensors and
-     * keeps its stage's slices, so any layout resumes any other (docs/parallel.md). */
+     * pipeline group: each column's DP rank 0 gathers its moments (ZeRO shards) and writes
+     * its slices as one model-parallel shard (ckpt.h), in parallel with the others; a
+     * resume assembles whole tensors from the shards one at a time and keeps its stage's
+     * slices, so any layout resumes any other (docs/parallel.md). */
     comm *w, *tpc, *ppc;
     int leader;
     gx_model full;        /* tp > 1: the whole model's tensor table (no buffers) */
@@ -62,8 +63,8 @@ grit_err saver_open(saver *s, const train_cfg *cfg, comm *d, events *ev, FILE *l
 
 /* Model parallelism (tensor and/or pipeline): world, this rank's TP and pipeline groups
  * (either may be a group of one) and its model (slices of its stage's tensors); call after
- * saver_open, before saver_restore. Checkpoints then hold whole tensors, assembled on the
- * leader (replica 0's stages send theirs over the pipeline group). */
+ * saver_open, before saver_restore. Checkpoints are then written as model-parallel shards
+ * by replica 0's ranks (ckpt.h). */
 grit_err saver_set_mp(saver *s, comm *world, comm *tpc, comm *ppc, const gx_model *m);
 
 /* Model parallelism: the whole model's weights (sv->full's table) on the leader in *full

@@ -444,10 +444,10 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         double norm, red[4] = {loss, saver_part_written(&sv), stopsig_pending() ? 1.0 : 0.0,
                                orphaned(orphan_why, sizeof orphan_why)};
         if ((rc = dp_finish_grads(&dp, &norm)) != GRIT_OK ||
-            /* under TP and PP the flags go round those groups first: TP x PP x DP is the
-             * world */
-            (tp > 1 && (rc = comm_allreduce_sum_f64(&grid.tpc, red + 2, 2)) != GRIT_OK) ||
-            (pp > 1 && (rc = comm_allreduce_sum_f64(&grid.ppc, red + 2, 2)) != GRIT_OK) ||
+            /* under TP and PP the flags (and the parts written) go round those groups
+             * first: TP x PP x DP is the world */
+            (tp > 1 && (rc = comm_allreduce_sum_f64(&grid.tpc, red + 1, 3)) != GRIT_OK) ||
+            (pp > 1 && (rc = comm_allreduce_sum_f64(&grid.ppc, red + 1, 3)) != GRIT_OK) ||
             (rc = comm_allreduce_sum_f64(d, red, W > 1 ? 4 : 1)) != GRIT_OK)
             goto out;
         if (red[3] > 0) { /* no checkpoint: the run is not this job's any more */

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# tp_ckpt.sh GRIT PYTHON - checkpoints under tensor parallelism hold whole Hugging Face
-# tensors (params and AdamW moments), so any layout resumes any other (issue #17), on a
-# Llama shape with grouped-query attention over real MPI ranks:
+# tp_ckpt.sh GRIT PYTHON - checkpoints under tensor and pipeline parallelism are written
+# by each rank of replica 0 as its own slices (params and AdamW moments), the manifest says
+# which slice of which Hugging Face tensor each holds, and any layout resumes any other
+# (issue #17), on a Llama shape with grouped-query attention over real MPI ranks:
 #  - saving at TP=2 does not change the run (final weights bitwise equal to no saves);
-#    the checkpoint's tensors have the whole model's shapes (as a TP=1 checkpoint's);
+#    no model.safetensors is gathered; an independent reader (mp_assemble.py: the manifest
+#    and safetensors bytes only) assembles whole tensors with the shapes of a TP=1
+#    checkpoint's, every element from exactly one shard; grit ckpt export of it too;
 #  - TP=2 resumed at TP=2 from step 10: bitwise equal to the uninterrupted run;
 #  - TP=2's step-10 checkpoint resumed at TP=1, at TP=2 x DP=2 with ZeRO-1, and TP=1's
 #    resumed at TP=2: step 11 (the same weights, only the fp32 summation order differs)
@@ -12,14 +15,20 @@
 #  - init_from a TP=1 checkpoint at TP=2: the weights only, the same step-1 loss;
 #  - pipeline stages: PP=2 (saving) bitwise the single-rank run, its checkpoints' weights and
 #    moments bitwise the single rank's, PP=2 resumed at PP=2 bitwise; TP=2 x PP=2 x DP=2's
-#    step-10 checkpoint resumed at one rank and at TP=2, one rank's at PP=2 x DP=2 ZeRO-1,
-#    within the bounds above; Falcon's tied embeddings at PP=2 resumed at PP=2 (bitwise)
-#    and at one rank;
+#    step-10 checkpoint (assembled: the single rank's shapes) resumed at one rank, at TP=2
+#    and at DP=4 ZeRO-3, one rank's at PP=2 x DP=2 ZeRO-1, within the bounds above;
+#    Falcon's tied embeddings at PP=2 (assembled: one embedding, each tensor (weights and moments) within 1e-5
+#    relative L2 of the single rank's checkpoint: the two halves of the tied gradient are
+#    added in another order) resumed at PP=2 (bitwise) and at one rank;
+#  - PP=2 stage 1 killed after writing its step-20 file (before the commit): no step 20,
+#    the rerun resumes from 10 bitwise; its write failing (ENOSPC) with on_error "continue":
+#    the save reported failed naming rank 1, nothing of it left, the next save fine;
 #  - SIGTERM to one rank of a TP=2 x DP=2 job: every rank stops after the same step with
 #    a final checkpoint (the stop flag goes round the TP group and the DP group), and the
 #    rerun ends bitwise equal to the uninterrupted run.
 set -euo pipefail
 grit=$1 py=$2
+here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 mp=""
 cleanup() { [ -n "$mp" ] && kill -9 "$mp" 2>/dev/null || true; rm -rf "$tmp"; }
@@ -80,19 +89,20 @@ run 2 "$tmp/tp2-nosave.json" "$tmp/nosave"
 cmp -s "$tmp/a/model.safetensors" "$tmp/nosave/model.safetensors" &&
   echo "ok   TP=2: saving checkpoints leaves the run bitwise unchanged" || bad "TP=2: saves changed the run"
 run 1 "$tmp/base.json" "$tmp/one"
-"$py" - "$tmp/a/ckpt/step_00000010" "$tmp/one/ckpt/step_00000010" <<'PY' || fail=1
+# every rank of replica 0 wrote its own slices; an independent reader assembles them
+ls "$tmp/a/ckpt/step_00000010" | grep -qx model.safetensors && bad "TP=2 wrote model.safetensors (a gather)"
+"$py" "$here/mp_assemble.py" "$tmp/a/ckpt/step_00000010" "$tmp/one/ckpt/step_00000010" --layout 2x1 || fail=1
+"$grit" ckpt export "$tmp/a/ckpt" 10 "$tmp/a-hf" > /dev/null &&
+  "$py" - "$tmp/a-hf" "$tmp/one/ckpt/step_00000010" <<'PY' || fail=1
 import json, struct, sys
-def shapes(d, f):
-    with open(f"{d}/{f}", "rb") as h:
+def shapes(d):
+    with open(f"{d}/model.safetensors", "rb") as h:
         n = struct.unpack("<Q", h.read(8))[0]
         hd = json.loads(h.read(n))
     return {k: v["shape"] for k, v in hd.items() if k != "__metadata__"}
-for f in ("model.safetensors", "optimizer.safetensors"):
-    a, b = shapes(sys.argv[1], f), shapes(sys.argv[2], f)
-    if a != b:
-        print(f"FAIL: {f}: TP=2 checkpoint shapes differ from TP=1's: {sorted(set(a.items()) ^ set(b.items()))[:4]}")
-        sys.exit(1)
-print(f"ok   TP=2 checkpoint: {len(shapes(sys.argv[1], 'model.safetensors'))} whole tensors, the shapes of a TP=1 checkpoint's")
+a, b = shapes(sys.argv[1]), shapes(sys.argv[2])
+print(f"{'ok  ' if a == b else 'FAIL:'} grit ckpt export of the TP=2 checkpoint: {len(a)} whole tensors, the shapes of a TP=1 checkpoint's")
+sys.exit(0 if a == b else 1)
 PY
 
 # the same layout resumes bitwise
@@ -123,26 +133,53 @@ sys.exit(0 if d < 2e-7 else 1)
 PY
 grep -q '"event":"init_from"' "$tmp/ft/events.jsonl" || bad "init_from at TP=2: no event"
 
-# pipeline stages (src/train/pipeline.c): replica 0's stages send whole tensors to the
-# leader (saver.c gather_whole), a resume keeps each stage's tensors
+# pipeline stages (src/train/pipeline.c): each stage writes its own tensors, a resume
+# keeps each stage's tensors
 lay '{"pipeline": 2}' > "$tmp/pp2.json"
 lay '{"pipeline": 2, "zero": 1}' > "$tmp/pp2z.json"
 lay '{"tensor": 2, "pipeline": 2}' > "$tmp/g8.json"
 run 2 "$tmp/pp2.json" "$tmp/p"
 same=1
-for f in model.safetensors ckpt/step_00000010/model.safetensors ckpt/step_00000010/optimizer.safetensors \
-         ckpt/step_00000020/optimizer.safetensors; do
-  cmp -s "$tmp/one/$f" "$tmp/p/$f" || same=0
+cmp -s "$tmp/one/model.safetensors" "$tmp/p/model.safetensors" || same=0
+for s in 10 20; do
+  "$py" "$here/mp_assemble.py" "$tmp/p/ckpt/step_000000$s" "$tmp/one/ckpt/step_000000$s" --bitwise --layout 1x2 || same=0
 done
 [ $same -eq 1 ] && echo "ok   PP=2: final weights and both checkpoints (weights, AdamW moments) bitwise the single rank's" ||
   bad "PP=2 differs from the single-rank run (weights or checkpoints)"
 from10 "$tmp/p" "$tmp/pr"; run 2 "$tmp/pp2.json" "$tmp/pr"
 cmp -s "$tmp/p/model.safetensors" "$tmp/pr/model.safetensors" &&
   echo "ok   PP=2 -> PP=2 from step 10: bitwise equal to the uninterrupted run" || bad "PP=2 resumed at PP=2 differs"
+# stage 1 killed once its step-20 file is durable, before the commit: step 20 is never
+# trusted, the rerun resumes from step 10 and ends bitwise equal; stage 1 out of space in a
+# synchronous save with on_error "continue": reported naming rank 1, nothing left, later fine
+d="$tmp/pkill"; rc=0
+GRIT_CKPT_FAULT_RANK=1 GRIT_CKPT_FAULT=crash:shard@2 \
+  mpirun -np 2 "$grit" train "$tmp/pp2.json" --run-dir "$d" --quiet >"$d.out" 2>&1 || rc=$?
+left=$(ls "$d/ckpt" | tr '\n' ' ')
+if [ $rc -ne 0 ] && [ ! -e "$d/ckpt/step_00000020" ] && [ -d "$d/ckpt/step_00000010" ] &&
+   run 2 "$tmp/pp2.json" "$d" && grep -q '"event":"resume","dir":"step_00000010"' "$d/events.jsonl" &&
+   cmp -s "$tmp/p/model.safetensors" "$d/model.safetensors" && "$grit" ckpt verify "$d" >/dev/null; then
+  echo "ok   PP=2 stage 1 killed after writing its step-20 file: left $left; resumed from step 10, bitwise equal"
+else
+  bad "PP=2 kill in the save: rc $rc, left $left, $(tail -2 "$d.out")"
+fi
+sed 's/"keep_last": 3/"keep_last": 3, "async": false, "on_error": "continue"/' "$tmp/pp2.json" > "$tmp/pp2sync.json"
+d="$tmp/penospc"
+GRIT_CKPT_FAULT_RANK=1 GRIT_CKPT_FAULT=enospc:1 mpirun -np 2 "$grit" train "$tmp/pp2sync.json" \
+  --run-dir "$d" --quiet >"$d.out" 2>&1 || bad "PP=2 enospc: the run failed: $(tail -2 "$d.out")"
+if grep -q '"event":"ckpt_failed","step":10,"error":"rank 1: .*No space left' "$d/events.jsonl" &&
+   [ "$(ls "$d/ckpt" | tr '\n' ' ')" = "LATEST step_00000020 " ] && "$grit" ckpt verify "$d" >/dev/null; then
+  echo "ok   PP=2 stage 1 out of space at step 10: save reported failed naming rank 1, no trace left, step 20 saved"
+else
+  bad "PP=2 enospc: $(grep ckpt_ "$d/events.jsonl" | head -3) / $(ls "$d/ckpt")"
+fi
 # TP=2 x PP=2 x DP=2 (8 ranks) -> one rank, and -> TP=2 x DP=1; one rank -> PP=2 x DP=2 ZeRO-1
 run 8 "$tmp/g8.json" "$tmp/g"
 from10 "$tmp/g" "$tmp/g1"; run 1 "$tmp/base.json" "$tmp/g1" && close "$tmp/g" "$tmp/g1" 11
 from10 "$tmp/g" "$tmp/gt"; run 2 "$tmp/tp2.json" "$tmp/gt" && close "$tmp/g" "$tmp/gt" 11
+"$py" "$here/mp_assemble.py" "$tmp/g/ckpt/step_00000010" "$tmp/one/ckpt/step_00000010" --layout 2x2 || fail=1
+lay '{"zero": 3}' > "$tmp/z3.json"
+from10 "$tmp/g" "$tmp/gz"; run 4 "$tmp/z3.json" "$tmp/gz" && close "$tmp/g" "$tmp/gz" 11
 from10 "$tmp/one" "$tmp/op"; run 4 "$tmp/pp2z.json" "$tmp/op" && close "$tmp/one" "$tmp/op" 11
 
 # tied embeddings (Falcon) through stages: the last stage's copy is not written (the
@@ -155,6 +192,8 @@ cmp -s "$tmp/fp/model.safetensors" "$tmp/fpr/model.safetensors" &&
   echo "ok   Falcon (tied) PP=2 -> PP=2 from step 10: bitwise equal to the uninterrupted run" ||
   bad "Falcon (tied) PP=2 resumed at PP=2 differs"
 from10 "$tmp/fp" "$tmp/fp1"; run 1 "$tmp/fbase.json" "$tmp/fp1" && close "$tmp/fp" "$tmp/fp1" 11
+run 1 "$tmp/fbase.json" "$tmp/f1"
+"$py" "$here/mp_assemble.py" "$tmp/fp/ckpt/step_00000010" "$tmp/f1/ckpt/step_00000010" --rel 1e-5 --layout 1x2 || fail=1
 
 # SIGTERM to one rank of TP=2 x DP=2: all stop at one step, a final checkpoint, bitwise rerun
 sed 's/"total_steps": 20/"total_steps": 200/; s/"interval_steps": 10/"interval_steps": 1000/' "$tmp/tp2.json" > "$tmp/long.json"

@@ -32,7 +32,7 @@ static grit_err save_shards(store *s, long step, int world, const size_t *cuts, 
         if (keep >> r & 1)
             files[n++] = f;
     }
-    return rc == GRIT_OK ? ckpt_commit(s, step, files, n, NULL) : rc;
+    return rc == GRIT_OK ? ckpt_commit(s, step, files, n, NULL, NULL) : rc;
 }
 
 /* Reads [lo, hi) and checks every element. */
