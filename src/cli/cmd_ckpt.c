@@ -7,6 +7,7 @@
  * into a verified step_00000000.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,9 +28,12 @@ static void usage(FILE *f)
             "  ls DIR                      list checkpoints: step, size, verification\n"
             "  verify DIR [STEP]           verify every checkpoint (or STEP): sizes and xxh3 of\n"
             "                              every file against the manifest; exit 1 if any fails\n"
-            "  export DIR STEP OUT [--tokenizer FILE]\n"
+            "  export DIR STEP OUT [--tokenizer FILE] [--dtype f32|bf16]\n"
             "                              write a Hugging Face folder (model.safetensors,\n"
-            "                              config.json, tokenizer file) loadable by transformers\n"
+            "                              config.json, tokenizer file) loadable by transformers;\n"
+            "                              --dtype bf16 rounds the F32 master weights to\n"
+            "                              bfloat16 (nearest even; half the size; torch_dtype\n"
+            "                              bfloat16 in config.json); default f32\n"
             "  import HF_DIR OUT_DIR       turn a Hugging Face GPTNeoX, Llama or Falcon folder\n"
             "                              (config.json, model.safetensors or shards named by\n"
             "                              model.safetensors.index.json; F32/F16/BF16) into\n"
@@ -182,10 +186,19 @@ static int cmd_export(int argc, char **argv)
         return 2;
     }
     const char *tok = NULL;
+    int bf = 0;
     for (int i = 4; i < argc; i++) {
         if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc)
             tok = argv[++i];
-        else {
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+            const char *d = argv[++i];
+            if (!strcmp(d, "bf16") || !strcmp(d, "bfloat16"))
+                bf = 1;
+            else if (strcmp(d, "f32") && strcmp(d, "float32")) {
+                fprintf(stderr, "grit ckpt export: --dtype: '%s', expected f32 or bf16\n", d);
+                return 2;
+            }
+        } else {
             fprintf(stderr, "grit ckpt export: unknown option '%s'\n", argv[i]);
             return 2;
         }
@@ -212,11 +225,19 @@ static int cmd_export(int argc, char **argv)
         goto out_m;
     }
     snprintf(out, sizeof out, "%s/model.safetensors", argv[3]);
-    if (train_save_weights(&m, out) != GRIT_OK) {
+    if ((bf ? train_save_weights_bf16(&m, out) : train_save_weights(&m, out)) != GRIT_OK) {
         fprintf(stderr, "grit ckpt export: %s\n", grit_errmsg());
         goto out_m;
     }
     char *cj = hf_family_config_json(&m.cfg);
+    if (cj && bf) { /* the dtype the weights are stored in */
+        json_t *j = json_loads(cj, 0, NULL);
+        free(cj);
+        cj = NULL;
+        if (j && json_object_set_new(j, "torch_dtype", json_string("bfloat16")) == 0)
+            cj = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+        json_decref(j);
+    }
     snprintf(out, sizeof out, "%s/config.json", argv[3]);
     grit_err e = cj ? fs_write_durable(out, cj, strlen(cj)) : GRIT_EINVAL;
     free(cj);
@@ -229,8 +250,8 @@ static int cmd_export(int argc, char **argv)
         if (copy_file(tok, out) != 0)
             goto out_m;
     }
-    printf("exported %s/%s -> %s (model.safetensors, config.json%s)\n", s->root, d, argv[3],
-           tok ? ", tokenizer.json" : "");
+    printf("exported %s/%s -> %s (model.safetensors%s, config.json%s)\n", s->root, d, argv[3],
+           bf ? " in BF16" : "", tok ? ", tokenizer.json" : "");
     rc = 0;
 out_m:
     gx_free(&m);

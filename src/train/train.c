@@ -23,6 +23,7 @@
 #include "core/runlock.h"
 #include "core/stopsig.h"
 #include "model/tp.h"
+#include "tensor/gemm_bf16.h"
 #include "train/data.h"
 #include "train/dp.h"
 #include "train/emit.h"
@@ -50,21 +51,35 @@ double train_peak_rss_mib(void)
 }
 
 /* Writes the tensors (a table and its block) as safetensors, durably. */
+/* bf16: each tensor rounded to nearest even (a copy; the weights stay F32). */
 static grit_err save_block(const gx_tensor *tensors, int nt, const float *params,
-                           const char *path)
+                           const char *path, bool bf16out)
 {
     st_entry *e = calloc((size_t)nt, sizeof *e);
-    if (!e)
+    size_t total = 0;
+    for (int i = 0; i < nt; i++)
+        total += tensors[i].numel;
+    bf16 *h = bf16out ? malloc(sizeof(bf16) * (total ? total : 1)) : NULL;
+    if (!e || (bf16out && !h)) {
+        free(e);
+        free(h);
         return grit_errf(GRIT_ENOMEM, "out of memory");
-    for (int i = 0; i < nt; i++) {
+    }
+    for (size_t i = 0, o = 0; i < (size_t)nt; i++) {
         const gx_tensor *t = &tensors[i];
-        e[i] = (st_entry){.name = t->name, .dtype = "F32", .ndim = t->ndim,
+        e[i] = (st_entry){.name = t->name, .dtype = bf16out ? "BF16" : "F32", .ndim = t->ndim,
                           .data = params + t->offset};
+        if (bf16out) {
+            bf16_convert(h + o, params + t->offset, t->numel);
+            e[i].data = h + o;
+            o += t->numel;
+        }
         e[i].shape[0] = t->shape[0];
         e[i].shape[1] = t->shape[1];
     }
     grit_err rc = st_write(path, e, nt);
     free(e);
+    free(h);
     return rc;
 }
 
@@ -81,7 +96,12 @@ const char *train_fail_cause(grit_err rc, const char *msg)
 
 grit_err train_save_weights(const gx_model *m, const char *path)
 {
-    return save_block(m->tensors, m->num_tensors, m->params, path);
+    return save_block(m->tensors, m->num_tensors, m->params, path, false);
+}
+
+grit_err train_save_weights_bf16(const gx_model *m, const char *path)
+{
+    return save_block(m->tensors, m->num_tensors, m->params, path, true);
 }
 
 /* The model's hook for reductions over the TP group (model/tp.h). */
@@ -552,7 +572,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     if (mp) { /* whole tensors, assembled on the leader */
         float *full = NULL;
         if ((rc = saver_gather_weights(&sv, &m, &full)) == GRIT_OK && leader)
-            rc = save_block(sv.full.tensors, sv.full.num_tensors, full, path);
+            rc = save_block(sv.full.tensors, sv.full.num_tensors, full, path, false);
         free(full);
         if (rc != GRIT_OK)
             goto out;
@@ -563,7 +583,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         if (rc == GRIT_OK)
             rc = dp_gather_params(&dp, full, 0);
         if (rc == GRIT_OK && leader)
-            rc = save_block(m.tensors, m.num_tensors, full, path);
+            rc = save_block(m.tensors, m.num_tensors, full, path, false);
         free(full);
         if (rc != GRIT_OK)
             goto out;

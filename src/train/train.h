@@ -41,6 +41,8 @@ const char *train_fail_cause(grit_err rc, const char *msg);
 
 /* Writes the model's parameters as safetensors (HF names), durably. */
 grit_err train_save_weights(const gx_model *m, const char *path);
+/* The same in BF16 (each weight rounded to nearest even; the model keeps F32). */
+grit_err train_save_weights_bf16(const gx_model *m, const char *path);
 
 /* Peak resident set size of this process in MiB. */
 double train_peak_rss_mib(void);
