@@ -81,12 +81,11 @@ grit_err train_parallel_check(const train_cfg *c, int world)
     if (m->layers % pp != 0)
         return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d does not divide model.num_layers %d",
                          pp, m->layers);
-    if (c->optim.zero3 && (tp > 1 || pp > 1 || c->precision != GX_FP32 ||
-                           c->eval_interval_steps > 0 || c->eval_at_checkpoint))
-        return grit_errf(GRIT_ECONFIG, "parallel.zero 3 (parameter sharding) runs with data "
-                                       "parallelism alone, in fp32, without validation, for "
-                                       "now: tensor %d, pipeline %d, precision %s, eval %s",
-                         tp, pp, gx_precision_name(c->precision),
+    if (c->optim.zero3 && (c->precision != GX_FP32 || c->eval_interval_steps > 0 ||
+                           c->eval_at_checkpoint))
+        return grit_errf(GRIT_ECONFIG, "parallel.zero 3 (parameter sharding) runs in fp32 "
+                                       "without validation, for now: precision %s, eval %s",
+                         gx_precision_name(c->precision),
                          c->eval_interval_steps > 0 || c->eval_at_checkpoint ? "on" : "off");
     if (c->optim.zero2 && m->tied && pp == 1)
         return grit_errf(GRIT_ECONFIG, "parallel.zero %d with tied embeddings "
@@ -136,7 +135,12 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
         if (c->optim.zero3)
             p->param_b = p->grad_b;
     }
-    p->snapshot_b = train_cfg_ckpt_enabled(c) ? 4 * n : 0; /* the checkpoint writer's copy */
+    /* the checkpoint writer's copy (ckpt/async.h), on the rank that holds the most: model
+     * parallelism's replica-0 ranks their slices and moments; data parallelism's rank 0 the
+     * weights and its moment range; one rank everything */
+    p->snapshot_b = !train_cfg_ckpt_enabled(c) ? 0
+                    : p->tp > 1 || p->pp > 1   ? 12 * n
+                                               : 4 * n + 8 * n / p->dp;
     /* a stage: its layers' activations for one micro-batch, and the 1F1B schedule's inputs of
      * micro-batches in flight (at most P on stage 0) and its three boundary buffers */
     p->act_b = (double)gx_act_bytes_layout(&sc, p->tp, c->recompute) * N +

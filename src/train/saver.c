@@ -55,6 +55,9 @@ static grit_err report_save(saver *r, const ckpt_result *res)
 typedef struct tp_sink {
     const gx_model *whole, *m;
     float *dst[3]; /* params, exp_avg, exp_avg_sq: this rank's layout */
+    float *shard;  /* ZeRO-3: the weights go to elements [lo, hi) of the layout here */
+    size_t lo, hi;
+    float *tmp;    /* ZeRO-3: one slice (the largest tensor's numel) */
 } tp_sink;
 
 static grit_err tp_keep_slice(void *ctx, int block, int i, const float *data)
@@ -66,6 +69,15 @@ static grit_err tp_keep_slice(void *ctx, int block, int i, const float *data)
             return GRIT_OK;
         return grit_errf(GRIT_EINVAL, "tensor %s of the whole model is not in this rank's slices",
                          k->whole->tensors[i].name);
+    }
+    if (block == 0 && k->shard) { /* ZeRO-3: the slice's part in [lo, hi) only */
+        size_t a = t->offset > k->lo ? t->offset : k->lo;
+        size_t b = t->offset + t->numel < k->hi ? t->offset + t->numel : k->hi;
+        if (a < b) {
+            gx_tp_slice_copy(t, data, k->tmp, 0);
+            memcpy(k->shard + (a - k->lo), k->tmp + (a - t->offset), (b - a) * sizeof(float));
+        }
+        return GRIT_OK;
     }
     gx_tp_slice_copy(t, data, k->dst[block] + t->offset, 0);
     return GRIT_OK;
@@ -86,8 +98,19 @@ static grit_err load_tp(store *ck, const char *dir, saver *r, gx_model *m, dp_sy
                       ? grit_errf(GRIT_ENOMEM, "out of memory loading %s/%s", ck->root, dir)
                       : GRIT_OK;
     tp_sink k = {.whole = &r->full, .m = m, .dst = {m->params, lm, lv}};
+    if (dp->zero3 && !m->params) { /* ZeRO-3 under TP/PP: this rank's part of its slices */
+        size_t big = 1;
+        for (int i = 0; i < m->num_tensors; i++)
+            big = m->tensors[i].numel > big ? m->tensors[i].numel : big;
+        k.shard = dp->p_shard;
+        k.lo = dp->lo;
+        k.hi = dp->hi;
+        if (rc == GRIT_OK && !(k.tmp = malloc(sizeof(float) * big)))
+            rc = grit_errf(GRIT_ENOMEM, "out of memory loading %s/%s", ck->root, dir);
+    }
     if (rc == GRIT_OK)
         rc = ckpt_load_each(ck, dir, &r->full, !weights_only, tp_keep_slice, &k);
+    free(k.tmp);
     if (rc == GRIT_OK && z) {
         memcpy(dp->m_shard, lm + dp->lo, sizeof(float) * (dp->hi - dp->lo));
         memcpy(dp->v_shard, lv + dp->lo, sizeof(float) * (dp->hi - dp->lo));
@@ -431,8 +454,11 @@ static grit_err save_mp(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st
         ckpt_async_moments(&r->ca, &mm, &vv);
     if ((rc = dp_gather_moments(dp, mm, vv, 0)) != GRIT_OK)
         return rc;
+    if (dp->zero3 && (rc = dp_gather_params(dp, snap, 0)) != GRIT_OK) /* the weight shards */
+        return rc;
     if (snap) {
-        ckpt_copy_parallel(snap, m->params, m->num_params);
+        if (!dp->zero3)
+            ckpt_copy_parallel(snap, m->params, m->num_params);
         rc = ckpt_async_start(&r->ca, st);
     }
     r->pending = st->step;
@@ -442,17 +468,30 @@ static grit_err save_mp(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st
     return rc;
 }
 
-grit_err saver_gather_weights(saver *r, const gx_model *m, float **full)
+grit_err saver_gather_weights(saver *r, const gx_model *m, dp_sync *dp, float **full)
 {
     *full = NULL;
+    float *local = NULL; /* ZeRO-3: this column's weights, gathered on its DP rank 0 */
+    if (dp->zero3) {
+        if (r->d->rank == 0 && !(local = malloc(sizeof(float) * m->num_params)))
+            return grit_errf(GRIT_ENOMEM, "out of memory gathering the weights");
+        grit_err rc = dp_gather_params(dp, local, 0);
+        if (rc != GRIT_OK) {
+            free(local);
+            return rc;
+        }
+    }
     if (r->d->rank != 0) /* replica 0 holds what every replica holds */
         return GRIT_OK;
     float *dst = r->leader ? malloc(sizeof(float) * (r->full.num_params ? r->full.num_params : 1))
                            : NULL;
-    if (r->leader && !dst)
+    if (r->leader && !dst) {
+        free(local);
         return grit_errf(GRIT_ENOMEM, "out of memory gathering the weights");
-    const float *src[1] = {m->params};
+    }
+    const float *src[1] = {local ? local : m->params};
     grit_err rc = gather_whole(r, m, src, 1, dst);
+    free(local);
     if (rc != GRIT_OK) {
         free(dst);
         return rc;

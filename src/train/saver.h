@@ -68,8 +68,9 @@ grit_err saver_open(saver *s, const train_cfg *cfg, comm *d, events *ev, FILE *l
 grit_err saver_set_mp(saver *s, comm *world, comm *tpc, comm *ppc, const gx_model *m);
 
 /* Model parallelism: the whole model's weights (sv->full's table) on the leader in *full
- * (malloc'd; NULL elsewhere). Collective over replica 0's ranks; the others return at once. */
-grit_err saver_gather_weights(saver *s, const gx_model *m, float **full);
+ * (malloc'd; NULL elsewhere). Collective over replica 0's ranks (under ZeRO-3 first over
+ * each data-parallel group: its weight shards); the others return then. */
+grit_err saver_gather_weights(saver *s, const gx_model *m, dp_sync *dp, float **full);
 
 /* Restores the newest good checkpoint (or init_from) into m and dp; *start: first step
  * to run; *tokens: tokens consumed so far; *loaded: whether the weights came from a

@@ -571,7 +571,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     path_join(path, sizeof path, cfg->run_dir, "model.safetensors");
     if (mp) { /* whole tensors, assembled on the leader */
         float *full = NULL;
-        if ((rc = saver_gather_weights(&sv, &m, &full)) == GRIT_OK && leader)
+        if ((rc = saver_gather_weights(&sv, &m, &dp, &full)) == GRIT_OK && leader)
             rc = save_block(sv.full.tensors, sv.full.num_tensors, full, path, false);
         free(full);
         if (rc != GRIT_OK)

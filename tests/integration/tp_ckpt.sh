@@ -20,6 +20,8 @@
 #    Falcon's tied embeddings at PP=2 (assembled: one embedding, each tensor (weights and moments) within 1e-5
 #    relative L2 of the single rank's checkpoint: the two halves of the tied gradient are
 #    added in another order) resumed at PP=2 (bitwise) and at one rank;
+#  - ZeRO-3 at TP=2 x DP=2 and PP=2 x DP=2: final weights and checkpoint files bitwise
+#    ZeRO-2's; ZeRO-3 TP=2 x DP=2 resumed at step 10 bitwise;
 #  - PP=2 stage 1 killed after writing its step-20 file (before the commit): no step 20,
 #    the rerun resumes from 10 bitwise; its write failing (ENOSPC) with on_error "continue":
 #    the save reported failed naming rank 1, nothing of it left, the next save fine;
@@ -181,6 +183,22 @@ from10 "$tmp/g" "$tmp/gt"; run 2 "$tmp/tp2.json" "$tmp/gt" && close "$tmp/g" "$t
 lay '{"zero": 3}' > "$tmp/z3.json"
 from10 "$tmp/g" "$tmp/gz"; run 4 "$tmp/z3.json" "$tmp/gz" && close "$tmp/g" "$tmp/gz" 11
 from10 "$tmp/one" "$tmp/op"; run 4 "$tmp/pp2z.json" "$tmp/op" && close "$tmp/one" "$tmp/op" 11
+
+# ZeRO-3 under TP and PP: each rank keeps its DP shard of its slices; bitwise ZeRO-2 (the
+# same reductions, the weights only live elsewhere), checkpoints byte for byte, and a
+# ZeRO-3 TP=2 x DP=2 run resumed from step 10 bitwise
+for L in 'tp:{"tensor": 2, "data": 2' 'pp:{"pipeline": 2, "data": 2'; do
+  n=${L%%:*}
+  for z in 2 3; do lay "${L#*:}, \"zero\": $z}" > "$tmp/z$n$z.json"; run 4 "$tmp/z$n$z.json" "$tmp/z$n$z"; done
+  same=1
+  cmp -s "$tmp/z${n}2/model.safetensors" "$tmp/z${n}3/model.safetensors" || same=0
+  for f in "$tmp/z${n}2"/ckpt/step_000000*/*.safetensors; do cmp -s "$f" "${f/z${n}2/z${n}3}" || same=0; done
+  [ $same -eq 1 ] && echo "ok   ZeRO-3 at ${L#*:}}: final weights and checkpoint files bitwise ZeRO-2's" ||
+    bad "ZeRO-3 at ${L#*:}} differs from ZeRO-2"
+done
+from10 "$tmp/ztp3" "$tmp/ztpr"; run 4 "$tmp/ztp3.json" "$tmp/ztpr" &&
+  cmp -s "$tmp/ztp3/model.safetensors" "$tmp/ztpr/model.safetensors" &&
+  echo "ok   ZeRO-3 TP=2 x DP=2 resumed from step 10: bitwise equal" || bad "ZeRO-3 TP=2 x DP=2 resume differs"
 
 # tied embeddings (Falcon) through stages: the last stage's copy is not written (the
 # checkpoint has one embedding), a resume fills both from it

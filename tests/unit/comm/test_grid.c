@@ -113,8 +113,10 @@ int main(void)
     expect_err("{\"model\": \"llama-tiny\", \"parallel\": {\"tensor\": 2}}", 3,
                "the world of 3 ranks is not a multiple of tensor 2 x pipeline 1");
     expect_err("{\"model\": \"llama-tiny\", \"parallel\": {\"zero\": 4}}", 1, "zero");
-    expect_err("{\"model\": \"llama-tiny\", \"parallel\": {\"zero\": 3, \"tensor\": 2}}", 2,
-               "parallel.zero 3 (parameter sharding) runs with data parallelism alone");
+    expect_err("{\"model\": \"llama-tiny\", \"precision\": \"bf16\", "
+               "\"parallel\": {\"zero\": 3, \"tensor\": 2}}", 4,
+               "parallel.zero 3 (parameter sharding) runs in fp32 without validation, for now: "
+               "precision bf16");
     expect_err("{\"model\": \"falcon-tiny-new\", \"parallel\": {\"zero\": 2}}", 2,
                "parallel.zero 2 with tied embeddings");
     expect_err("{\"model\": \"llama-tiny\", \"parallel\": {\"sequence\": 2}}", 1, "sequence");
