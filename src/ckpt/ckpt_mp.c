@@ -28,7 +28,9 @@ int ckpt__mp_parse(const char *name, int *t, int *T, int *p, int *P)
 
 bool ckpt__mp_keeps(const gx_tensor *t, int tp_rank)
 {
-    return !t->tied_copy && (t->split >= 0 || tp_rank == 0);
+    /* a replicated kv head's copy (model/tp.h): all its segments another rank's */
+    bool copy = t->kv_copy && t->kv_copy == (1u << (t->split >= 0 ? t->nseg : 1)) - 1;
+    return !t->tied_copy && !copy && (t->split >= 0 || tp_rank == 0);
 }
 
 json_t *ckpt__mp_slices(const gx_config *cfg, int t, int T, int p, int P)
@@ -45,7 +47,8 @@ json_t *ckpt__mp_slices(const gx_config *cfg, int t, int T, int p, int P)
             continue;
         json_t *segs = json_array();
         for (int s = 0; x->split >= 0 && s < x->nseg; s++)
-            json_array_append_new(segs, json_pack("[i,i,i]", x->seg[s][0], x->seg[s][1],
+            if (!(x->kv_copy >> s & 1)) /* another rank writes a replicated kv head */
+                json_array_append_new(segs, json_pack("[i,i,i]", x->seg[s][0], x->seg[s][1],
                                                   x->seg[s][2]));
         json_t *shape = x->ndim == 2 ? json_pack("[i,i]", x->gshape[0], x->gshape[1])
                                      : json_pack("[i]", x->gshape[0]);
@@ -207,6 +210,7 @@ static grit_err piece(const char *what, const char *name, const gx_tensor *w, js
     long sd = ok ? (long)json_integer_value(dim) : -2;
     ok = ok && sd >= -1 && sd < w->ndim && (sd >= 0) == (json_array_size(segs) > 0);
     long extent = sd >= 0 ? w->shape[sd] : 0, local = 0;
+    int have = x && x->ndim == w->ndim && sd >= 0 ? (int)x->shape[sd] : 0; /* the file's rows */
     lt->split = (signed char)sd;
     for (size_t k = 0; ok && k < json_array_size(segs); k++) {
         json_t *sg = json_array_get(segs, k);
@@ -228,8 +232,10 @@ static grit_err piece(const char *what, const char *name, const gx_tensor *w, js
                          what, name);
     lt->shape[0] = w->shape[0];
     lt->shape[1] = w->ndim == 2 ? w->shape[1] : 1;
+    /* the file may hold more than the segments place (a replicated kv head's rows that
+     * another file provides): its shape along the split, at least as long as they need */
     if (sd >= 0)
-        lt->shape[sd] = (int)local;
+        lt->shape[sd] = have >= local ? have : (int)local;
     lt->numel = (size_t)lt->shape[0] * (size_t)lt->shape[1];
     int sh_ok = x && !strcmp(x->dtype, "F32") && x->ndim == w->ndim && x->shape[0] == lt->shape[0] &&
                 (w->ndim == 1 || x->shape[1] == lt->shape[1]);

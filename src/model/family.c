@@ -117,6 +117,8 @@ static void add(builder *b, const char *base, const char *suffix, int d0, int d1
     t->gshape[1] = t->shape[1];
     t->split = -1;
     t->nseg = 0;
+    t->kv_copy = 0;
+    t->tied_copy = false;
     b->off += pad ? (t->numel + 15) & ~(size_t)15 : t->numel;
 }
 
@@ -165,22 +167,46 @@ static void slice_parts(builder *b, int first, int nparts, int dim, const int *g
     }
 }
 
+/* A non-first replica of its kv head (model/tp.h): its k/v rows are another rank's. */
+static bool kv_copy(const gx_model *m) { return m->kv_rep > 1 && m->tp_rank % m->kv_rep; }
+
 /* A fused q/k/v of [q heads | k | v] (Falcon multi_query): three runs per rank. */
 static void slice_split_qkv(builder *b, int first, int H, int kv, int hd)
 {
     gx_model *m = b->m;
     if (m->tp <= 1)
         return;
-    int r = m->tp_rank, nh = m->nh, nk = m->nkv;
+    int r = m->tp_rank, nh = m->nh, nk = m->nkv, k0 = m->kv_head;
     for (int i = first; i < m->num_tensors; i++) {
         gx_tensor *t = &m->tensors[i];
         int runs[3][3] = {{r * nh * hd, 0, nh * hd},
-                          {H * hd + r * nk * hd, nh * hd, nk * hd},
-                          {(H + kv) * hd + r * nk * hd, (nh + nk) * hd, nk * hd}};
+                          {H * hd + k0 * hd, nh * hd, nk * hd},
+                          {(H + kv) * hd + k0 * hd, (nh + nk) * hd, nk * hd}};
         t->gshape[0] = (H + 2 * kv) * hd;
         t->split = 0;
         t->nseg = 3;
         memcpy(t->seg, runs, sizeof runs);
+        if (kv_copy(m))
+            t->kv_copy = 6; /* the k and v runs */
+    }
+}
+
+/* Falcon's grouped [kv][group + 2][hd] when the ranks outnumber the kv heads: a rank holds
+ * its query heads of group kv_head and the group's k and v, [nh + 2][hd]. */
+static void slice_group_part(builder *b, int first, int H, int kv, int hd)
+{
+    gx_model *m = b->m;
+    int G = H / kv, g = m->kv_head, sub = m->tp_rank % m->kv_rep, nh = m->nh;
+    for (int i = first; i < m->num_tensors; i++) {
+        gx_tensor *t = &m->tensors[i];
+        int runs[2][3] = {{(g * (G + 2) + sub * nh) * hd, 0, nh * hd},
+                          {(g * (G + 2) + G) * hd, nh * hd, 2 * hd}};
+        t->gshape[0] = (H + 2 * kv) * hd;
+        t->split = 0;
+        t->nseg = 2;
+        memcpy(t->seg, runs, sizeof runs);
+        if (kv_copy(m))
+            t->kv_copy = 2; /* the k and v run */
     }
 }
 
@@ -212,15 +238,20 @@ void gx__build_layout(gx_model *m)
         if (n.qkv[1]) {
             int rows[3] = {nh * hd, nk * hd, nk * hd};
             int gs[3] = {c->heads * hd, kv * hd, kv * hd};
-            int g0[3] = {r * nh * hd, r * nk * hd, r * nk * hd};
+            int g0[3] = {r * nh * hd, m->kv_head * hd, m->kv_head * hd};
             add_proj(&b, n.qkv, rows, 3, C, !(c->no_bias & GX_NOBIAS_QKV), GX_SLOT_QKV_W);
             slice_parts(&b, first, 3, 0, gs, g0);
+            for (int i = first; kv_copy(m) && i < m->num_tensors; i++)
+                if ((i - first) % 3) /* k_proj and v_proj, weights and biases */
+                    m->tensors[i].kv_copy = 1;
         } else {
             int rows[1] = {(nh + 2 * nk) * hd};
             int gs[1] = {(c->heads + 2 * kv) * hd}, g0[1] = {r * rows[0]};
             add_proj(&b, n.qkv, rows, 1, C, !(c->no_bias & GX_NOBIAS_QKV), GX_SLOT_QKV_W);
             if (c->qkv == GX_QKV_SPLIT)
                 slice_split_qkv(&b, first, c->heads, kv, hd);
+            else if (c->qkv == GX_QKV_GROUPED && m->kv_rep > 1 && m->tp > 1)
+                slice_group_part(&b, first, c->heads, kv, hd);
             else /* [heads][3][hd] and [kv][group + 2][hd]: one run of whole heads / groups */
                 slice_parts(&b, first, 1, 0, gs, g0);
         }

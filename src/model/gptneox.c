@@ -263,6 +263,9 @@ static grit_err act_alloc(gx_model *m, bool full)
                    4 * NC + NQ + NF /* dres dtmp dln datt dqkv dfc */ +
                    (size_t)m->chunk * V + 3 * (size_t)m->chunk + N /* losses */ + 2 * N /* token ids */ + att_scr +
                    2 * rope + nz + 64;
+    /* replicated kv heads: the gradient sum's [kv, N, 2 hd] (model/tp.h) */
+    size_t kvb = m->kv_rep > 1 ? N * 2 * (size_t)hd * (size_t)gx_kv_heads(cfg) : 0;
+    total += kvb;
     free(m->act_block); /* first: the peak is one block, not two */
     float *blk = m->act_block = alloc_floats(total);
     if (!blk)
@@ -312,6 +315,7 @@ static grit_err act_alloc(gx_model *m, bool full)
     m->rope_cos = TAKE(rope);
     m->rope_sin = TAKE(rope);
     m->zeros = TAKE(nz);
+    m->kv_buf = kvb ? TAKE(kvb) : NULL;
 #undef TAKE
     for (int l = 1; full && l < L; l++) /* one layer's activations, recomputed per layer */
         m->acts[l] = m->acts[0];
@@ -397,7 +401,9 @@ grit_err gx_init_stage_f(gx_model *m, const gx_config *cfg, int B, int T, int nt
     m->tp_rank = tp_rank;
     m->hd = cfg->hidden / cfg->heads;
     m->nh = cfg->heads / tp;
-    m->nkv = gx_kv_heads(cfg) / tp;
+    m->nkv = gx_tp_kv_local(cfg, tp);
+    m->kv_head = gx_tp_kv_head0(cfg, tp, tp_rank);
+    m->kv_rep = gx_tp_kv_rep(cfg, tp);
     m->ni = cfg->intermediate / tp;
     m->nv = cfg->vocab / tp;
     m->v0 = tp_rank * m->nv;

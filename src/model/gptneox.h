@@ -114,6 +114,10 @@ typedef struct gx_tensor {
      * name and values as the first stage's tensor; its gradient is added to that one's
      * (train/dp.c), it counts once in the gradient norm and is written once */
     bool tied_copy;
+    /* Replicated kv heads (model/tp.h): bit s set when segment s is a copy of a kv head
+     * whose first replica is another rank: not counted in the gradient norm, not written
+     * to checkpoints (all segments set: the whole tensor is such a copy) */
+    unsigned char kv_copy;
     /* Tensor parallelism (model/tp.h): which part of the whole Hugging Face tensor
      * (gshape) this rank holds. split -1: all of it (replicated on every TP rank);
      * 0: rows, 1: columns, as nseg runs {global start, local start, count} along
@@ -192,6 +196,11 @@ typedef struct gx_model {
      * without it). This rank's share: nh of the heads, nkv kv heads, ni of the
      * intermediate columns, nv vocabulary rows from v0; hd = hidden / heads. */
     int tp, tp_rank, hd, nh, nkv, ni, nv, v0;
+    /* kv heads: kv_head the first one this rank holds (global index); kv_rep ranks share
+     * each (1: split over the ranks; > 1: replicated, model/tp.h); kv_buf [kv N 2 hd]
+     * for the replicas' gradient sum */
+    int kv_head, kv_rep;
+    float *kv_buf;
     op_qkv_layout lay;          /* q/k/v layout of this rank's heads */
     float *tp_tmp;              /* [3 chunk] vocabulary-parallel softmax statistics */
     /* In-place reduction over the TP group (set by the trainer when tp > 1);

@@ -185,9 +185,13 @@ static void attn_bwd(gx_model *m, int l, const float *dy)
     op_attn_bwd(m->dqkv, m->datt, a->att, a->lse, a->qkv, &lay, m->B, m->T, m->nh, hd,
                 m->att_scratch);
     op_rotary_lay(m->dqkv, m->rope_cos, m->rope_sin, &lay, N, m->T, m->nh, hd, m->rot, 1);
+    if (m->kv_rep > 1) /* replicated kv heads: every replica gets the whole k/v gradient */
+        gx__tp_kv_sum(m, m->dqkv, N);
     if (g->qkv_b)
         op_bias_grad(g->qkv_b, m->dqkv, N, Q, Q);
     gx__mm(m, 'T', 'N', Q, C, N, m->dqkv, Q, a->ln1, C, 1.0f, g->qkv_w, C);
+    if (m->kv_rep > 1 && m->tp_rank % m->kv_rep) /* its input gradient: the first replica's */
+        gx__tp_kv_clear(m, m->dqkv, N);
     gx__mm(m, 'N', 'N', N, C, Q, m->dqkv, Q, w->qkv_w, C, 0.0f, m->datt, C);
     gx__tp_reduce(m, m->datt, (size_t)N * C, 0); /* column parallel input (tp > 1) */
 }

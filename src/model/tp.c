@@ -15,9 +15,9 @@ grit_err gx_tp_check(const gx_config *c, int tp)
     if (c->heads % tp)
         return grit_errf(GRIT_EINVAL, "tensor parallel %d does not divide num_heads %d", tp,
                          c->heads);
-    if (gx_kv_heads(c) % tp)
-        return grit_errf(GRIT_EINVAL, "tensor parallel %d does not divide the %d kv heads", tp,
-                         gx_kv_heads(c));
+    if (gx_kv_heads(c) % tp && tp % gx_kv_heads(c))
+        return grit_errf(GRIT_EINVAL, "tensor parallel %d and the %d kv heads: one must divide "
+                         "the other (split, or replicated)", tp, gx_kv_heads(c));
     if (c->intermediate % tp)
         return grit_errf(GRIT_EINVAL, "tensor parallel %d does not divide intermediate_size %d",
                          tp, c->intermediate);
@@ -27,11 +27,65 @@ grit_err gx_tp_check(const gx_config *c, int tp)
     return GRIT_OK;
 }
 
+int gx_tp_kv_local(const gx_config *c, int tp)
+{
+    int kv = gx_kv_heads(c);
+    return kv >= tp ? kv / tp : 1;
+}
+
+int gx_tp_kv_head0(const gx_config *c, int tp, int r)
+{
+    int kv = gx_kv_heads(c);
+    return kv >= tp ? r * (kv / tp) : r / (tp / kv);
+}
+
+int gx_tp_kv_rep(const gx_config *c, int tp)
+{
+    int kv = gx_kv_heads(c);
+    return kv >= tp ? 1 : tp / kv;
+}
+
+void gx__tp_kv_sum(gx_model *m, float *dqkv, int N)
+{
+    int kv = gx_kv_heads(&m->cfg), hd = m->hd, Q = m->qkv_dim, k0 = m->nh * hd;
+    size_t slot = (size_t)N * 2 * hd;
+    float *buf = m->kv_buf;
+    memset(buf, 0, sizeof(float) * slot * (size_t)kv);
+    float *mine = buf + slot * (size_t)m->kv_head;
+    for (int i = 0; i < N; i++)
+        memcpy(mine + (size_t)i * 2 * hd, dqkv + (size_t)i * Q + k0, sizeof(float) * 2 * hd);
+    gx__tp_reduce(m, buf, slot * (size_t)kv, 0);
+    for (int i = 0; i < N; i++)
+        memcpy(dqkv + (size_t)i * Q + k0, mine + (size_t)i * 2 * hd, sizeof(float) * 2 * hd);
+}
+
+bool gx_tp_is_kv_copy(const gx_tensor *t, size_t k)
+{
+    if (!t->kv_copy)
+        return false;
+    if (t->split < 0) /* whole: one segment */
+        return true;
+    size_t cols = t->ndim == 2 ? (size_t)t->shape[1] : 1;
+    size_t row = k / cols; /* kv copies are rows (split 0) */
+    for (int s = 0; s < t->nseg; s++)
+        if ((t->kv_copy >> s & 1) && row >= (size_t)t->seg[s][1] &&
+            row < (size_t)t->seg[s][1] + (size_t)t->seg[s][2])
+            return true;
+    return false;
+}
+
+void gx__tp_kv_clear(gx_model *m, float *dqkv, int N)
+{
+    int hd = m->hd, Q = m->qkv_dim, k0 = m->nh * hd;
+    for (int i = 0; i < N; i++)
+        memset(dqkv + (size_t)i * Q + k0, 0, sizeof(float) * 2 * hd);
+}
+
 size_t gx_tp_param_count(const gx_config *c, int tp)
 {
     size_t C = (size_t)c->hidden, I = (size_t)c->intermediate / (size_t)tp;
     size_t V = (size_t)c->vocab / (size_t)tp, hd = C / (size_t)c->heads;
-    size_t nh = (size_t)c->heads / (size_t)tp, kv = (size_t)gx_kv_heads(c) / (size_t)tp;
+    size_t nh = (size_t)c->heads / (size_t)tp, kv = (size_t)gx_tp_kv_local(c, tp);
     size_t q = (nh + 2 * kv) * hd, F = c->mlp == GX_MLP_SWIGLU ? 2 * I : I;
     size_t nb = c->norm == GX_LAYERNORM ? 2 : 1;
     bool two = !(c->family == GX_FALCON && c->shared_norm);
@@ -54,13 +108,14 @@ size_t gx_act_bytes_layout(const gx_config *c, int tp, bool recompute)
 {
     size_t C = (size_t)c->hidden, H4 = (size_t)c->intermediate / (size_t)tp;
     size_t hd = C / (size_t)c->heads, nh = (size_t)c->heads / (size_t)tp;
-    size_t Q = (nh + 2 * (size_t)gx_kv_heads(c) / (size_t)tp) * hd;
+    size_t Q = (nh + 2 * (size_t)gx_tp_kv_local(c, tp)) * hd;
     size_t F = c->mlp == GX_MLP_SWIGLU ? 2 * H4 : H4;
     size_t ln2 = c->shared_norm ? 0 : C + 2;
     size_t per_layer = C + 2 + Q + nh * hd + nh + ln2 + F + H4 + C /* resid */;
     if (!c->parallel_residual)
         per_layer += C;
-    size_t scratch = 4 * C + Q + F + 2;
+    size_t kvb = gx_tp_kv_rep(c, tp) > 1 ? 2 * hd * (size_t)gx_kv_heads(c) : 0;
+    size_t scratch = 4 * C + Q + F + 2 + kvb;
     if (recompute) /* one layer's activations, every layer's input, the forward's scratch */
         return 4 * ((per_layer - C) + ((size_t)c->layers + 1) * C + C + 2 + scratch + C);
     return 4 * ((size_t)c->layers * per_layer + C + C + 2 + scratch);
@@ -134,7 +189,9 @@ grit_err gx_stage_layout(const gx_config *c, int tp, int r, int pp, int s, gx_te
     m.tp = tp;
     m.tp_rank = r;
     m.nh = c->heads / tp;
-    m.nkv = gx_kv_heads(c) / tp;
+    m.nkv = gx_tp_kv_local(c, tp);
+    m.kv_head = gx_tp_kv_head0(c, tp, r);
+    m.kv_rep = gx_tp_kv_rep(c, tp);
     m.ni = c->intermediate / tp;
     m.nv = c->vocab / tp;
     m.v0 = r * m.nv;

@@ -6,7 +6,13 @@
  *     of the fused q/k/v (column parallel: whole heads, or whole kv groups in
  *     Falcon's grouped layout; Llama's q, k and v each sliced), its columns of the
  *     output projection (row parallel: partial sums, all-reduced). kv heads are
- *     split, never replicated: tp must divide them (MQA runs at tp 1).
+ *     split when tp divides them; when they divide tp (multi-query: one kv head;
+ *     grouped with fewer kv heads than ranks) each rank holds one kv head, the one
+ *     its query heads use, shared by tp / kv ranks (replicas): the backward sums
+ *     the replicas' key/value gradients (one all-reduce of [kv, N, 2 hd]) so every
+ *     replica holds the same gradient of its k/v rows, and only the first replica
+ *     adds their part of the input gradient, counts them in the gradient norm and
+ *     writes them to checkpoints (gx_tensor.kv_copy).
  *   - MLP: intermediate columns [r I/tp, ...) of up (and gate), the same columns of
  *     down (row parallel, all-reduced).
  *   - vocabulary rows [r V/tp, ...) of the input embedding (each rank looks up the
@@ -36,6 +42,18 @@
 /* GRIT_EINVAL naming the numbers unless tp divides heads, kv heads, intermediate
  * size and vocab. */
 grit_err gx_tp_check(const gx_config *c, int tp);
+/* kv heads one TP rank holds (kv / tp, or 1 when tp > kv), the first of them (global
+ * index) on rank r, and how many ranks share each (1: split, tp / kv: replicated). */
+int gx_tp_kv_local(const gx_config *c, int tp);
+int gx_tp_kv_head0(const gx_config *c, int tp, int r);
+int gx_tp_kv_rep(const gx_config *c, int tp);
+/* Backward of replicated kv heads (kv_rep > 1): dqkv [N, qkv_dim] rows: sums the
+ * replicas' key/value columns over the TP group; clear: zeroes them (a non-first
+ * replica, before the input gradient). */
+void gx__tp_kv_sum(gx_model *m, float *dqkv, int N);
+/* Whether element k of tensor t (its local index) lies in a segment flagged kv_copy. */
+bool gx_tp_is_kv_copy(const gx_tensor *t, size_t k);
+void gx__tp_kv_clear(gx_model *m, float *dqkv, int N);
 /* Parameters one TP rank holds (gx_param_count at tp 1). */
 size_t gx_tp_param_count(const gx_config *c, int tp);
 /* Activation bytes per token on one TP rank (gx_act_bytes_per_token at tp 1). */

@@ -9,6 +9,7 @@
 #include "ckpt/async.h"
 #include "ckpt/ckpt.h"
 #include "core/progress.h"
+#include "model/tp.h"
 
 enum { DP_TIED_TAG = 4545 };
 
@@ -391,8 +392,13 @@ static void sq_parts(const gx_model *m, const float *g, size_t lo, size_t hi, do
         size_t a = t->offset > lo ? t->offset : lo;
         size_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
         double s = 0.0;
-        for (size_t i = a; i < b && !t->tied_copy; i++) /* a tied copy counts once */
-            s += (double)g[i - lo] * g[i - lo];
+        if (t->kv_copy) { /* replicated kv rows: the first replica counts them */
+            for (size_t i = a; i < b; i++)
+                if (!gx_tp_is_kv_copy(t, i - t->offset))
+                    s += (double)g[i - lo] * g[i - lo];
+        } else
+            for (size_t i = a; i < b && !t->tied_copy; i++) /* a tied copy counts once */
+                s += (double)g[i - lo] * g[i - lo];
         out[t->split < 0] += s;
     }
 }

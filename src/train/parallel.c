@@ -67,10 +67,11 @@ grit_err train_parallel_check(const train_cfg *c, int world)
     if (m->heads % tp != 0)
         return grit_errf(GRIT_ECONFIG, "parallel.tensor %d does not divide model.num_heads %d",
                          tp, m->heads);
-    if (kv % tp != 0)
-        return grit_errf(GRIT_ECONFIG, "parallel.tensor %d does not divide the %d key/value "
-                                       "heads (num_kv_heads; kv heads are split, not "
-                                       "replicated)", tp, kv);
+    if (kv % tp != 0 && tp % kv != 0)
+        return grit_errf(GRIT_ECONFIG, "parallel.tensor %d and the %d key/value heads "
+                                       "(num_kv_heads): one must divide the other (kv heads "
+                                       "are split over the ranks, or each shared by tensor / "
+                                       "kv ranks)", tp, kv);
     if (m->intermediate % tp != 0)
         return grit_errf(GRIT_ECONFIG, "parallel.tensor %d does not divide "
                                        "model.intermediate_size %d", tp, m->intermediate);

@@ -3,7 +3,8 @@
  * as its own file, committed with the manifest's slice table, verifies and loads back as
  * the whole model bitwise (weights, both AdamW moments, any moment range), for Llama with
  * grouped-query attention and Falcon with tied embeddings (the last stage's copy is not
- * written); a manifest missing a shard and a checkpoint of another model are refused with
+ * written), and with kv heads replicated over more TP ranks than there are (multi-query
+ * Falcon, grouped Falcon and Llama at TP=4: each copy written once); a manifest missing a shard and a checkpoint of another model are refused with
  * messages that name the problem. */
 #include <stdlib.h>
 #include <unistd.h>
@@ -21,7 +22,7 @@ static float val(int b, size_t i) { return (float)b * 4096.0f + (float)(i % 8191
  * coordinate's file in the manifest. */
 static grit_err save_mp(store *s, long step, const gx_model *whole, int T, int P, unsigned keep)
 {
-    ckpt_file files[20];
+    ckpt_file files[24];
     int n = 0;
     ckpt_state st = {.step = step, .world_size = T * P, .threads = 1};
     snprintf(st.fingerprint, sizeof st.fingerprint, "0123456789abcdef");
@@ -128,6 +129,13 @@ int main(void)
     one(s, "llama (GQA)", &llama, 2, 1, 20);
     one(s, "falcon (tied)", &falcon, 2, 2, 30);
     one(s, "falcon (tied)", &falcon, 1, 4, 40);
+    /* replicated kv heads: each is written once (by its first replica) */
+    gx_config mq;
+    CHECK_INT(gx_preset("falcon-tiny", &mq), GRIT_OK);
+    mq.layers = 4;
+    one(s, "falcon (multi-query)", &mq, 2, 2, 50);
+    one(s, "falcon (grouped, kv replicated)", &falcon, 4, 1, 60);
+    one(s, "llama (GQA, kv replicated)", &llama, 4, 2, 70);
 
     /* the checkpoint of a 4-layer model loaded into a 6-layer one: the missing tensor named */
     gx_config big = llama;
@@ -140,8 +148,8 @@ int main(void)
     printf("refused: %s\n", grit_errmsg());
     gx_free(&m);
 
-    long steps[] = {10, 11, 20, 21, 30, 31, 40, 41};
-    for (int i = 0; i < 8; i++) {
+    long steps[] = {10, 11, 20, 21, 30, 31, 40, 41, 50, 51, 60, 61, 70, 71};
+    for (int i = 0; i < 14; i++) {
         char d[64];
         ckpt_dirname(d, sizeof d, steps[i]);
         CHECK_INT(s->ops->remove(s, d), GRIT_OK);

@@ -99,9 +99,11 @@ int main(void)
     expect_err(ok, 6, "tensor 2 x pipeline 1 x data 2 = 4 ranks, but the world has 6");
     expect_err("{\"model\": \"llama-tiny\", \"parallel\": {\"tensor\": 8}}", 8,
                "parallel.tensor 8 does not divide model.num_heads 4");
-    /* llama-tiny: 4 heads, 2 kv heads */
-    expect_err("{\"model\": \"llama-tiny\", \"parallel\": {\"tensor\": 4}}", 4,
-               "parallel.tensor 4 does not divide the 2 key/value heads");
+    /* llama-tiny with 6 heads (2 kv heads) at tensor 3: 3 and 2 divide neither way (at
+     * tensor 4 the 2 kv heads are replicated: tests/integration/tp.sh) */
+    expect_err("{\"model\": {\"preset\": \"llama-tiny\", \"num_heads\": 6, "
+               "\"hidden_size\": 96}, \"parallel\": {\"tensor\": 3}}", 3,
+               "parallel.tensor 3 and the 2 key/value heads (num_kv_heads): one must divide");
     expect_err("{\"model\": {\"preset\": \"pythia-14m\", \"intermediate_size\": 510}, "
                "\"parallel\": {\"tensor\": 4}}", 4,
                "does not divide model.intermediate_size 510");
