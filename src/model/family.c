@@ -170,6 +170,21 @@ static void slice_parts(builder *b, int first, int nparts, int dim, const int *g
 /* A non-first replica of its kv head (model/tp.h): its k/v rows are another rank's. */
 static bool kv_copy(const gx_model *m) { return m->kv_rep > 1 && m->tp_rank % m->kv_rep; }
 
+/* The fused q/k/v tensors [first, num_tensors) hold nseg runs of the whole (H + 2 kv) hd
+ * rows; copy: the runs that are a non-first replica's k/v rows (gx_tensor.kv_copy). */
+static void set_qkv_runs(gx_model *m, int first, int rows, const int (*runs)[3], int nseg,
+                         unsigned copy)
+{
+    for (int i = first; i < m->num_tensors; i++) {
+        gx_tensor *t = &m->tensors[i];
+        t->gshape[0] = rows;
+        t->split = 0;
+        t->nseg = (signed char)nseg;
+        memcpy(t->seg, runs, sizeof(int[3]) * (size_t)nseg);
+        t->kv_copy = kv_copy(m) ? (unsigned char)copy : 0;
+    }
+}
+
 /* A fused q/k/v of [q heads | k | v] (Falcon multi_query): three runs per rank. */
 static void slice_split_qkv(builder *b, int first, int H, int kv, int hd)
 {
@@ -177,18 +192,10 @@ static void slice_split_qkv(builder *b, int first, int H, int kv, int hd)
     if (m->tp <= 1)
         return;
     int r = m->tp_rank, nh = m->nh, nk = m->nkv, k0 = m->kv_head;
-    for (int i = first; i < m->num_tensors; i++) {
-        gx_tensor *t = &m->tensors[i];
-        int runs[3][3] = {{r * nh * hd, 0, nh * hd},
-                          {H * hd + k0 * hd, nh * hd, nk * hd},
-                          {(H + kv) * hd + k0 * hd, (nh + nk) * hd, nk * hd}};
-        t->gshape[0] = (H + 2 * kv) * hd;
-        t->split = 0;
-        t->nseg = 3;
-        memcpy(t->seg, runs, sizeof runs);
-        if (kv_copy(m))
-            t->kv_copy = 6; /* the k and v runs */
-    }
+    int runs[3][3] = {{r * nh * hd, 0, nh * hd},
+                      {H * hd + k0 * hd, nh * hd, nk * hd},
+                      {(H + kv) * hd + k0 * hd, (nh + nk) * hd, nk * hd}};
+    set_qkv_runs(m, first, (H + 2 * kv) * hd, runs, 3, 6 /* the k and v runs */);
 }
 
 /* Falcon's grouped [kv][group + 2][hd] when the ranks outnumber the kv heads: a rank holds
@@ -197,17 +204,9 @@ static void slice_group_part(builder *b, int first, int H, int kv, int hd)
 {
     gx_model *m = b->m;
     int G = H / kv, g = m->kv_head, sub = m->tp_rank % m->kv_rep, nh = m->nh;
-    for (int i = first; i < m->num_tensors; i++) {
-        gx_tensor *t = &m->tensors[i];
-        int runs[2][3] = {{(g * (G + 2) + sub * nh) * hd, 0, nh * hd},
-                          {(g * (G + 2) + G) * hd, nh * hd, 2 * hd}};
-        t->gshape[0] = (H + 2 * kv) * hd;
-        t->split = 0;
-        t->nseg = 2;
-        memcpy(t->seg, runs, sizeof runs);
-        if (kv_copy(m))
-            t->kv_copy = 2; /* the k and v run */
-    }
+    int runs[2][3] = {{(g * (G + 2) + sub * nh) * hd, 0, nh * hd},
+                      {(g * (G + 2) + G) * hd, nh * hd, 2 * hd}};
+    set_qkv_runs(m, first, (H + 2 * kv) * hd, runs, 2, 2 /* the k and v run */);
 }
 
 /* Shapes are this rank's (m->nh heads, m->nkv kv heads, m->ni intermediate columns,
