@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # parallel.sh - the parallel layouts side by side (issue #17's benchmark), one run per layout
 # with the single rank as the baseline, for a ~160M-parameter shape of each family:
-#   layouts  1 | DP=2 | DP=2 ZeRO-1 | TP=2 | TP=2 x DP=2 | TP=2 full recomputation | PP=2 |
-#            TP=2 x PP=2
+#   layouts  1 | DP=2 | DP=2 ZeRO-1 | DP=2 ZeRO-2 | DP=2 ZeRO-3 | TP=2 | TP=2 x DP=2 |
+#            TP=2 x DP=2 ZeRO-3 | TP=2 full recomputation | PP=2 | TP=2 x PP=2
 #   columns  tok/s (median of the timed steps), vs one rank, peak RSS of the largest rank
 #            (/usr/bin/time), the step's communication payload over the data-parallel and
 #            the tensor-parallel group as measured by the trainer (metrics.jsonl dp_bytes,
@@ -14,6 +14,12 @@
 #                                      is reduced densely here, GRIT_DP_SPARSE_EMBED=0)
 #   DP, ZeRO-1      8 P               (reduce-scatter of the gradients, all-gather of the
 #                                      updated parameters)
+#   DP, ZeRO-2      4 P (A + 1)       (a reduce-scatter per micro-batch, the all-gather)
+#   DP, ZeRO-3      4 A (2 P + P_l)   (per micro-batch: every weight all-gathered for the
+#                                      forward, the layers' P_l again for the backward (the
+#                                      head's window stays from the forward, the input
+#                                      embedding's backward reads no weights), the gradients
+#                                      reduce-scattered; nothing after the step)
 #   TP              A (4 N C (4 L + 2) + 12 N)
 #                                     (forward: the embedding and 2 row-parallel outputs per
 #                                      layer; backward: the head's input gradient and 2
@@ -58,12 +64,12 @@ model() { # FAMILY: a ~160M shape (GPT-NeoX: pythia-160m's; Llama: 12 x 768, GQA
                  \"make_vocab_size_divisible_by\": 1, \"max_positions\": 2048}" ;;
   esac
 }
-mk() { # NAME FAMILY TP ZERO RECOMPUTE [PP]
+mk() { # NAME FAMILY TP ZERO-LEVEL RECOMPUTE [PP]
   cat > "$tmp/$1.json" <<CFG
 {"model": $(model "$2"),
  "optim": {"micro_batch": 1, "global_batch": 4, "seq_len": $SEQ, "warmup_steps": 1,
-           "total_steps": $((STEPS + 1)), "zero1": $4},
- "parallel": {"tensor": $3, "pipeline": ${6:-1}}, "recompute": "$5", "threads": 1,
+           "total_steps": $((STEPS + 1))},
+ "parallel": {"tensor": $3, "pipeline": ${6:-1}, "zero": $4}, "recompute": "$5", "threads": 1,
  "data": {"synthetic_vocab": 32000}, "checkpoint": {"interval_steps": 0}, "run_dir": "$tmp/$1"}
 CFG
 }
@@ -78,10 +84,12 @@ run() { # NAME NP
   fi || { echo "bench: $n FAILED:"; tail -n 5 "$tmp/$n.log"; }
 }
 for f in $FAMILIES; do
-  mk "$f-1" "$f" 1 false none;  mk "$f-dp2" "$f" 1 false none; mk "$f-dp2z" "$f" 1 true none
-  mk "$f-tp2" "$f" 2 false none; mk "$f-tp2dp2" "$f" 2 false none; mk "$f-tp2rc" "$f" 2 false full
-  mk "$f-pp2" "$f" 1 false none 2; mk "$f-tp2pp2" "$f" 2 false none 2
-  run "$f-1" 1; run "$f-dp2" 2; run "$f-dp2z" 2; run "$f-tp2" 2; run "$f-tp2dp2" 4; run "$f-tp2rc" 2
+  mk "$f-1" "$f" 1 0 none;  mk "$f-dp2" "$f" 1 0 none; mk "$f-dp2z" "$f" 1 1 none
+  mk "$f-dp2z2" "$f" 1 2 none; mk "$f-dp2z3" "$f" 1 3 none
+  mk "$f-tp2" "$f" 2 0 none; mk "$f-tp2dp2" "$f" 2 0 none; mk "$f-tp2dp2z3" "$f" 2 3 none
+  mk "$f-tp2rc" "$f" 2 0 full; mk "$f-pp2" "$f" 1 0 none 2; mk "$f-tp2pp2" "$f" 2 0 none 2
+  run "$f-1" 1; run "$f-dp2" 2; run "$f-dp2z" 2; run "$f-dp2z2" 2; run "$f-dp2z3" 2
+  run "$f-tp2" 2; run "$f-tp2dp2" 4; run "$f-tp2dp2z3" 4; run "$f-tp2rc" 2
   run "$f-pp2" 2; run "$f-tp2pp2" 4
 done
 echo "bench: load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -94,11 +102,13 @@ def plan_params(name):
     m = re.search(r"parameters per rank\s+([0-9.]+)M", out)
     return float(m.group(1)) * 1e6 if m else float("nan")
 def mib(b): return f"{b / 1048576:,.1f}"
-layouts = [("1", "1 rank", 1, 1, False, False), ("dp2", "DP=2", 1, 2, False, False),
-           ("dp2z", "DP=2 ZeRO-1", 1, 2, True, False), ("tp2", "TP=2", 2, 1, False, False),
-           ("tp2dp2", "TP=2 x DP=2", 2, 2, False, False),
-           ("tp2rc", "TP=2, full recomputation", 2, 1, False, True),
-           ("pp2", "PP=2", 1, 1, False, False), ("tp2pp2", "TP=2 x PP=2", 2, 1, False, False)]
+layouts = [("1", "1 rank", 1, 1, 0, False), ("dp2", "DP=2", 1, 2, 0, False),
+           ("dp2z", "DP=2 ZeRO-1", 1, 2, 1, False), ("dp2z2", "DP=2 ZeRO-2", 1, 2, 2, False),
+           ("dp2z3", "DP=2 ZeRO-3", 1, 2, 3, False), ("tp2", "TP=2", 2, 1, 0, False),
+           ("tp2dp2", "TP=2 x DP=2", 2, 2, 0, False),
+           ("tp2dp2z3", "TP=2 x DP=2 ZeRO-3", 2, 2, 3, False),
+           ("tp2rc", "TP=2, full recomputation", 2, 1, 0, True),
+           ("pp2", "PP=2", 1, 1, 0, False), ("tp2pp2", "TP=2 x PP=2", 2, 1, 0, False)]
 for fam in fams:
     cfg = json.load(open(f"{tmp}/{fam}-1.json"))
     print(f"\n{fam}: micro batch 1 x {cfg['optim']['seq_len']} tokens, global batch 4")
@@ -124,7 +134,9 @@ for fam in fams:
         A = 4 // dp
         dpb = statistics.median(r.get("dp_bytes", 0) for r in rows)
         tpb = statistics.median(r.get("tp_bytes", 0) for r in rows)
-        dpa = (8 if zero else 4) * P if dp > 1 else 0
+        V, fn = (50304, 2 * C) if fam == "neox" else (32000, C)  # padded vocab, final norm
+        Pl = P - 2 * (V // tp) * C - fn  # the layers' weights (untied embedding and head)
+        dpa = {0: 4 * P, 1: 8 * P, 2: 4 * P * (A + 1), 3: 4 * A * (2 * P + Pl)}[zero] if dp > 1 else 0
         tpa = A * (4 * N * C * (4 * L + 2) + 12 * N + (4 * N * C * 2 * (L - 1) if rc else 0)) if tp > 1 else 0
         pp = json.load(open(f"{tmp}/{name}.json"))["parallel"]["pipeline"]
         if tp > 1 and pp > 1:  # stage 0 (rank 0): embedding + Ls layers, its forward twice
