@@ -337,10 +337,7 @@ static grit_err read_range(store *s, const char *dir, const long *slo, const lon
 static grit_err mp_moments_range(store *s, const char *dir, ckpt_mp *mp, const gx_model *m,
                                  size_t lo, size_t hi, float *mm, float *vv)
 {
-    size_t big = 1;
-    for (int i = 0; i < m->num_tensors; i++)
-        big = m->tensors[i].numel > big ? m->tensors[i].numel : big;
-    float *tmp = malloc(sizeof(float) * big);
+    float *tmp = malloc(sizeof(float) * gx_max_numel(m));
     grit_err rc = tmp ? GRIT_OK : grit_errf(GRIT_ENOMEM, "out of memory");
     const char *pre[2] = {"exp_avg.", "exp_avg_sq."};
     float *dst[2] = {mm, vv};
@@ -524,9 +521,7 @@ grit_err ckpt_load(store *s, const char *dir, gx_model *m, ckpt_state *st, bool 
 grit_err ckpt_load_each(store *s, const char *dir, const gx_model *m, int moments,
                         ckpt_tensor_fn fn, void *ctx)
 {
-    size_t big = 1;
-    for (int i = 0; i < m->num_tensors; i++)
-        big = m->tensors[i].numel > big ? m->tensors[i].numel : big;
+    size_t big = gx_max_numel(m);
     float *tmp = malloc(sizeof(float) * big * 2);
     if (!tmp)
         return grit_errf(GRIT_ENOMEM, "out of memory for a %zu-element tensor", big);

@@ -176,6 +176,14 @@ const gx_tensor *gx_find(const gx_model *m, const char *name)
     return NULL;
 }
 
+size_t gx_max_numel(const gx_model *m)
+{
+    size_t big = 1;
+    for (int i = 0; i < m->num_tensors; i++)
+        big = m->tensors[i].numel > big ? m->tensors[i].numel : big;
+    return big;
+}
+
 size_t gx_act_bytes_per_token(const gx_config *c)
 {
     return gx_act_bytes_layout(c, 1, false); /* model/tp.c: one formula for every layout */

@@ -281,6 +281,8 @@ void gx_init_weights_range(const gx_model *m, uint64_t seed, size_t lo, size_t h
 
 /* Looks a tensor up by HF name; NULL if absent. */
 const gx_tensor *gx_find(const gx_model *m, const char *name);
+/* The largest tensor's element count (at least 1): a buffer for any one tensor. */
+size_t gx_max_numel(const gx_model *m);
 
 /* Forward and backward on one micro-batch. tokens is [B, T+1]: inputs are
  * columns 0..T-1, targets 1..T. Gradients are *accumulated* into m->grads

@@ -99,13 +99,10 @@ static grit_err load_tp(store *ck, const char *dir, saver *r, gx_model *m, dp_sy
                       : GRIT_OK;
     tp_sink k = {.whole = &r->full, .m = m, .dst = {m->params, lm, lv}};
     if (dp->zero3 && !m->params) { /* ZeRO-3 under TP/PP: this rank's part of its slices */
-        size_t big = 1;
-        for (int i = 0; i < m->num_tensors; i++)
-            big = m->tensors[i].numel > big ? m->tensors[i].numel : big;
         k.shard = dp->p_shard;
         k.lo = dp->lo;
         k.hi = dp->hi;
-        if (rc == GRIT_OK && !(k.tmp = malloc(sizeof(float) * big)))
+        if (rc == GRIT_OK && !(k.tmp = malloc(sizeof(float) * gx_max_numel(m))))
             rc = grit_errf(GRIT_ENOMEM, "out of memory loading %s/%s", ck->root, dir);
     }
     if (rc == GRIT_OK)
@@ -308,25 +305,36 @@ static grit_err gate(saver *r)
 
 /* World > 1: rank 0 makes the temp directory; then every rank snapshots its moment
  * range (rank 0: and the parameters) and its writer starts on its part. */
+/* The start of a save written in parts (save_sharded, save_mp): rank 0 makes
+ * step_N.tmp/ and every rank learns whether it could (the broadcast over w: the directory
+ * exists once it returns). 1: go on. 0: stop with *rc, either the broadcast's failure or,
+ * when nothing was started, the failed save as rank 0 reported it (GRIT_OK elsewhere). */
+static int begin_parts(saver *r, const ckpt_state *st, double t0, double *stall, grit_err *rc)
+{
+    char why[512] = "";
+    if (r->leader && ckpt_begin(r->ck, st->step) != GRIT_OK)
+        snprintf(why, sizeof why, "%s", grit_errmsg());
+    if ((*rc = comm_bcast(r->w, why, sizeof why, 0)) != GRIT_OK)
+        return 0;
+    if (!why[0])
+        return 1;
+    *stall = r->last_stall = now_seconds() - t0;
+    if (r->leader) {
+        ckpt_result res = {.step = st->step, .rc = GRIT_EIO};
+        snprintf(res.err, sizeof res.err, "%s", why);
+        *rc = report_save(r, &res);
+    }
+    return 0;
+}
+
 static grit_err save_sharded(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st,
                                   double *stall)
 {
     double t0 = now_seconds();
     float *snap = ckpt_async_begin(&r->ca), *mm, *vv;
-    char why[512] = "";
-    if (r->d->rank == 0 && ckpt_begin(r->ck, st->step) != GRIT_OK)
-        snprintf(why, sizeof why, "%s", grit_errmsg());
-    grit_err rc = comm_bcast(r->d, why, sizeof why, 0); /* also: the directory exists now */
-    if (rc != GRIT_OK)
+    grit_err rc;
+    if (!begin_parts(r, st, t0, stall, &rc))
         return rc;
-    if (why[0]) { /* nothing was started: report as a failed save */
-        *stall = r->last_stall = now_seconds() - t0;
-        if (r->d->rank != 0)
-            return GRIT_OK;
-        ckpt_result res = {.step = st->step, .rc = GRIT_EIO};
-        snprintf(res.err, sizeof res.err, "%s", why);
-        return report_save(r, &res);
-    }
     size_t lo = dp->lo, n = dp->hi - dp->lo;
     if (dp->zero3) { /* rank 0 writes the whole weights: the shards gathered */
         if ((rc = dp_gather_params(dp, snap, 0)) != GRIT_OK)
@@ -357,15 +365,11 @@ static grit_err gather_whole(saver *r, const gx_model *m, const float *const *sr
                              float *dst)
 {
     int tp = m->tp, tpr = r->tpc->rank, P = r->ppc->size, s = r->ppc->rank;
-    size_t npg = r->full.num_params, big = 0, bigw = 0;
-    for (int i = 0; i < m->num_tensors; i++)
-        big = m->tensors[i].numel > big ? m->tensors[i].numel : big;
-    for (int i = 0; i < r->full.num_tensors; i++)
-        bigw = r->full.tensors[i].numel > bigw ? r->full.tensors[i].numel : bigw;
+    size_t npg = r->full.num_params, big = gx_max_numel(m), bigw = gx_max_numel(&r->full);
     if (bigw > 0x7fffffffUL / sizeof(float) / (size_t)tp)
         return grit_errf(GRIT_EINVAL, "a %zu-element tensor exceeds one MPI message", bigw);
-    float *tbuf = tpr == 0 ? malloc(sizeof(float) * (big ? big : 1) * (size_t)tp) : NULL;
-    float *whole = tpr == 0 ? malloc(sizeof(float) * (bigw ? bigw : 1)) : NULL;
+    float *tbuf = tpr == 0 ? malloc(sizeof(float) * big * (size_t)tp) : NULL;
+    float *whole = tpr == 0 ? malloc(sizeof(float) * bigw) : NULL;
     gx_tensor **lay = tpr == 0 ? calloc((size_t)tp, sizeof *lay) : NULL;
     grit_err rc = tpr == 0 && (!tbuf || !whole || !lay)
                       ? grit_errf(GRIT_ENOMEM, "out of memory gathering whole tensors")
@@ -435,20 +439,9 @@ static grit_err save_mp(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st
                         double *stall)
 {
     double t0 = now_seconds();
-    char why[512] = "";
-    if (r->leader && ckpt_begin(r->ck, st->step) != GRIT_OK)
-        snprintf(why, sizeof why, "%s", grit_errmsg());
-    grit_err rc = comm_bcast(r->w, why, sizeof why, 0); /* also: the directory exists now */
-    if (rc != GRIT_OK)
+    grit_err rc;
+    if (!begin_parts(r, st, t0, stall, &rc))
         return rc;
-    if (why[0]) { /* nothing was started: report as a failed save */
-        *stall = r->last_stall = now_seconds() - t0;
-        if (!r->leader)
-            return GRIT_OK;
-        ckpt_result res = {.step = st->step, .rc = GRIT_EIO};
-        snprintf(res.err, sizeof res.err, "%s", why);
-        return report_save(r, &res);
-    }
     float *snap = r->ca_on ? ckpt_async_begin(&r->ca) : NULL, *mm = NULL, *vv = NULL;
     if (snap)
         ckpt_async_moments(&r->ca, &mm, &vv);
