@@ -2,7 +2,8 @@
 # parallel.sh - the parallel layouts side by side (issue #17's benchmark), one run per layout
 # with the single rank as the baseline, for a ~160M-parameter shape of each family:
 #   layouts  1 | DP=2 | DP=2 ZeRO-1 | DP=2 ZeRO-2 | DP=2 ZeRO-3 | TP=2 | TP=2 x DP=2 |
-#            TP=2 x DP=2 ZeRO-3 | TP=2 full recomputation | PP=2 | TP=2 x PP=2
+#            TP=2 x DP=2 ZeRO-3 | TP=2 full recomputation | TP=2 sequence parallel | PP=2 |
+#            TP=2 x PP=2
 #   columns  tok/s (median of the timed steps), vs one rank, peak RSS of the largest rank
 #            (/usr/bin/time), the step's communication payload over the data-parallel and
 #            the tensor-parallel group as measured by the trainer (metrics.jsonl dp_bytes,
@@ -27,6 +28,21 @@
 #                                      per token for the vocabulary-parallel cross-entropy)
 #                   + A 4 N C 2 (L - 1) with full recomputation (the forward again, less the
 #                                      last layer)
+#   TP, sequence parallel  A (4 N C (L (4 + b) + 4) + 12 N + 16 C (L + 1))
+#                                     (b = 5 for a parallel block (GPT-NeoX), 6 sequential
+#                                      (Llama); an all-gather's or reduce-scatter's payload is
+#                                      the whole [N, C]: forward per layer 2 norm outputs
+#                                      gathered, 2 partial sums reduce-scattered; backward dy
+#                                      gathered (again after norm2 when sequential), both norm
+#                                      outputs re-gathered, 2 input gradients
+#                                      reduce-scattered; the embedding reduce-scattered, the
+#                                      final norm gathered, the head's gradient
+#                                      reduce-scattered and dy gathered for the embedding;
+#                                      each norm's weight gradients all-reduced). Over the
+#                                      wire (p - 1) / p of it, against TP's 2 (p - 1) / p of
+#                                      4 N C (4 L + 2): (9 L + 4) / (8 L + 4) of TP's for
+#                                      GPT-NeoX, (10 L + 4) / (8 L + 4) for Llama, for
+#                                      activations of the norm and residual regions / TP
 # plus a few dozen bytes of flags and norms. A ring all-reduce moves 2 (p - 1) / p of its
 # payload per rank over the wire, a reduce-scatter or all-gather (p - 1) / p. What grows:
 # DP bytes with P (so they fall by TP), not with the batch; TP bytes with tokens x hidden x
@@ -64,12 +80,13 @@ model() { # FAMILY: a ~160M shape (GPT-NeoX: pythia-160m's; Llama: 12 x 768, GQA
                  \"make_vocab_size_divisible_by\": 1, \"max_positions\": 2048}" ;;
   esac
 }
-mk() { # NAME FAMILY TP ZERO-LEVEL RECOMPUTE [PP]
+mk() { # NAME FAMILY TP ZERO-LEVEL RECOMPUTE [PP [SEQUENCE]]
   cat > "$tmp/$1.json" <<CFG
 {"model": $(model "$2"),
  "optim": {"micro_batch": 1, "global_batch": 4, "seq_len": $SEQ, "warmup_steps": 1,
            "total_steps": $((STEPS + 1))},
- "parallel": {"tensor": $3, "pipeline": ${6:-1}, "zero": $4}, "recompute": "$5", "threads": 1,
+ "parallel": {"tensor": $3, "pipeline": ${6:-1}, "zero": $4, "sequence": ${7:-false}},
+ "recompute": "$5", "threads": 1,
  "data": {"synthetic_vocab": 32000}, "checkpoint": {"interval_steps": 0}, "run_dir": "$tmp/$1"}
 CFG
 }
@@ -87,9 +104,10 @@ for f in $FAMILIES; do
   mk "$f-1" "$f" 1 0 none;  mk "$f-dp2" "$f" 1 0 none; mk "$f-dp2z" "$f" 1 1 none
   mk "$f-dp2z2" "$f" 1 2 none; mk "$f-dp2z3" "$f" 1 3 none
   mk "$f-tp2" "$f" 2 0 none; mk "$f-tp2dp2" "$f" 2 0 none; mk "$f-tp2dp2z3" "$f" 2 3 none
-  mk "$f-tp2rc" "$f" 2 0 full; mk "$f-pp2" "$f" 1 0 none 2; mk "$f-tp2pp2" "$f" 2 0 none 2
+  mk "$f-tp2rc" "$f" 2 0 full; mk "$f-tp2sp" "$f" 2 0 none 1 true
+  mk "$f-pp2" "$f" 1 0 none 2; mk "$f-tp2pp2" "$f" 2 0 none 2
   run "$f-1" 1; run "$f-dp2" 2; run "$f-dp2z" 2; run "$f-dp2z2" 2; run "$f-dp2z3" 2
-  run "$f-tp2" 2; run "$f-tp2dp2" 4; run "$f-tp2dp2z3" 4; run "$f-tp2rc" 2
+  run "$f-tp2" 2; run "$f-tp2dp2" 4; run "$f-tp2dp2z3" 4; run "$f-tp2rc" 2; run "$f-tp2sp" 2
   run "$f-pp2" 2; run "$f-tp2pp2" 4
 done
 echo "bench: load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -108,6 +126,7 @@ layouts = [("1", "1 rank", 1, 1, 0, False), ("dp2", "DP=2", 1, 2, 0, False),
            ("tp2dp2", "TP=2 x DP=2", 2, 2, 0, False),
            ("tp2dp2z3", "TP=2 x DP=2 ZeRO-3", 2, 2, 3, False),
            ("tp2rc", "TP=2, full recomputation", 2, 1, 0, True),
+           ("tp2sp", "TP=2, sequence parallel", 2, 1, 0, False),
            ("pp2", "PP=2", 1, 1, 0, False), ("tp2pp2", "TP=2 x PP=2", 2, 1, 0, False)]
 for fam in fams:
     cfg = json.load(open(f"{tmp}/{fam}-1.json"))
@@ -138,6 +157,9 @@ for fam in fams:
         Pl = P - 2 * (V // tp) * C - fn  # the layers' weights (untied embedding and head)
         dpa = {0: 4 * P, 1: 8 * P, 2: 4 * P * (A + 1), 3: 4 * A * (2 * P + Pl)}[zero] if dp > 1 else 0
         tpa = A * (4 * N * C * (4 * L + 2) + 12 * N + (4 * N * C * 2 * (L - 1) if rc else 0)) if tp > 1 else 0
+        if key.endswith("sp"):  # reduce-scatters and all-gathers (payload: the whole [N, C])
+            b = 5 if fam == "neox" else 6
+            tpa = A * (4 * N * C * (L * (4 + b) + 4) + 12 * N + 16 * C * (L + 1))
         pp = json.load(open(f"{tmp}/{name}.json"))["parallel"]["pipeline"]
         if tp > 1 and pp > 1:  # stage 0 (rank 0): embedding + Ls layers, its forward twice
             Ls = L // pp

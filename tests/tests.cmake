@@ -199,6 +199,12 @@ set_tests_properties(integration.dp PROPERTIES TIMEOUT 300 LABELS "integration;m
 add_test(NAME integration.tp
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/tp.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
 set_tests_properties(integration.tp PROPERTIES TIMEOUT 600 LABELS "integration;mpi" RUN_SERIAL TRUE)
+# Sequence parallelism (model/tp.h): GPT-NeoX, Llama, Falcon at TP=2 against one rank,
+# bitwise plain TP at step 1, deterministic and resumed bitwise, with PP + recompute and
+# DP + ZeRO-1, the tensor group's bytes against the analytic payload, refusals.
+add_test(NAME integration.sp
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/sp.sh $<TARGET_FILE:grit> ${GRIT_PYTHON})
+set_tests_properties(integration.sp PROPERTIES TIMEOUT 300 LABELS "integration;mpi" RUN_SERIAL TRUE)
 # Pipeline parallelism (src/train/pipeline.c): the 1F1B schedule over 2 and 4 MPI ranks,
 # bitwise the single rank's gradient accumulation, and a hung stage found by the deadline.
 add_executable(grit-pp-check tests/integration/pp_check.c)
@@ -429,8 +435,9 @@ set_tests_properties(integration.s3_ckpt integration.s3_faults PROPERTIES
 # (not root, no Slurm, no namespaces, or no SPANK plugin), said loudly in the output.
 # throttle: a node slowed by a CPU cgroup (the Slurm variant of silent_cpu; also 77 where
 # no CPU cgroup can be written); slow_link: a node's link limited with tc tbf, found as a
-# "network" incident (netns cluster).
-foreach(scenario options kill freeze health requeue partition remote_hb throttle slow_link)
+# "network" incident (netns cluster); grid: a TP=2 x PP=2 job on 5 nodes (4 + a spare)
+# loses a node, the spare takes its grid coordinates.
+foreach(scenario options kill grid freeze health requeue partition remote_hb throttle slow_link)
   add_test(NAME integration.slurm.${scenario}
     COMMAND bash ${CMAKE_SOURCE_DIR}/tests/integration/slurm.sh $<TARGET_FILE:grit>
             ${CMAKE_BINARY_DIR}/spank_grit.so ${scenario} $<TARGET_FILE:grit-fake-nvml>)

@@ -253,24 +253,29 @@ static grit_err act_alloc(gx_model *m, bool full)
 {
     const gx_config *cfg = &m->cfg;
     int L = m->nl, C = cfg->hidden, H4 = m->ni, V = m->nv, hd = m->hd, T = m->T;
-    size_t N = (size_t)m->B * (size_t)T;
+    size_t N = (size_t)m->B * (size_t)T, Ns = (size_t)m->ns; /* Ns: this rank's rows */
     int F = cfg->mlp == GX_MLP_SWIGLU ? 2 * H4 : H4;
-    /* activation block: count, allocate, carve */
-    size_t NC = N * C, NI = N * H4, NQ = N * (size_t)m->qkv_dim, NF = N * (size_t)F;
-    size_t ln2 = cfg->shared_norm ? 0 : NC + 2 * N;
+    /* activation block: count, allocate, carve; the norm and residual regions (resid, ln1,
+     * ln2, mid, lnf and their statistics) hold Ns rows (model/tp.h: sequence parallelism) */
+    size_t NC = N * C, SC = Ns * C, NI = N * H4, NQ = N * (size_t)m->qkv_dim, NF = N * (size_t)F;
+    size_t ln2 = cfg->shared_norm ? 0 : SC + 2 * Ns;
     size_t NA = N * (size_t)m->nh * (size_t)hd; /* attention output of this rank's heads */
-    size_t per_layer = NC + 2 * N + NQ + NA + N * (size_t)m->nh + ln2 + NF + NI;
+    size_t per_layer = SC + 2 * Ns + NQ + NA + N * (size_t)m->nh + ln2 + NF + NI;
     if (!cfg->parallel_residual)
-        per_layer += NC;
+        per_layer += SC;
     size_t att_scr = (size_t)op_attention_scratch_floats(T, m->nthreads);
     int rope_len = T > cfg->max_positions ? T : cfg->max_positions;
     size_t rope = (size_t)rope_len * (size_t)(m->rot / 2);
     size_t nz = (size_t)(m->qkv_dim > F ? m->qkv_dim : F);
     nz = nz > (size_t)C ? nz : (size_t)C;
-    size_t total = (size_t)(L + 1) * NC + (size_t)(full ? 1 : L) * per_layer + (full ? NC : 0) + NC + 2 * N /* lnf */ +
-                   4 * NC + NQ + NF /* dres dtmp dln datt dqkv dfc */ +
-                   (size_t)m->chunk * V + 3 * (size_t)m->chunk + N /* losses */ + 2 * N /* token ids */ + att_scr +
-                   2 * rope + nz + 64;
+    /* scratch: dres dln datt [N C], dtmp [Ns C], dqkv, dfc; the forward's otmp of its own
+     * under recompute (else dtmp); sequence parallel: lnx [N C], dln_l datt_l [Ns C],
+     * nrm_g [4 C] (dyf and otmp are dres, o_l is dln_l: never live at the same time) */
+    size_t scratch = 3 * NC + SC + NQ + NF + (!m->sp && full ? NC : 0) +
+                     (m->sp ? NC + 2 * SC + 4 * (size_t)C : 0);
+    size_t total = (size_t)(L + 1) * SC + (size_t)(full ? 1 : L) * per_layer + SC + 2 * Ns /* lnf */ +
+                   scratch + (size_t)m->chunk * V + 3 * (size_t)m->chunk + N /* losses */ +
+                   2 * N /* token ids */ + att_scr + 2 * rope + nz + 64;
     /* replicated kv heads: the gradient sum's [kv, N, 2 hd] (model/tp.h) */
     size_t kvb = m->kv_rep > 1 ? N * 2 * (size_t)hd * (size_t)gx_kv_heads(cfg) : 0;
     total += kvb;
@@ -282,34 +287,47 @@ static grit_err act_alloc(gx_model *m, bool full)
     float *p = m->act_block;
 #define TAKE(n) (p += (n), p - (n))
     for (int l = 0; l <= L; l++)
-        m->resid[l] = TAKE(NC);
+        m->resid[l] = TAKE(SC);
     for (int l = 0; l < (full ? 1 : L); l++) {
         gx_layer_acts *a = &m->acts[l];
-        a->ln1 = TAKE(NC);
-        a->ln1_mean = TAKE(N);
-        a->ln1_rstd = TAKE(N);
+        a->ln1 = TAKE(SC);
+        a->ln1_mean = TAKE(Ns);
+        a->ln1_rstd = TAKE(Ns);
         a->qkv = TAKE(NQ);
         a->att = TAKE(NA);
         a->lse = TAKE(N * (size_t)m->nh);
-        a->mid = cfg->parallel_residual ? NULL : TAKE(NC);
+        a->mid = cfg->parallel_residual ? NULL : TAKE(SC);
         if (cfg->shared_norm) {
             a->ln2 = a->ln1;
             a->ln2_mean = a->ln1_mean;
             a->ln2_rstd = a->ln1_rstd;
         } else {
-            a->ln2 = TAKE(NC);
-            a->ln2_mean = TAKE(N);
-            a->ln2_rstd = TAKE(N);
+            a->ln2 = TAKE(SC);
+            a->ln2_mean = TAKE(Ns);
+            a->ln2_rstd = TAKE(Ns);
         }
         a->fc = TAKE(NF);
         a->gelu = TAKE(NI);
     }
-    m->lnf = TAKE(NC);
-    m->lnf_mean = TAKE(N);
-    m->lnf_rstd = TAKE(N);
+    m->lnf = TAKE(SC);
+    m->lnf_mean = TAKE(Ns);
+    m->lnf_rstd = TAKE(Ns);
     m->dres = TAKE(NC);
-    m->dtmp = TAKE(NC);
-    m->otmp = full ? TAKE(NC) : m->dtmp; /* the forward's scratch: dtmp is the backward's dy */
+    m->dtmp = TAKE(SC);
+    if (m->sp) {
+        /* dres is the head's alone (its backward's partial sums, reduce-scattered into dln_l
+         * before any layer's backward): the gathered dy and the forward's scratch reuse it;
+         * the forward's reduce-scattered rows reuse dln_l (the backward's, per layer) */
+        m->lnx = TAKE(NC);
+        m->dyf = m->dres;
+        m->dln_l = TAKE(SC);
+        m->datt_l = TAKE(SC);
+        m->o_l = m->dln_l;
+        m->nrm_g = TAKE(4 * (size_t)C);
+    }
+    /* the forward's scratch: dtmp is the backward's dy (kept across layers under recompute);
+     * sequence parallel: dres (above) */
+    m->otmp = m->sp ? m->dres : full ? TAKE(NC) : m->dtmp;
     m->dln = TAKE(NC);
     m->datt = TAKE(NC);
     m->dqkv = TAKE(NQ);
@@ -385,10 +403,15 @@ grit_err gx_init_stage_f(gx_model *m, const gx_config *cfg, int B, int T, int nt
     if (B <= 0 || T <= 0 || (T > cfg->max_positions && cfg->rope != GX_ROPE_DYNAMIC))
         return grit_errf(GRIT_EINVAL, "seq_len %d must be in [1, max_positions %d]", T,
                          cfg->max_positions);
+    bool sp = (flags & GX_SEQ_PAR) && tp > 1;
+    if (sp && ((size_t)B * (size_t)T) % (size_t)tp)
+        return grit_errf(GRIT_EINVAL, "sequence parallel: micro batch %d x seq_len %d = %zu "
+                         "token rows is not divisible by tensor parallel %d", B, T,
+                         (size_t)B * (size_t)T, tp);
     /* a stage's estimate: its layers, and (conservatively) the embedding and head */
     gx_config sc = *cfg;
     sc.layers = cfg->layers / pp;
-    size_t need = gx_tp_memory_estimate_rc(&sc, B, T, tp, recompute), have = big_mem_available();
+    size_t need = gx_tp_memory_estimate_sp(&sc, B, T, tp, recompute, sp), have = big_mem_available();
     size_t np_est = gx_tp_param_count(&sc, tp), lean = 0; /* blocks ZeRO keeps elsewhere */
     lean += flags & GX_NO_PARAMS ? 4 * np_est : 0;
     lean += flags & GX_NO_GRADS ? 4 * np_est : 0;
@@ -421,6 +444,9 @@ grit_err gx_init_stage_f(gx_model *m, const gx_config *cfg, int B, int T, int nt
     gx__stage_span(m);
     int L = m->nl, hd = m->hd, kv = m->nkv;
     size_t N = (size_t)B * T;
+    m->sp = sp;
+    m->ns = sp ? (int)(N / (size_t)tp) : (int)N;
+    m->s0 = sp ? tp_rank * m->ns : 0;
     m->rot = (int)(hd * cfg->rotary_pct);
     m->chunk = N < 512 ? (int)N : 512;
     m->qkv_dim = (m->nh + 2 * kv) * hd;

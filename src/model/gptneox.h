@@ -209,6 +209,19 @@ typedef struct gx_model {
     int (*tp_reduce)(void *ctx, float *buf, size_t n, int max);
     void *tp_ctx;
     int tp_failed;
+    /* Sequence parallelism (model/tp.h; GX_SEQ_PAR): the residual stream, the norms'
+     * outputs and statistics hold token rows [s0, s0 + ns) of the N = B*T (ns = N / tp;
+     * without it ns = N, s0 = 0). lnx: a norm's output gathered [N, C]; dyf: the residual
+     * gradient gathered [N, C] (it is dres, which the forward's partial sums use too:
+     * otmp); dln_l, datt_l, o_l (= dln_l): reduce-scattered rows [ns, C]; nrm_g [4 C]: a layer's norm-weight
+     * gradients before their sum over the group. The hooks: tp_gather, in place, buf holds
+     * tp blocks of n floats, block r from rank r; tp_scatter: block r of buf [tp n] summed
+     * over the group into rank r's out [n]. Non-zero return: failure (tp_failed). */
+    bool sp;
+    int ns, s0;
+    float *lnx, *dyf, *dln_l, *datt_l, *o_l, *nrm_g;
+    int (*tp_gather)(void *ctx, float *buf, size_t n);
+    int (*tp_scatter)(void *ctx, const float *buf, float *out, size_t n);
     const int32_t *seg;         /* packed-example starts during a gx_step_ex call, else NULL */
     /* Pipeline parallelism (gx_init_stage, gx_stage_step): stage pp_rank of pp holds the
      * nl layers from global layer l0 (1, 0, 0 and cfg.layers without it), the input
@@ -240,8 +253,10 @@ grit_err gx_init_tp_rc(gx_model *m, const gx_config *cfg, int B, int T, int nthr
                        int tp_rank, bool recompute);
 /* gx_init_stage's flags: blocks not to allocate, because ZeRO keeps a shard of them
  * (train/dp.h): the weights (ZeRO-3), the gradients (ZeRO-2), the AdamW moments (ZeRO-1);
- * their pointers stay NULL and the memory check does not count them. */
-enum { GX_NO_PARAMS = 1u, GX_NO_GRADS = 2u, GX_NO_OPTIM = 4u };
+ * their pointers stay NULL and the memory check does not count them. GX_SEQ_PAR: sequence
+ * parallelism (tp > 1; model/tp.h): the norm and residual regions hold this rank's rows
+ * only; B * T must be divisible by tp (GRIT_EINVAL naming the numbers). */
+enum { GX_NO_PARAMS = 1u, GX_NO_GRADS = 2u, GX_NO_OPTIM = 4u, GX_SEQ_PAR = 8u };
 grit_err gx_init_stage_f(gx_model *m, const gx_config *cfg, int B, int T, int nthreads, int tp,
                          int tp_rank, bool recompute, int pp, int pp_rank, unsigned flags);
 /* gx_init_tp_rc for pipeline stage pp_rank of pp (gx_stage_step): layers split evenly

@@ -83,25 +83,26 @@ static int fc_width(const gx_model *m)
     return m->cfg.mlp == GX_MLP_SWIGLU ? 2 * m->ni : m->ni;
 }
 
-/* y += mlp(a->ln2) (norm2's output, computed by layer_fwd; norm1's when the block has one). */
-static void mlp_fwd(gx_model *m, int l, float *y)
+/* y += mlp(h) (h: norm2's output, computed by layer_fwd, norm1's when the block has one;
+ * gathered under sequence parallelism); y holds this rank's rows. */
+static void mlp_fwd(gx_model *m, int l, float *y, const float *h)
 {
     const gx_config *c = &m->cfg;
     int N = m->B * m->T, C = c->hidden, H4 = m->ni, F = fc_width(m);
     gx_layer *w = &m->w.layer[l];
     gx_layer_acts *a = &m->acts[l];
-    linear_fwd(m, a->fc, a->ln2, w->fc_w, w->fc_b, N, F, C);
+    linear_fwd(m, a->fc, h, w->fc_w, w->fc_b, N, F, C);
     if (c->mlp == GX_MLP_SWIGLU)
         op_swiglu_fwd(a->gelu, a->fc, N, H4);
     else
         op_gelu_fwd(a->gelu, a->fc, (long)N * H4, c->act);
-    if (m->tp > 1) { /* row parallel: this rank's partial sum, all-reduced, then added */
+    if (m->tp > 1) { /* row parallel: this rank's partial sum, summed over the group, added */
         gx__mm(m, 'N', 'T', N, C, H4, a->gelu, H4, w->proj_w, H4, 0.0f, m->otmp, C);
-        gx__tp_reduce(m, m->otmp, (size_t)N * C, 0);
-        long n = (long)N * C;
+        const float *o = gx__sp_sum(m, m->otmp, m->o_l);
+        long n = (long)m->ns * C;
 #pragma omp parallel for schedule(static)
         for (long i = 0; i < n; i++)
-            y[i] += m->otmp[i];
+            y[i] += o[i];
         return;
     }
     gx__mm(m, 'N', 'T', N, C, H4, a->gelu, H4, w->proj_w, H4, 1.0f, y, C);
@@ -110,7 +111,7 @@ static void mlp_fwd(gx_model *m, int l, float *y)
 static void layer_fwd(gx_model *m, int l)
 {
     const gx_config *c = &m->cfg;
-    int N = m->B * m->T, C = c->hidden, hd = m->hd, Q = m->qkv_dim, A = m->nh * hd;
+    int N = m->B * m->T, Ns = m->ns, C = c->hidden, hd = m->hd, Q = m->qkv_dim, A = m->nh * hd;
     gx_layer *w = &m->w.layer[l];
     gx_layer_acts *a = &m->acts[l];
     const float *x = m->resid[l];
@@ -123,26 +124,28 @@ static void layer_fwd(gx_model *m, int l)
     op_norm n1 = norm_of(c, w->ln1_w, w->ln1_b, a->ln1_mean, a->ln1_rstd);
     op_norm n2 = norm_of(c, w->ln2_w, w->ln2_b, a->ln2_mean, a->ln2_rstd);
     if (c->parallel_residual && !c->shared_norm) /* both norms read x: one pass */
-        op_norm2_fwd(&n1, a->ln1, &n2, a->ln2, x, N, C);
+        op_norm2_fwd(&n1, a->ln1, &n2, a->ln2, x, Ns, C);
     else
-        norm_fwd(c, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, N);
-    linear_fwd(m, a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, Q, C);
+        norm_fwd(c, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, Ns);
+    const float *h1 = gx__sp_full(m, a->ln1, m->lnx); /* every row, for the column products */
+    linear_fwd(m, a->qkv, h1, w->qkv_w, w->qkv_b, N, Q, C);
     op_rotary_lay(a->qkv, m->rope_cos, m->rope_sin, &lay, N, m->T, m->nh, hd, m->rot, 0);
     op_attn_fwd(a->att, a->lse, a->qkv, &lay, m->B, m->T, m->nh, hd, m->att_scratch);
     gx__mm(m, 'N', 'T', N, C, A, a->att, A, w->dense_w, A, 0.0f, o, C);
-    gx__tp_reduce(m, o, (size_t)N * C, 0); /* row parallel (tp > 1) */
+    const float *os = gx__sp_sum(m, o, m->o_l); /* row parallel (tp > 1): this rank's rows */
     /* residual: y = x + o + dense_b (+ proj_b), the MLP's product accumulated after;
      * sequential: mid = x + o + dense_b, y = mid + proj_b, norm2(mid) in the same pass */
     if (c->parallel_residual)
-        op_resid_fwd(y, NULL, x, o, dense_b, w->proj_b, NULL, NULL, N, C);
+        op_resid_fwd(y, NULL, x, os, dense_b, w->proj_b, NULL, NULL, Ns, C);
     else
-        op_resid_fwd(y, a->mid, x, o, dense_b, proj_b, c->shared_norm ? NULL : &n2, a->ln2, N,
-                     C);
-    mlp_fwd(m, l, y);
+        op_resid_fwd(y, a->mid, x, os, dense_b, proj_b, c->shared_norm ? NULL : &n2, a->ln2,
+                     Ns, C);
+    mlp_fwd(m, l, y, c->shared_norm ? h1 : gx__sp_full(m, a->ln2, m->lnx));
 }
 
-/* MLP backward from dy (gradient of its output); leaves dNorm2-output in m->dln. */
-static void mlp_bwd(gx_model *m, int l, const float *dy)
+/* MLP backward from dy (gradient of its output, every row) and h (its input, every row);
+ * returns the gradient of norm2's output summed over the TP group (this rank's rows). */
+static const float *mlp_bwd(gx_model *m, int l, const float *dy, const float *h)
 {
     const gx_config *c = &m->cfg;
     int N = m->B * m->T, C = c->hidden, H4 = m->ni, F = fc_width(m);
@@ -164,13 +167,14 @@ static void mlp_bwd(gx_model *m, int l, const float *dy)
     }
     if (g->fc_b && c->mlp == GX_MLP_SWIGLU)
         op_bias_grad(g->fc_b, m->dfc, N, F, F);
-    gx__mm(m, 'T', 'N', F, C, N, m->dfc, F, a->ln2, C, 1.0f, g->fc_w, C);
+    gx__mm(m, 'T', 'N', F, C, N, m->dfc, F, h, C, 1.0f, g->fc_w, C);
     gx__mm(m, 'N', 'N', N, C, F, m->dfc, F, w->fc_w, C, 0.0f, m->dln, C);
-    gx__tp_reduce(m, m->dln, (size_t)N * C, 0); /* column parallel input (tp > 1) */
+    return gx__sp_sum(m, m->dln, m->dln_l); /* column parallel input (tp > 1) */
 }
 
-/* Attention backward from dy (gradient of the dense output); leaves dNorm1-output in m->datt. */
-static void attn_bwd(gx_model *m, int l, const float *dy)
+/* Attention backward from dy (gradient of the dense output) and h (norm1's output), every
+ * row; returns the gradient of norm1's output summed over the group (this rank's rows). */
+static const float *attn_bwd(gx_model *m, int l, const float *dy, const float *h)
 {
     const gx_config *c = &m->cfg;
     int N = m->B * m->T, C = c->hidden, hd = m->hd, Q = m->qkv_dim, A = m->nh * hd;
@@ -189,38 +193,51 @@ static void attn_bwd(gx_model *m, int l, const float *dy)
         gx__tp_kv_sum(m, m->dqkv, N);
     if (g->qkv_b)
         op_bias_grad(g->qkv_b, m->dqkv, N, Q, Q);
-    gx__mm(m, 'T', 'N', Q, C, N, m->dqkv, Q, a->ln1, C, 1.0f, g->qkv_w, C);
+    gx__mm(m, 'T', 'N', Q, C, N, m->dqkv, Q, h, C, 1.0f, g->qkv_w, C);
     if (m->kv_rep > 1 && m->tp_rank % m->kv_rep) /* its input gradient: the first replica's */
         gx__tp_kv_clear(m, m->dqkv, N);
     gx__mm(m, 'N', 'N', N, C, Q, m->dqkv, Q, w->qkv_w, C, 0.0f, m->datt, C);
-    gx__tp_reduce(m, m->datt, (size_t)N * C, 0); /* column parallel input (tp > 1) */
+    return gx__sp_sum(m, m->datt, m->datt_l); /* column parallel input (tp > 1) */
 }
 
-/* dy: gradient w.r.t. resid[l+1] on entry, w.r.t. resid[l] on return. */
+/* dy: gradient w.r.t. resid[l+1] on entry, w.r.t. resid[l] on return (this rank's rows).
+ * Sequence parallel: dy and the norms' outputs are gathered for the products' backward (the
+ * sequential block gathers dy again after norm2's term), the norms' weight gradients of
+ * this rank's rows go to m->nrm_g and are summed over the group at the end. */
 static void layer_bwd(gx_model *m, int l, float *dy)
 {
     const gx_config *c = &m->cfg;
-    int N = m->B * m->T, C = c->hidden;
+    int Ns = m->ns, C = c->hidden;
     gx_layer *w = &m->w.layer[l], *g = &m->g.layer[l];
     gx_layer_acts *a = &m->acts[l];
     const float *x = m->resid[l];
     op_norm n1 = norm_of(c, w->ln1_w, w->ln1_b, a->ln1_mean, a->ln1_rstd);
     op_norm n2 = norm_of(c, w->ln2_w, w->ln2_b, a->ln2_mean, a->ln2_rstd);
-    op_norm_grad g1 = {.dout = m->datt, .dw = g->ln1_w, .db = g->ln1_b};
-    op_norm_grad g2 = {.dout = m->dln, .dw = g->ln2_w, .db = g->ln2_b};
-    mlp_bwd(m, l, dy);
-    if (c->parallel_residual && c->shared_norm) {
-        attn_bwd(m, l, dy);
-        g1.dout_b = m->dln; /* both branches read the one norm's output */
-        op_norm2_bwd(dy, x, N, C, &n1, &g1, NULL, NULL);
-    } else if (c->parallel_residual) {
-        attn_bwd(m, l, dy);
-        op_norm2_bwd(dy, x, N, C, &n2, &g2, &n1, &g1); /* norm2's term first, then norm1's */
-    } else {
-        op_norm2_bwd(dy, a->mid, N, C, &n2, &g2, NULL, NULL);
-        attn_bwd(m, l, dy);
-        op_norm2_bwd(dy, x, N, C, &n1, &g1, NULL, NULL);
+    op_norm_grad g1 = {.dw = g->ln1_w, .db = g->ln1_b};
+    op_norm_grad g2 = {.dw = g->ln2_w, .db = g->ln2_b};
+    if (m->sp) {
+        gx__sp_norm_begin(m);
+        float *ng = m->nrm_g;
+        g1 = (op_norm_grad){.dw = ng, .db = g->ln1_b ? ng + C : NULL};
+        g2 = (op_norm_grad){.dw = ng + 2 * C, .db = g->ln2_b ? ng + 3 * C : NULL};
     }
+    const float *dyf = gx__sp_full(m, dy, m->dyf), *h2 = gx__sp_full(m, a->ln2, m->lnx);
+    g2.dout = mlp_bwd(m, l, dyf, h2);
+    if (c->parallel_residual && c->shared_norm) {
+        g1.dout = attn_bwd(m, l, dyf, h2); /* one norm: its output is gathered already */
+        g1.dout_b = g2.dout; /* both branches read the one norm's output */
+        op_norm2_bwd(dy, x, Ns, C, &n1, &g1, NULL, NULL);
+    } else if (c->parallel_residual) {
+        g1.dout = attn_bwd(m, l, dyf, gx__sp_full(m, a->ln1, m->lnx));
+        op_norm2_bwd(dy, x, Ns, C, &n2, &g2, &n1, &g1); /* norm2's term first, then norm1's */
+    } else {
+        op_norm2_bwd(dy, a->mid, Ns, C, &n2, &g2, NULL, NULL);
+        g1.dout = attn_bwd(m, l, gx__sp_full(m, dy, m->dyf), gx__sp_full(m, a->ln1, m->lnx));
+        op_norm2_bwd(dy, x, Ns, C, &n1, &g1, NULL, NULL);
+    }
+    if (m->sp)
+        gx__sp_norm_end(m, g->ln1_w, g->ln1_b, c->shared_norm ? NULL : g->ln2_w,
+                        c->shared_norm ? NULL : g->ln2_b);
 }
 
 static float stage_bwd(gx_model *m, float *din, float loss);
@@ -236,7 +253,7 @@ size_t gx_layer_end(const gx_model *m, int l)
 static void copy_act(float *dst, const float *src, const gx_model *m)
 {
     if (dst && src)
-        memcpy(dst, src, sizeof(float) * (size_t)m->B * (size_t)m->T * (size_t)m->cfg.hidden);
+        memcpy(dst, src, sizeof(float) * (size_t)m->ns * (size_t)m->cfg.hidden);
 }
 
 float gx_step(gx_model *m, const int32_t *tokens, float grad_scale, float *logits_out)
@@ -287,8 +304,9 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
     if (!first) /* the previous stage's output */
         copy_act(m->resid[0], in, m);
     else if (m->tp > 1) { /* vocabulary parallel: each rank looks up the tokens it owns */
-        op_embed_fwd_range(m->resid[0], m->w.embed_in, m->inp, N, C, m->v0, m->nv);
-        gx__tp_reduce(m, m->resid[0], (size_t)N * C, 0);
+        float *e = m->sp ? m->otmp : m->resid[0]; /* sequence parallel: every row, then ours */
+        op_embed_fwd_range(e, m->w.embed_in, m->inp, N, C, m->v0, m->nv);
+        gx__sp_sum(m, e, m->resid[0]);
     } else
         op_embed_fwd(m->resid[0], m->w.embed_in, m->inp, N, C);
     for (int l = 0; l < L; l++) {
@@ -309,7 +327,8 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
     size_t head0 = t[lt + tpl * L].offset; /* the head bucket: final norm, head (tied copy) */
     if (m->param_begin)
         m->param_begin(m->grad_ctx, head0, m->num_params - head0);
-    norm_fwd(c, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid[L], m->w.lnf_w, m->w.lnf_b, N);
+    norm_fwd(c, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid[L], m->w.lnf_w, m->w.lnf_b, m->ns);
+    const float *hf = gx__sp_full(m, m->lnf, m->lnx); /* the head reads every row */
 
     if (m->grad_begin && grad_scale != 0.0f)
         m->grad_begin(m->grad_ctx, head0, m->num_params - head0);
@@ -317,7 +336,7 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
     float gs = sft ? (float)(grad_scale / denom) : grad_scale / (float)N;
     for (int r0 = 0; r0 < N; r0 += m->chunk) {
         int M = N - r0 < m->chunk ? N - r0 : m->chunk;
-        const float *h = m->lnf + (long)r0 * C;
+        const float *h = hf + (long)r0 * C;
         gx__mm(m, 'N', 'T', M, V, C, h, C, m->w.embed_out, C, 0.0f, m->logits, V);
         if (logits_out && m->tp == 1)
             memcpy(logits_out + (long)r0 * V, m->logits, sizeof(float) * (size_t)M * V);
@@ -330,7 +349,8 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
         gx__mm(m, 'T', 'N', V, C, M, m->logits, V, h, C, 1.0f, m->g.embed_out, C);
         gx__mm(m, 'N', 'N', M, C, V, m->logits, V, m->w.embed_out, C, 0.0f,
                m->dres + (long)r0 * C, C);
-        gx__tp_reduce(m, m->dres + (long)r0 * C, (size_t)M * C, 0);
+        if (!m->sp) /* sequence parallel: reduce-scattered below, once */
+            gx__tp_reduce(m, m->dres + (long)r0 * C, (size_t)M * C, 0);
     }
     double sum = 0.0;
     for (int n = 0; n < N; n++)
@@ -342,10 +362,17 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
     }
 
     float *dy = m->dtmp;
-    memset(dy, 0, sizeof(float) * (size_t)N * C);
+    memset(dy, 0, sizeof(float) * (size_t)m->ns * C);
     op_norm nf = norm_of(c, m->w.lnf_w, m->w.lnf_b, m->lnf_mean, m->lnf_rstd);
     op_norm_grad gf = {.dout = m->dres, .dw = m->g.lnf_w, .db = m->g.lnf_b};
-    op_norm2_bwd(dy, m->resid[L], N, C, &nf, &gf, NULL, NULL);
+    if (m->sp) { /* this rank's rows of the head's input gradient; lnf's weights' partials */
+        gx__sp_norm_begin(m);
+        gf = (op_norm_grad){.dout = gx__sp_sum(m, m->dres, m->dln_l), .dw = m->nrm_g,
+                            .db = m->g.lnf_b ? m->nrm_g + C : NULL};
+    }
+    op_norm2_bwd(dy, m->resid[L], m->ns, C, &nf, &gf, NULL, NULL);
+    if (m->sp)
+        gx__sp_norm_end(m, m->g.lnf_w, m->g.lnf_b, NULL, NULL);
     /* layer l's tensors are t[lt + tpl l .. lt + tpl (l + 1)); with tied embeddings the
      * head's gradient lands in tensor 0, reported with the embedding at the end */
     if (m->grad_ready)
@@ -381,8 +408,9 @@ static float stage_bwd(gx_model *m, float *din, float loss)
     }
     if (m->grad_begin)
         m->grad_begin(m->grad_ctx, 0, t[1].offset);
-    if (m->tp > 1)
-        op_embed_bwd_range(m->g.embed_in, dy, m->inp, N, C, m->v0, m->nv);
+    if (m->tp > 1) /* sequence parallel: every row's gradient */
+        op_embed_bwd_range(m->g.embed_in, gx__sp_full(m, dy, m->dyf), m->inp, N, C, m->v0,
+                           m->nv);
     else
         op_embed_bwd(m->g.embed_in, dy, m->inp, N, C);
     if (m->grad_ready)

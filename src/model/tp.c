@@ -106,19 +106,30 @@ size_t gx_tp_act_bytes_per_token(const gx_config *c, int tp)
 
 size_t gx_act_bytes_layout(const gx_config *c, int tp, bool recompute)
 {
+    return gx_act_bytes_sp(c, tp, recompute, false);
+}
+
+size_t gx_act_bytes_sp(const gx_config *c, int tp, bool recompute, bool sp)
+{
     size_t C = (size_t)c->hidden, H4 = (size_t)c->intermediate / (size_t)tp;
     size_t hd = C / (size_t)c->heads, nh = (size_t)c->heads / (size_t)tp;
     size_t Q = (nh + 2 * (size_t)gx_tp_kv_local(c, tp)) * hd;
-    size_t F = c->mlp == GX_MLP_SWIGLU ? 2 * H4 : H4;
+    size_t F = c->mlp == GX_MLP_SWIGLU ? 2 * H4 : H4, t = sp && tp > 1 ? (size_t)tp : 1;
+    /* per token of the rows a rank holds: the norm and residual regions (seq: divided by
+     * tp under sequence parallelism) and the head-, column-split rest (whole: every row) */
     size_t ln2 = c->shared_norm ? 0 : C + 2;
-    size_t per_layer = C + 2 + Q + nh * hd + nh + ln2 + F + H4 + C /* resid */;
-    if (!c->parallel_residual)
-        per_layer += C;
+    size_t seq = C + 2 + ln2 + C /* resid */ + (c->parallel_residual ? 0 : C /* mid */);
+    size_t whole = Q + nh * hd + nh + F + H4;
     size_t kvb = gx_tp_kv_rep(c, tp) > 1 ? 2 * hd * (size_t)gx_kv_heads(c) : 0;
-    size_t scratch = 4 * C + Q + F + 2 + kvb;
+    /* scratch: dres dln datt [N C], dtmp, dqkv, dfc, token ids; sequence parallel: the
+     * gathered norm output [N C], two reduce-scattered [ns C] (gptneox.c act_alloc) */
+    size_t scratch = 3 * C + Q + F + 2 + kvb + (t > 1 ? C : 0);
+    size_t scratch_s = C + (t > 1 ? 2 * C : 0);
+    size_t L = (size_t)c->layers, lnf = C + 2;
     if (recompute) /* one layer's activations, every layer's input, the forward's scratch */
-        return 4 * ((per_layer - C) + ((size_t)c->layers + 1) * C + C + 2 + scratch + C);
-    return 4 * ((size_t)c->layers * per_layer + C + C + 2 + scratch);
+        return 4 * (whole + scratch + (t > 1 ? 0 : C) +
+                    ((seq - C) + (L + 1) * C + lnf + scratch_s + t - 1) / t);
+    return 4 * (L * whole + scratch + (L * seq + C + lnf + scratch_s + t - 1) / t);
 }
 
 size_t gx_tp_memory_estimate(const gx_config *c, int B, int T, int tp)
@@ -128,9 +139,15 @@ size_t gx_tp_memory_estimate(const gx_config *c, int B, int T, int tp)
 
 size_t gx_tp_memory_estimate_rc(const gx_config *c, int B, int T, int tp, bool recompute)
 {
+    return gx_tp_memory_estimate_sp(c, B, T, tp, recompute, false);
+}
+
+size_t gx_tp_memory_estimate_sp(const gx_config *c, int B, int T, int tp, bool recompute,
+                                bool sp)
+{
     size_t N = (size_t)B * (size_t)T, V = (size_t)c->vocab / (size_t)tp;
     size_t chunk = N < 512 ? N : 512;
-    return 20 * gx_tp_param_count(c, tp) + gx_act_bytes_layout(c, tp, recompute) * N +
+    return 20 * gx_tp_param_count(c, tp) + gx_act_bytes_sp(c, tp, recompute, sp) * N +
            4 * chunk * (V + 3);
 }
 
@@ -234,6 +251,44 @@ void gx__tp_reduce(gx_model *m, float *buf, size_t n, int max)
         return;
     if (!m->tp_reduce || m->tp_reduce(m->tp_ctx, buf, n, max) != 0)
         m->tp_failed = 1;
+}
+
+const float *gx__sp_full(gx_model *m, const float *local, float *full)
+{
+    if (!m->sp)
+        return local;
+    size_t n = (size_t)m->ns * (size_t)m->cfg.hidden;
+    memcpy(full + (size_t)m->s0 * (size_t)m->cfg.hidden, local, n * sizeof(float));
+    if (!m->tp_failed && (!m->tp_gather || m->tp_gather(m->tp_ctx, full, n) != 0))
+        m->tp_failed = 1;
+    return full;
+}
+
+const float *gx__sp_sum(gx_model *m, float *part, float *out)
+{
+    if (!m->sp) {
+        gx__tp_reduce(m, part, (size_t)m->B * (size_t)m->T * (size_t)m->cfg.hidden, 0);
+        return part;
+    }
+    size_t n = (size_t)m->ns * (size_t)m->cfg.hidden;
+    if (!m->tp_failed && (!m->tp_scatter || m->tp_scatter(m->tp_ctx, part, out, n) != 0))
+        m->tp_failed = 1;
+    return out;
+}
+
+void gx__sp_norm_begin(gx_model *m)
+{
+    memset(m->nrm_g, 0, 4 * sizeof(float) * (size_t)m->cfg.hidden);
+}
+
+void gx__sp_norm_end(gx_model *m, float *d0, float *d1, float *d2, float *d3)
+{
+    size_t C = (size_t)m->cfg.hidden;
+    gx__tp_reduce(m, m->nrm_g, 4 * C, 0);
+    float *d[4] = {d0, d1, d2, d3};
+    for (int i = 0; i < 4; i++)
+        for (size_t c = 0; d[i] && c < C; c++)
+            d[i][c] += m->nrm_g[(size_t)i * C + c];
 }
 
 void gx__tp_xent(gx_model *m, float *logits, float *losses, const int32_t *tgt, int M,

@@ -31,6 +31,20 @@
  * (identical start in every layout) and gathered back to whole tensors for
  * model.safetensors and checkpoints (any layout resumes any other).
  * At tp 1 none of this runs: the single-rank step is unchanged, bit for bit.
+ *
+ * Sequence parallelism (Megatron's, GX_SEQ_PAR; "parallel": {"sequence": true}): the
+ * regions between the row-parallel output and the next column-parallel input (residual
+ * stream, norms, their statistics, the sequential block's mid) hold 1/tp of the token rows
+ * on each rank (rows [s0, s0 + ns) of the micro-batch's N = B*T, flattened batch-major).
+ * A norm's output is all-gathered before the column-parallel product (forward, and again
+ * in the backward for the weight gradient, so only the rank's rows are stored); a
+ * row-parallel product's partial sums are reduce-scattered instead of all-reduced; the
+ * residual gradient is all-gathered before the backward of a block's products and their
+ * input gradients reduce-scattered. The norms' weight gradients cover the rank's rows and
+ * are summed over the group per layer. The embedding's lookup is reduce-scattered and the
+ * final norm's output gathered for the vocabulary-parallel head. Same bytes on the wire as
+ * the all-reduces it replaces (an all-reduce is a reduce-scatter plus an all-gather) plus
+ * one all-gather of [N, C] per norm in the backward; pipeline stages exchange [ns, C].
  */
 #ifndef GRIT_MODEL_TP_H
 #define GRIT_MODEL_TP_H
@@ -60,9 +74,14 @@ size_t gx_tp_param_count(const gx_config *c, int tp);
 size_t gx_tp_act_bytes_per_token(const gx_config *c, int tp);
 /* The same with or without full activation recomputation (gx_set_recompute). */
 size_t gx_act_bytes_layout(const gx_config *c, int tp, bool recompute);
+/* ... and with or without sequence parallelism (GX_SEQ_PAR): per token of the micro-batch,
+ * the norm and residual regions divided by tp. */
+size_t gx_act_bytes_sp(const gx_config *c, int tp, bool recompute, bool sp);
 /* gx_memory_estimate for one TP rank. */
 size_t gx_tp_memory_estimate(const gx_config *c, int B, int T, int tp);
 size_t gx_tp_memory_estimate_rc(const gx_config *c, int B, int T, int tp, bool recompute);
+size_t gx_tp_memory_estimate_sp(const gx_config *c, int B, int T, int tp, bool recompute,
+                                bool sp);
 
 /* Copies between a whole tensor (full, gshape) and a rank's slice (local, shape):
  * to_full 0: full -> local; 1: local -> full (only the slice's elements). */
@@ -82,6 +101,19 @@ grit_err gx_tp_assemble(const gx_config *c, int tp, const float *parts, size_t p
 /* --- internal to model/ (gptneox_step.c) ---------------------------------------- */
 /* In-place sum (max != 0: maximum) over the TP group; no-op at tp 1. */
 void gx__tp_reduce(gx_model *m, float *buf, size_t n, int max);
+/* Sequence parallelism (m->sp): a [ns, C] row block of this rank gathered into full
+ * [N, C] (returned); without it local itself. */
+const float *gx__sp_full(gx_model *m, const float *local, float *full);
+/* The group's sum of a row-parallel partial [N, C]: without sequence parallelism
+ * all-reduced in place (returned: part); with it this rank's rows reduce-scattered into
+ * out [ns, C] (returned). */
+const float *gx__sp_sum(gx_model *m, float *part, float *out);
+/* Sequence parallelism: m->nrm_g's four [C] blocks (norm-weight gradients of this rank's
+ * rows, zeroed by gx__sp_norm_begin) summed over the group and added to dst[i] (NULL:
+ * skipped). */
+void gx__sp_norm_begin(gx_model *m);
+void gx__sp_norm_end(gx_model *m, float *d0, float *d1, float *d2, float *d3);
+
 /* Vocabulary-parallel cross-entropy of M rows of this rank's logits [M, nv]:
  * losses[M], and logits -> dlogits (grad_scale != 0). */
 void gx__tp_xent(gx_model *m, float *logits, float *losses, const int32_t *tgt, int M,

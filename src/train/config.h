@@ -63,6 +63,7 @@ typedef struct train_cfg {
                                     retries, unsigned_payload} for an s3:// dir */
     int world;                   /* data-parallel ranks (runtime, not in the file; 1 default) */
     int tp, pp, dp;              /* "parallel": tensor, pipeline, data (0: derived); parallel.h */
+    bool sp;                     /* "parallel.sequence": sequence parallelism (tensor > 1) */
     char init_from[1024];        /* weights-only start from a checkpoint or HF folder ("" none) */
     /* validation (train/validate.h): outside the fingerprint, it changes no weight */
     int eval_interval_steps;     /* "eval.interval_steps": 0 off */

@@ -11,7 +11,7 @@
 #include "core/bigalloc.h"
 #include "model/tp.h"
 
-static const char *const par_keys[] = {"tensor", "pipeline", "data", "zero", NULL};
+static const char *const par_keys[] = {"tensor", "pipeline", "data", "zero", "sequence", NULL};
 
 grit_err train__parallel_load(const jcfg *j, train_cfg *c)
 {
@@ -26,7 +26,8 @@ grit_err train__parallel_load(const jcfg *j, train_cfg *c)
     if ((rc = jcfg_int(j, p, "parallel", "tensor", 1, 4096, &tp)) != GRIT_OK ||
         (rc = jcfg_int(j, p, "parallel", "pipeline", 1, 4096, &pp)) != GRIT_OK ||
         (rc = jcfg_int(j, p, "parallel", "data", 0, 1 << 20, &dp)) != GRIT_OK ||
-        (rc = jcfg_int(j, p, "parallel", "zero", 0, 3, &zero)) != GRIT_OK)
+        (rc = jcfg_int(j, p, "parallel", "zero", 0, 3, &zero)) != GRIT_OK ||
+        (rc = jcfg_bool(j, p, "parallel", "sequence", &c->sp)) != GRIT_OK)
         return rc;
     c->tp = (int)tp;
     c->pp = (int)pp;
@@ -40,12 +41,13 @@ grit_err train__parallel_load(const jcfg *j, train_cfg *c)
 void train__parallel_dump(json_t *root, const train_cfg *c)
 {
     json_object_set_new(root, "parallel",
-                        json_pack("{s:i,s:i,s:i,s:i}", "tensor", c->tp, "pipeline", c->pp,
+                        json_pack("{s:i,s:i,s:i,s:i,s:b}", "tensor", c->tp, "pipeline", c->pp,
                                   "data", c->dp, "zero",
                                   c->optim.zero3   ? 3
                                   : c->optim.zero2 ? 2
                                   : c->optim.zero1 ? 1
-                                                   : 0));
+                                                   : 0,
+                                  "sequence", c->sp));
 }
 
 int train_parallel_dp(const train_cfg *c, int world)
@@ -82,6 +84,14 @@ grit_err train_parallel_check(const train_cfg *c, int world)
     if (m->layers % pp != 0)
         return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d does not divide model.num_layers %d",
                          pp, m->layers);
+    if (c->sp && tp == 1)
+        return grit_errf(GRIT_ECONFIG, "parallel.sequence splits the token rows over the tensor-"
+                                       "parallel group: it needs parallel.tensor > 1");
+    long rows = (long)c->optim.micro_batch * c->optim.seq_len;
+    if (c->sp && rows % tp != 0)
+        return grit_errf(GRIT_ECONFIG, "parallel.sequence: optim.micro_batch %d x optim.seq_len "
+                                       "%d = %ld token rows is not divisible by parallel.tensor "
+                                       "%d", c->optim.micro_batch, c->optim.seq_len, rows, tp);
     if (c->optim.zero3 && (c->precision != GX_FP32 || c->eval_interval_steps > 0 ||
                            c->eval_at_checkpoint))
         return grit_errf(GRIT_ECONFIG, "parallel.zero 3 (parameter sharding) runs in fp32 "
@@ -144,9 +154,9 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
                                                : 4 * n + 8 * n / p->dp;
     /* a stage: its layers' activations for one micro-batch, and the 1F1B schedule's inputs of
      * micro-batches in flight (at most P on stage 0) and its three boundary buffers */
-    p->act_b = (double)gx_act_bytes_layout(&sc, p->tp, c->recompute) * N +
+    p->act_b = (double)gx_act_bytes_sp(&sc, p->tp, c->recompute, c->sp) * N +
                4.0 * chunk * ((double)m->vocab / p->tp + 3) +
-               (p->pp > 1 ? 4.0 * N * m->hidden * (p->pp + 3) : 0.0);
+               (p->pp > 1 ? 4.0 * N * m->hidden * (p->pp + 3) / (c->sp ? p->tp : 1) : 0.0);
     p->total_b = p->param_b + p->grad_b + p->optim_b + p->snapshot_b + p->act_b;
     p->avail_b = (double)big_mem_available();
     p->ranks_here = ranks_here > 0 ? ranks_here : 1;
@@ -157,8 +167,8 @@ static double mib(double b) { return b / 1048576.0; }
 
 void train_plan_print(const train_plan *p, const train_cfg *c, FILE *f)
 {
-    fprintf(f, "memory plan: tensor %d x pipeline %d x data %d%s, %s, micro batch %d x %d "
-               "tokens\n", p->tp, p->pp, p->dp,
+    fprintf(f, "memory plan: tensor %d x pipeline %d x data %d%s%s, %s, micro batch %d x %d "
+               "tokens\n", p->tp, p->pp, p->dp, c->sp ? " (sequence parallel)" : "",
             c->optim.zero3 ? ", ZeRO-3" : c->optim.zero2 ? ", ZeRO-2" : c->optim.zero1 ? ", ZeRO-1" : "",
             c->preset[0] ? c->preset : "custom model", c->optim.micro_batch, c->optim.seq_len);
     fprintf(f, "  %-22s %.3fM (of %.3fM in the model)\n", "parameters per rank",
@@ -172,7 +182,9 @@ void train_plan_print(const train_plan *p, const train_cfg *c, FILE *f)
     if (p->snapshot_b > 0)
         fprintf(f, "  %-22s %10.1f MiB\n", "checkpoint snapshot", mib(p->snapshot_b));
     fprintf(f, "  %-22s %10.1f MiB%s\n", "activations", mib(p->act_b),
-            c->recompute ? " (full recomputation: one layer's, plus each layer's input)" : "");
+            c->recompute ? " (full recomputation: one layer's, plus each layer's input)"
+            : c->sp      ? " (norm and residual rows split over the tensor group)"
+                         : "");
     fprintf(f, "  %-22s %10.1f MiB per rank, x %d rank%s on this machine = %.1f MiB; "
                "%.1f MiB available\n", "total", mib(p->total_b), p->ranks_here,
             p->ranks_here > 1 ? "s" : "", mib(p->total_b * p->ranks_here), mib(p->avail_b));

@@ -1,21 +1,24 @@
 /*
  * parallel.h - the run config's "parallel" section and what it demands of the model.
  *
- *   "parallel": {"tensor": T, "pipeline": P, "data": D, "zero": Z}
+ *   "parallel": {"tensor": T, "pipeline": P, "data": D, "zero": Z, "sequence": S}
  *
  * T tensor-parallel ranks (Megatron: heads, MLP columns and vocabulary split,
  * model/tp.h), P pipeline stages, D data-parallel replicas (0 or absent: the
  * world size / (T x P)), Z the ZeRO stage over the data-parallel group (0 off,
- * 1 optimiser state sharded: the same switch as optim.zero1). The process grid
+ * 1 optimiser state sharded: the same switch as optim.zero1), S true for sequence
+ * parallelism (model/tp.h: the norm and residual regions' token rows split over the T
+ * ranks; needs T > 1 and micro_batch x seq_len divisible by T). The process grid
  * itself (rank order, groups) is comm/grid.h.
  *
  * Checked before anything is allocated, each error naming the numbers:
- * the world is T x P x D; num_heads, num_kv_heads, intermediate_size and
- * vocab_size are divisible by T (each rank holds whole heads and whole
- * vocabulary rows: kv heads are split, never replicated, so multi-query
- * attention, one kv head, runs at T = 1 only); num_layers divisible by P.
- * ZeRO stages 2/3 are refused as not implemented; with P > 1, tied embeddings are
- * refused for now (docs/parallel.md).
+ * the world is T x P x D; num_heads, intermediate_size and vocab_size are
+ * divisible by T (each rank holds whole heads and whole vocabulary rows), and T
+ * divides num_kv_heads or they divide T (kv heads split, or replicated: model/tp.h);
+ * num_layers divisible by P; sequence parallelism needs T > 1 and micro_batch x
+ * seq_len divisible by T. Refused for now, with the reason (docs/parallel.md): ZeRO-3
+ * in bf16 or with validation, ZeRO-2/3 with tied embeddings, tied embeddings with
+ * P > 1 and ZeRO.
  */
 #ifndef GRIT_TRAIN_PARALLEL_H
 #define GRIT_TRAIN_PARALLEL_H

@@ -28,7 +28,7 @@ grit_err pp_init(pp_sched *s, comm *pp, gx_model *m, int micro)
     s->micro = micro;
     int warm = s->stages - s->stage - 1;
     s->slots = (warm < micro ? warm : micro) + 1;
-    size_t nc = (size_t)m->B * (size_t)m->T * (size_t)m->cfg.hidden;
+    size_t nc = (size_t)m->ns * (size_t)m->cfg.hidden; /* a stage boundary: its rows */
     s->ring = big_alloc(sizeof(float) * nc * (size_t)s->slots);
     s->out = big_alloc(sizeof(float) * nc);
     s->grad = big_alloc(sizeof(float) * nc);
@@ -134,7 +134,7 @@ grit_err pp_step(pp_sched *s, const int32_t *const *tok, const gx_batch *sft, fl
     s->wait_s = 0;
     s->bytes = 0;
     run r = {.s = s, .tok = tok, .sft = sft, .gs = grad_scale,
-             .bytes = sizeof(float) * (size_t)s->m->B * (size_t)s->m->T * (size_t)s->m->cfg.hidden,
+             .bytes = sizeof(float) * (size_t)s->m->ns * (size_t)s->m->cfg.hidden,
              .prev = s->stage > 0 ? s->stage - 1 : -1,
              .next = s->stage < s->stages - 1 ? s->stage + 1 : -1};
     int M = s->micro, warm = s->stages - s->stage - 1;

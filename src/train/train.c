@@ -111,6 +111,17 @@ static int tp_reduce(void *ctx, float *buf, size_t n, int max)
     return (max ? comm_allreduce_max(c, buf, n) : comm_allreduce_sum(c, buf, n)) != GRIT_OK;
 }
 
+/* Sequence parallelism's (model/tp.h): all-gather in place, reduce-scatter. */
+static int tp_gather(void *ctx, float *buf, size_t n)
+{
+    return comm_allgather(ctx, buf, n) != GRIT_OK;
+}
+
+static int tp_scatter(void *ctx, const float *buf, float *out, size_t n)
+{
+    return comm_reduce_scatter_sum(ctx, buf, out, n) != GRIT_OK;
+}
+
 /* The pipeline's hook before a stage's last backward of the step: the data-parallel
  * reductions start during it, as dp_arm before the last micro-batch does without stages. */
 static void pp_arm(void *ctx)
@@ -317,6 +328,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     unsigned lean = W == 1 ? 0 /* "zero": 3 implies 2 implies 1 (parallel.c) */
                            : (o->zero1 ? GX_NO_OPTIM : 0) | (o->zero2 ? GX_NO_GRADS : 0) |
                                  (o->zero3 ? GX_NO_PARAMS : 0);
+    lean |= cfg->sp ? GX_SEQ_PAR : 0;
     if ((rc = gx_init_stage_f(&m, &cfg->model, B, T, cfg->threads, tp, grid.tp_rank,
                               cfg->recompute, pp, grid.pp_rank, lean)) != GRIT_OK ||
         (rc = train_data_open(&data, cfg)) != GRIT_OK ||
@@ -326,6 +338,8 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         goto out;
     if (tp > 1) {
         m.tp_reduce = tp_reduce;
+        m.tp_gather = tp_gather;
+        m.tp_scatter = tp_scatter;
         m.tp_ctx = &grid.tpc;
         dp_set_tp(&dp, &grid.tpc);
     }
@@ -388,7 +402,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         fprintf(log, "grit train: tensor parallel %d x pipeline %d x data parallel %d: %.2fM "
                      "params on rank 0, activations %.1f KiB/token per rank\n",
                 tp, pp, W, (double)m.num_params / 1e6,
-                (double)gx_act_bytes_layout(&cfg->model, tp, cfg->recompute) / 1024.0 / pp);
+                (double)gx_act_bytes_sp(&cfg->model, tp, cfg->recompute, cfg->sp) / 1024.0 / pp);
     if (log && pp > 1)
         fprintf(log, "grit train: pipeline bubble %.0f%% (%d stages, %d micro-batches per "
                      "step)\n", 100.0 * pp_bubble(pp, A), pp, A);

@@ -122,7 +122,7 @@ grit_err validate_open(validator *v, const train_cfg *cfg, const gx_model *m, in
                      v->tok + (size_t)w * len);
     if (m->tp > 1 || m->pp > 1) { /* the training forward, B windows at a time */
         v->m = (gx_model *)m;
-        size_t nc = (size_t)m->B * (size_t)v->T * (size_t)m->cfg.hidden;
+        size_t nc = (size_t)m->ns * (size_t)m->cfg.hidden; /* v->T is m->T */
         if (!(v->batch = malloc(sizeof *v->batch * (size_t)m->B * len)) ||
             (m->pp > 1 && !(v->act = malloc(sizeof *v->act * nc))))
             rc = grit_errf(GRIT_ENOMEM, "validation: out of memory");
@@ -166,7 +166,7 @@ static grit_err stage_fwd(validator *v)
 {
     gx_model *m = v->m;
     comm *pp = v->pp;
-    size_t bytes = sizeof(float) * (size_t)m->B * (size_t)v->T * (size_t)m->cfg.hidden;
+    size_t bytes = sizeof(float) * (size_t)m->ns * (size_t)m->cfg.hidden;
     bool first = m->pp_rank == 0, last = m->pp_rank == m->pp - 1;
     grit_err rc = GRIT_OK;
     if (!first && (rc = comm_recv(pp, v->act, bytes, pp->rank - 1, VALIDATE_TAG)) != GRIT_OK)

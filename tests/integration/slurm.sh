@@ -10,6 +10,11 @@
 #            FAKE_NVML) GPUs and its own machine identity (GRIT_HOST_ID, as the nodes share
 #            this kernel's boot_id): every node's energy reaches nodes.json through the
 #            heartbeats, n2's survives its crash, and the supervisor's node is counted once.
+#   grid     as kill for a model-parallel job: a 5-node cluster, sbatch -N 5, the job's
+#            tensor 2 x pipeline 2 layout (with sequence parallelism) on 4 nodes, one rank
+#            each, + 1 spare; n2 (TP rank 1 of stage 0) crashes mid-run, the spare n5 takes
+#            its grid coordinates, the job resumes from the last checkpoint and ends bitwise
+#            equal to the fault-free run (4 ranks under mpirun).
 #   freeze   the same, n2 frozen (SIGSTOP of all its processes); here the choice comes from
 #            `sbatch --auto-resume=1` (exported to the job) and the batch script's srun has
 #            no option.
@@ -93,6 +98,7 @@ tmp=$(mktemp -d /tmp/grit-slurm-test.XXXXXX)
 chmod 0755 "$tmp" # munged runs as user munge
 nnodes=4
 [ "$scenario" = remote_hb ] && nnodes=2
+[ "$scenario" = grid ] && nnodes=5
 export GRIT_SLURM_DIR=$tmp/cluster GRIT_SLURM_NODES=$nnodes GRIT_SLURM_PORT=${GRIT_SLURM_TEST_PORT:-17950}
 export GRIT_SLURM_PLUGIN=$spank GRIT_SLURM_PLUGIN_ARGS="grit=$grit"
 export SLURM_CONF=$GRIT_SLURM_DIR/etc/slurm.conf
@@ -268,7 +274,12 @@ fi
 # --- training scenarios -----------------------------------------------------------------
 # 3 data-parallel ranks, 60 steps, a checkpoint every 5 (shared by the Slurm test and bench)
 cp "$here/../configs/slurm_job.json" "$tmp/job.json"
-mpi3() { OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none -np 3 "$@"; }
+ranks=3
+if [ "$scenario" = grid ]; then # 4 ranks: TP=2 x PP=2, 3 micro-batches per step through the stages
+  ranks=4
+  sed -i 's/"seed": 42,/"seed": 42, "parallel": {"tensor": 2, "pipeline": 2, "sequence": true},/' "$tmp/job.json"
+fi
+mpi3() { OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none -np "$ranks" "$@"; }
 if [ "$scenario" = throttle ] || [ "$scenario" = slow_link ]; then
   # the small job of silent_cpu.sh on 3 ranks, as long as ~22 s of healthy running here
   # and now (a loaded host runs a step 5-10x slower than an idle one)
@@ -280,13 +291,14 @@ if [ "$scenario" = throttle ] || [ "$scenario" = slow_link ]; then
   sed -i "s/\"total_steps\": 40/\"total_steps\": $steps/" "$tmp/job.json"
   echo "job: $steps steps"
 fi
-# the fault-free reference: the same 3 ranks under mpirun, no Slurm
+# the fault-free reference: the same ranks under mpirun, no Slurm
 mpi3 "$grit" train "$tmp/job.json" --run-dir "$tmp/ref" --quiet > "$tmp/ref.out" 2>&1 || {
   cat "$tmp/ref.out"; fail "reference run failed"; exit 1; }
 
 run=$tmp/run
-nodes=4 spares=1 policy=give_up sbatch_opt="" srun_opt=--auto-resume=1
+nodes=4 spares=1 policy=give_up sbatch_opt="" srun_opt=--auto-resume=1 spare=n4 healthy="n1 n3 n4"
 if [ "$scenario" = requeue ]; then nodes=3 spares=0 policy=requeue; fi
+if [ "$scenario" = grid ]; then nodes=5 spare=n5 healthy="n1 n3 n4 n5"; fi
 if [ "$scenario" = freeze ]; then sbatch_opt=--auto-resume=1 srun_opt=""; fi
 bind=""
 if [ "$scenario" = partition ] || [ "$scenario" = slow_link ]; then
@@ -323,7 +335,7 @@ fi
 t_job=$SECONDS
 jid=$(sbatch --parsable $sbatch_opt -N "$nodes" --no-kill --requeue --open-mode=append -o "$tmp/job.out" "$tmp/batch.sh")
 case $scenario in
-  kill | requeue)
+  kill | requeue | grid)
     wait_steps "$run" 12 60 || fail "$scenario: training did not start"
     if [ -n "$energy" ]; then # n2 has reported some energy: it must outlive n2's crash
       for _ in $(seq 150); do grep -q '"host":"n2"' "$run/nodes.json" 2> /dev/null && break; sleep 0.2; done
@@ -358,7 +370,7 @@ st=$(job_field "$jid" JobState)
 state=$(node_field n2 State) reason=$(node_reason n2)
 [[ $state == *DRAIN* ]] || fail "$scenario: n2 is $state, expected DRAINED"
 [[ $reason == grit:* ]] || fail "$scenario: n2's reason is '$reason', expected 'grit: ...'"
-for n in n1 n3 n4; do
+for n in $healthy; do
   [[ $(node_field $n State) == *DRAIN* ]] && fail "$scenario: healthy node $n was drained"
 done
 cmp -s "$tmp/ref/model.safetensors" "$run/model.safetensors" || fail "$scenario: final weights differ from the fault-free run"
@@ -367,8 +379,10 @@ if [ "$scenario" = requeue ]; then
   grep -q '"event":"requeued"' "$run/events.jsonl" || fail "requeue: no requeued event"
   grep -q '"event":"launch".*"nodes":"n1,n3,n4"' "$run/events.jsonl" || fail "requeue: the job did not run again on n1,n3,n4"
 else
-  grep -q '"event":"cordon","node":"n2".*"replacement":"n4"' "$run/events.jsonl" || fail "$scenario: n2 was not replaced by the spare n4"
-  grep -q '"event":"launch".*"nodes":"n1,n4,n3"' "$run/events.jsonl" || fail "$scenario: no step on n1,n4,n3"
+  grep -q "\"event\":\"cordon\",\"node\":\"n2\".*\"replacement\":\"$spare\"" "$run/events.jsonl" || fail "$scenario: n2 was not replaced by the spare $spare"
+  after=n1,$spare,n3
+  [ "$scenario" = grid ] && after=n1,n5,n3,n4 # n5 at n2's place: TP rank 1 of stage 0
+  grep -q "\"event\":\"launch\".*\"nodes\":\"$after\"" "$run/events.jsonl" || fail "$scenario: no step on $after"
 fi
 grep -q '"event":"done"' "$run/events.jsonl" || fail "$scenario: the supervisor did not finish (no done event)"
 if [ -n "$detector" ]; then
