@@ -161,6 +161,15 @@ void gx_drop_params(gx_model *m)
     unbind(m, &m->w);
 }
 
+void gx_release_step(gx_model *m)
+{
+    gx_set_precision(m, GX_FP32, NULL); /* the bf16 copies */
+    free(m->act_block);
+    m->act_block = NULL;
+    m->act_floats = 0;
+    gx_drop_grads(m);
+}
+
 void gx_drop_grads(gx_model *m)
 {
     free(m->grads);
@@ -508,89 +517,102 @@ static int global_index(const gx_model *m, int i)
     return i < m->lt0 ? i : i - m->lt0 + 1 + m->tpl * m->l0;
 }
 
-/* Tensor i's values as the whole Hugging Face tensor (numel floats): its own stream,
- * numbered by its place in the whole decoder so every layout draws the same values. */
-static void init_tensor(const gx_model *m, int i, size_t numel, uint64_t seed, float *p)
+/* The whole Hugging Face tensor's stream of initial values, read at non-decreasing flat
+ * positions: Box-Muller pairs (k, k + 1) drawn in order, a pair that holds no position read
+ * only advanced (two xoshiro steps, no logarithm or cosine), the last pair kept for a
+ * position in it read after its neighbour. */
+typedef struct init_stream {
+    rng_t r;
+    size_t k; /* the next pair's first position (even) */
+    double z[2], std;
+} init_stream;
+
+static float stream_at(init_stream *s, size_t p)
+{
+    while (s->k + 2 <= p) { /* pair [k, k + 1] wholly before p */
+        rng_next(&s->r);
+        rng_next(&s->r);
+        s->k += 2;
+    }
+    if (p >= s->k) {
+        rng_normal2(&s->r, &s->z[0], &s->z[1]);
+        s->k += 2;
+    }
+    return (float)(s->std * s->z[p - (s->k - 2)]);
+}
+
+/* Tensor i's initial values for its local elements [lo, hi) (this rank's slice, numbered as
+ * the block holds it) into out[0 .. hi - lo): the whole tensor's own stream, numbered by
+ * the tensor's place in the whole decoder, so every layout draws the same values, without a
+ * buffer for the whole tensor (a tensor-parallel rank reads its slice's runs, in the whole
+ * tensor's order). */
+static void init_slice(const gx_model *m, int i, uint64_t seed, size_t lo, size_t hi, float *out)
 {
     const gx_config *c = &m->cfg;
     const gx_tensor *t = &m->tensors[i];
     const char *nm = t->name;
     if (t->ndim == 1) {
         float v = t->norm_weight ? 1.0f : 0.0f;
-        for (size_t k = 0; k < numel; k++)
-            p[k] = v;
+        for (size_t k = lo; k < hi; k++)
+            out[k - lo] = v;
         return;
     }
     double small = sqrt(2.0 / (5.0 * c->hidden));
     double wang = 2.0 / (c->layers * sqrt((double)c->hidden));
     bool out_layer = strstr(nm, "attention.dense.weight") || strstr(nm, "dense_4h_to_h.weight");
-    double std = c->family != GX_NEOX ? (c->init_std > 0 ? c->init_std : 0.02)
-                 : out_layer                ? wang
-                                            : small;
-    rng_t r;
-    rng_seed(&r, seed, (uint64_t)global_index(m, i) + 1);
-    for (size_t k = 0; k < numel; k += 2) {
-        double z1, z2;
-        rng_normal2(&r, &z1, &z2);
-        p[k] = (float)(std * z1);
-        if (k + 1 < numel)
-            p[k + 1] = (float)(std * z2);
-    }
+    init_stream st = {.std = c->family != GX_NEOX ? (c->init_std > 0 ? c->init_std : 0.02)
+                             : out_layer            ? wang
+                                                    : small};
+    rng_seed(&st.r, seed, (uint64_t)global_index(m, i) + 1);
+    /* runs {global flat start, local flat start, count}, in the whole tensor's order */
+    size_t cols = (size_t)t->shape[1], gcols = t->split < 0 ? cols : (size_t)t->gshape[1];
+    int ns = t->split < 0 ? 1 : t->nseg, ord[3] = {0, 1, 2};
+    for (int x = 1; x < ns; x++) /* segments by global start */
+        for (int y = x; y > 0 && t->seg[ord[y]][0] < t->seg[ord[y - 1]][0]; y--) {
+            int tmp = ord[y];
+            ord[y] = ord[y - 1];
+            ord[y - 1] = tmp;
+        }
+    size_t rows = t->split == 1 ? (size_t)t->shape[0] : 1; /* column slices: runs per row */
+    for (size_t r = 0; r < rows; r++)
+        for (int x = 0; x < ns; x++) {
+            size_t g, l, n;
+            if (t->split < 0)
+                g = 0, l = 0, n = t->numel;
+            else if (t->split == 0) {
+                const int *sg = t->seg[ord[x]];
+                g = (size_t)sg[0] * cols, l = (size_t)sg[1] * cols, n = (size_t)sg[2] * cols;
+            } else {
+                const int *sg = t->seg[ord[x]];
+                g = r * gcols + (size_t)sg[0], l = r * cols + (size_t)sg[1], n = (size_t)sg[2];
+            }
+            size_t a = l > lo ? l : lo, b = l + n < hi ? l + n : hi;
+            for (size_t q = a; q < b; q++)
+                out[q - lo] = stream_at(&st, g + (q - l));
+        }
 }
 
 void gx_init_weights_range(const gx_model *m, uint64_t seed, size_t lo, size_t hi, float *out)
 {
-    /* the tensors overlapping [lo, hi), each drawn whole (its own stream) and cut */
+    /* the tensors overlapping [lo, hi), each from its own stream */
 #pragma omp parallel for schedule(dynamic)
     for (int i = 0; i < m->num_tensors; i++) {
         const gx_tensor *t = &m->tensors[i];
         size_t a = t->offset > lo ? t->offset : lo;
         size_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
-        if (a >= b)
-            continue;
-        size_t whole = t->split < 0 ? t->numel
-                                    : (size_t)t->gshape[0] * (size_t)(t->ndim == 2 ? t->gshape[1] : 1);
-        float *full = malloc(whole * sizeof(float)), *mine = full;
-        if (full && t->split >= 0 && !(mine = malloc(t->numel * sizeof(float)))) {
-            free(full);
-            full = NULL;
-        }
-        if (!full) { /* cannot report from here: a NaN weight stops the first step */
-            out[a - lo] = NAN;
-            continue;
-        }
-        init_tensor(m, i, whole, seed, full);
-        if (t->split >= 0)
-            gx_tp_slice_copy(t, full, mine, 0);
-        memcpy(out + (a - lo), mine + (a - t->offset), (b - a) * sizeof(float));
-        if (mine != full)
-            free(mine);
-        free(full);
+        if (a < b)
+            init_slice(m, i, seed, a - t->offset, b - t->offset, out + (a - lo));
     }
 }
 
 void gx_init_weights(gx_model *m, uint64_t seed)
 {
     /* each tensor draws from its own stream (seed, index), so tensors can be filled in
-     * parallel and in any order with the same result; a tensor-parallel rank draws the
-     * whole tensor and keeps its slice, so every layout starts from the same weights */
+     * parallel and in any order with the same result; a tensor-parallel rank reads its
+     * slice of the whole tensor's stream, so every layout starts from the same weights */
 #pragma omp parallel for schedule(dynamic)
-    for (int i = 0; i < m->num_tensors; i++) {
-        const gx_tensor *t = &m->tensors[i];
-        if (t->split < 0) {
-            init_tensor(m, i, t->numel, seed, m->params + t->offset);
-            continue;
-        }
-        size_t whole = (size_t)t->gshape[0] * (size_t)(t->ndim == 2 ? t->gshape[1] : 1);
-        float *full = malloc(whole * sizeof(float));
-        if (!full) { /* cannot report from here: a NaN weight stops the first step */
-            m->params[t->offset] = NAN;
-            continue;
-        }
-        init_tensor(m, i, whole, seed, full);
-        gx_tp_slice_copy(t, full, m->params + t->offset, 0);
-        free(full);
-    }
+    for (int i = 0; i < m->num_tensors; i++)
+        init_slice(m, i, seed, 0, m->tensors[i].numel, m->params + m->tensors[i].offset);
 }
 
 void gx_zero_grad(gx_model *m)

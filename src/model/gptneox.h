@@ -355,6 +355,10 @@ void gx_zero_grad(gx_model *m);
 
 /* Frees the AdamW moment arrays (ZeRO-1 keeps only a shard of them elsewhere). */
 void gx_drop_optim_state(gx_model *m);
+/* Frees what only the step uses: the activation block, the gradients and the bf16 copies;
+ * the weights and AdamW state stay (a run's end, before the final weights are gathered, so
+ * that gather does not come on top of them). No gx_step after it; gx_free as usual. */
+void gx_release_step(gx_model *m);
 /* Frees the gradient block (ZeRO-2 keeps a shard elsewhere and lends backward one bucket's
  * window at a time through grad_begin + gx_bind_grads); gx_zero_grad is then a no-op. */
 void gx_drop_grads(gx_model *m);

@@ -582,6 +582,7 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
             *res = (train_result){step, last, secs, run_tokens / secs, sig};
         goto out;
     }
+    gx_release_step(&m); /* the gathers below then never add to the training peak */
     path_join(path, sizeof path, cfg->run_dir, "model.safetensors");
     if (mp) { /* whole tensors, assembled on the leader */
         float *full = NULL;
