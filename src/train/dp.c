@@ -481,6 +481,25 @@ grit_err dp_finish_grads(dp_sync *p, double *norm)
     return GRIT_OK;
 }
 
+void dp_forward_begin(dp_sync *p)
+{
+    if (!p->zero3)
+        return;
+    p->z2_rc = GRIT_OK;
+    p->m->param_begin = z3_param_begin;
+    p->m->grad_ctx = p;
+}
+
+grit_err dp_forward_end(dp_sync *p)
+{
+    if (!p->zero3)
+        return GRIT_OK;
+    p->m->param_begin = NULL;
+    if (p->z2_rc != GRIT_OK)
+        return grit_errf(p->z2_rc, "ZeRO-3: gathering the weights for a forward: %s", p->z2_err);
+    return GRIT_OK;
+}
+
 static grit_err finish_grads(dp_sync *p, double *norm)
 {
     gx_model *m = p->m;

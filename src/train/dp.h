@@ -94,6 +94,11 @@ grit_err dp_set_tokens(dp_sync *p, const int32_t *tok, size_t n);
  * overlapped all-reduces (world > 1, ZeRO-1 off). */
 void dp_arm(dp_sync *p);
 
+/* Around a forward outside a step (validation): ZeRO-3's weight gathers armed, then
+ * disarmed with the first failure, if any, returned (no-ops without ZeRO-3). */
+void dp_forward_begin(dp_sync *p);
+grit_err dp_forward_end(dp_sync *p);
+
 /* After backward: completes the reductions; *norm = global gradient L2 norm. */
 grit_err dp_finish_grads(dp_sync *p, double *norm);
 

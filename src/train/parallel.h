@@ -17,7 +17,7 @@
  * divides num_kv_heads or they divide T (kv heads split, or replicated: model/tp.h);
  * num_layers divisible by P; sequence parallelism needs T > 1 and micro_batch x
  * seq_len divisible by T. Refused for now, with the reason (docs/parallel.md): ZeRO-3
- * in bf16 or with validation, ZeRO-2/3 with tied embeddings, tied embeddings with
+ * in bf16, ZeRO-2/3 with tied embeddings, tied embeddings with
  * P > 1 and ZeRO.
  */
 #ifndef GRIT_TRAIN_PARALLEL_H

@@ -520,9 +520,13 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
             goto out;
         /* after the update: the held-out loss of the weights this step produced */
         double vloss = NAN, vppl = NAN;
-        if (validate_due(&val, step + 1, due) &&
-            (rc = validate_run(&val, d, &vloss, &vppl)) != GRIT_OK)
-            goto out;
+        if (validate_due(&val, step + 1, due)) {
+            dp_forward_begin(&dp); /* ZeRO-3: the forward gathers each bucket's weights */
+            rc = validate_run(&val, d, &vloss, &vppl);
+            grit_err frc = dp_forward_end(&dp);
+            if ((rc = rc != GRIT_OK ? rc : frc) != GRIT_OK)
+                goto out;
+        }
         emit_metrics(&em, &(emit_row){.has_val = !isnan(vloss), .val_loss = vloss,
                                       .val_ppl = vppl, .step = step + 1, .loss = loss, .grad_norm = norm,
                                       .lr = lr, .tokens = tokens_done, .tokens_per_s = ntok / dt,

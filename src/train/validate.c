@@ -120,7 +120,9 @@ grit_err validate_open(validator *v, const train_cfg *cfg, const gx_model *m, in
         for (int w = v->rank; w < v->n; w += v->world)
             syn_fill(cfg->seed ^ VALIDATE_SYN_SALT, cfg->synthetic_vocab, w, 1, (int)len,
                      v->tok + (size_t)w * len);
-    if (m->tp > 1 || m->pp > 1) { /* the training forward, B windows at a time */
+    /* the training forward, B windows at a time: under TP/PP (slices), and under ZeRO-3
+     * (shards: its hooks gather each bucket's weights, as for a training forward) */
+    if (m->tp > 1 || m->pp > 1 || !m->params) {
         v->m = (gx_model *)m;
         size_t nc = (size_t)m->ns * (size_t)m->cfg.hidden; /* v->T is m->T */
         if (!(v->batch = malloc(sizeof *v->batch * (size_t)m->B * len)) ||
@@ -188,12 +190,16 @@ static grit_err run_forward(validator *v)
     gx_model *m = v->m;
     int T = v->T, B = m->B, W = v->world;
     size_t len = (size_t)T + 1;
-    for (int w0 = v->rank; w0 < v->n; w0 += B * W) { /* windows w0, w0 + W, ... */
+    /* every rank makes the same number of calls (ZeRO-3's gathers are collectives over the
+     * data-parallel group): a rank whose windows ran out scores window 0 and keeps nothing */
+    int calls = (v->n + B * W - 1) / (B * W);
+    for (int c = 0, w0 = v->rank; c < calls; c++, w0 += B * W) { /* windows w0, w0 + W, ... */
         int k = 0;
         for (int b = 0; b < B; b++) {
             int w = w0 + b * W;
             k = w < v->n ? b + 1 : k;
-            memcpy(v->batch + (size_t)b * len, v->tok + (size_t)(w < v->n ? w : w0) * len,
+            memcpy(v->batch + (size_t)b * len,
+                   v->tok + (size_t)(w < v->n ? w : w0 < v->n ? w0 : 0) * len,
                    sizeof *v->batch * len);
         }
         grit_err rc = m->pp > 1 ? stage_fwd(v) : GRIT_OK;

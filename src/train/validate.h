@@ -33,6 +33,9 @@
  * call, in the run's precision. Every rank of a TP group and every stage holds the same
  * windows; the value differs from the TP=1 one only by float summation order
  * (tests/integration/tp.sh bounds it) and equals it bitwise with pipeline stages alone.
+ * ZeRO-3 (parameters sharded over the data-parallel ranks) goes the same way: its hooks
+ * gather each bucket's weights for the forward, and every rank makes the same number of
+ * forward calls (a rank whose windows ran out scores a window it ignores).
  *
  * Memory: validate_open allocates the rank's windows, the inference state
  * (cache for seq_len positions) and a [rows][vocab] logits block once;
@@ -60,7 +63,7 @@ typedef struct validator {
     double *loss;      /* [n] per-window mean loss */
     float *logits;     /* [rows][vocab] */
     gxi_state s;       /* the inference state (tensor parallel 1) */
-    gx_model *m;       /* tensor parallel > 1: the training model, forward only */
+    gx_model *m;       /* TP > 1, PP > 1 or ZeRO-3: the training model, forward only */
     int32_t *batch;    /* [m->B][T + 1] windows of one such forward */
     comm *pp;          /* pipeline parallel > 1: the pipeline group (validate_set_pp) */
     float *act;        /* [m->B * T][hidden] a stage's input / output */
