@@ -16,7 +16,9 @@
 #   DP, ZeRO-1      8 P               (reduce-scatter of the gradients, all-gather of the
 #                                      updated parameters)
 #   DP, ZeRO-2      4 P (A + 1)       (a reduce-scatter per micro-batch, the all-gather)
-#   DP, ZeRO-3      4 A (2 P + P_l)   (per micro-batch: every weight all-gathered for the
+#   DP, ZeRO-3      4 A (2 P + P_l)   (+ 4 A P_h when the vocabulary tensors are cut into pieces,
+#                                      docs/parallel.md: the head's gathered again)
+#                                     (per micro-batch: every weight all-gathered for the
 #                                      forward, the layers' P_l again for the backward (the
 #                                      head's window stays from the forward, the input
 #                                      embedding's backward reads no weights), the gradients
@@ -120,6 +122,12 @@ def plan_params(name):
     m = re.search(r"parameters per rank\s+([0-9.]+)M", out)
     return float(m.group(1)) * 1e6 if m else float("nan")
 def mib(b): return f"{b / 1048576:,.1f}"
+def max_layer(c, C):  # one layer's parameters (ZeRO-2/3 cut the vocabulary into pieces no larger)
+    I = c.get("intermediate_size", 4 * C)
+    kv = c.get("num_kv_heads", c.get("num_heads", 12)); hd = C // c.get("num_heads", 12)
+    if c.get("family") == "llama":
+        return C * (C + 2 * kv * hd) + C * C + 3 * C * I + 2 * C
+    return 4 * C * C + 4 * C + 2 * C * I + I + C + 4 * C
 layouts = [("1", "1 rank", 1, 1, 0, False), ("dp2", "DP=2", 1, 2, 0, False),
            ("dp2z", "DP=2 ZeRO-1", 1, 2, 1, False), ("dp2z2", "DP=2 ZeRO-2", 1, 2, 2, False),
            ("dp2z3", "DP=2 ZeRO-3", 1, 2, 3, False), ("tp2", "TP=2", 2, 1, 0, False),
@@ -155,7 +163,10 @@ for fam in fams:
         tpb = statistics.median(r.get("tp_bytes", 0) for r in rows)
         V, fn = (50304, 2 * C) if fam == "neox" else (32000, C)  # padded vocab, final norm
         Pl = P - 2 * (V // tp) * C - fn  # the layers' weights (untied embedding and head)
-        dpa = {0: 4 * P, 1: 8 * P, 2: 4 * P * (A + 1), 3: 4 * A * (2 * P + Pl)}[zero] if dp > 1 else 0
+        Ph = (V // tp) * C + fn  # the head and final norm: gathered again in vocabulary pieces
+        pieces = tp == 1 and (V // tp) * C > max_layer(c, C)
+        dpa = {0: 4 * P, 1: 8 * P, 2: 4 * P * (A + 1),
+               3: 4 * A * (2 * P + Pl + (Ph if pieces else 0))}[zero] if dp > 1 else 0
         tpa = A * (4 * N * C * (4 * L + 2) + 12 * N + (4 * N * C * 2 * (L - 1) if rc else 0)) if tp > 1 else 0
         if key.endswith("sp"):  # reduce-scatters and all-gathers (payload: the whole [N, C])
             b = 5 if fam == "neox" else 6

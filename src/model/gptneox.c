@@ -161,6 +161,29 @@ void gx_drop_params(gx_model *m)
     unbind(m, &m->w);
 }
 
+int gx_vocab_pieces(size_t rows, int C, size_t bucket)
+{
+    size_t whole = rows * (size_t)C, rb = bucket / (size_t)(C > 0 ? C : 1);
+    if (whole <= bucket || rb == 0)
+        return 1;
+    return (int)((rows + rb - 1) / rb);
+}
+
+grit_err gx_set_vocab_pieces(gx_model *m, int pieces)
+{
+    if (pieces < 1 || pieces > m->nv || m->tp != 1)
+        return grit_errf(GRIT_EINVAL, "vocabulary pieces %d for %d rows at tensor parallel %d",
+                         pieces, m->nv, m->tp);
+    free(m->vstat);
+    m->vstat = NULL;
+    m->vpieces = pieces;
+    m->vrows = (m->nv + pieces - 1) / pieces;
+    if (pieces > 1 &&
+        !(m->vstat = malloc(3 * sizeof(double) * (size_t)m->B * (size_t)m->T)))
+        return grit_errf(GRIT_ENOMEM, "out of memory");
+    return GRIT_OK;
+}
+
 void gx_release_step(gx_model *m)
 {
     gx_set_precision(m, GX_FP32, NULL); /* the bf16 copies */
@@ -505,6 +528,7 @@ void gx_free(gx_model *m)
     free(m->adam_m);
     free(m->adam_v);
     free(m->act_block);
+    free(m->vstat);
     memset(m, 0, sizeof *m);
 }
 

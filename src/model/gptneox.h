@@ -222,6 +222,15 @@ typedef struct gx_model {
     float *lnx, *dyf, *dln_l, *datt_l, *o_l, *nrm_g;
     int (*tp_gather)(void *ctx, float *buf, size_t n);
     int (*tp_scatter)(void *ctx, const float *buf, float *out, size_t n);
+    /* Vocabulary pieces (gx_set_vocab_pieces; ZeRO-2/3 at one TP rank): the input embedding
+     * and the head are gathered and their gradients reduced vpieces times, vrows rows each,
+     * so a ZeRO window holds a piece, not a [V, C] tensor. The head then runs two passes
+     * over the pieces (the softmax statistics online, vstat [3 N] doubles; then the
+     * logits again for the gradients). zwin_w, zwin_g: the window the last param_begin /
+     * grad_begin filled (set by the hooks), where a piece's weights / gradients are. */
+    int vpieces, vrows;
+    double *vstat;
+    float *zwin_w, *zwin_g;
     const int32_t *seg;         /* packed-example starts during a gx_step_ex call, else NULL */
     /* Pipeline parallelism (gx_init_stage, gx_stage_step): stage pp_rank of pp holds the
      * nl layers from global layer l0 (1, 0, 0 and cfg.layers without it), the input
@@ -359,6 +368,11 @@ void gx_drop_optim_state(gx_model *m);
  * the weights and AdamW state stay (a run's end, before the final weights are gathered, so
  * that gather does not come on top of them). No gx_step after it; gx_free as usual. */
 void gx_release_step(gx_model *m);
+/* Vocabulary pieces (gx_model.vpieces): how many pieces of at most `bucket` floats a
+ * [rows, C] vocabulary tensor is cut into (1: it fits); gx_set_vocab_pieces switches the
+ * step to them (tp 1; GRIT_EINVAL otherwise, GRIT_ENOMEM). */
+int gx_vocab_pieces(size_t rows, int C, size_t bucket);
+grit_err gx_set_vocab_pieces(gx_model *m, int pieces);
 /* Frees the gradient block (ZeRO-2 keeps a shard elsewhere and lends backward one bucket's
  * window at a time through grad_begin + gx_bind_grads); gx_zero_grad is then a no-op. */
 void gx_drop_grads(gx_model *m);

@@ -242,6 +242,90 @@ static void layer_bwd(gx_model *m, int l, float *dy)
 
 static float stage_bwd(gx_model *m, float *din, float loss);
 
+/* Vocabulary pieces (gx_model.vpieces): rows [v0, v0 + nv) of the [V, C] tensor at flat
+ * offset off, whose whole block (without ZeRO's windows) is whole: its weights (ZeRO-3
+ * gathers them into its window), its gradient rows (ZeRO-2/3's window, zeroed), and the
+ * gradient's report. */
+static const float *piece_w(gx_model *m, size_t off, const float *whole, int v0, int nv)
+{
+    size_t C = (size_t)m->cfg.hidden;
+    if (!m->param_begin)
+        return whole + (size_t)v0 * C;
+    m->param_begin(m->grad_ctx, off + (size_t)v0 * C, (size_t)nv * C);
+    return m->zwin_w;
+}
+
+static float *piece_g(gx_model *m, size_t off, float *whole, int v0, int nv)
+{
+    size_t C = (size_t)m->cfg.hidden;
+    if (!m->grad_begin)
+        return whole + (size_t)v0 * C;
+    m->grad_begin(m->grad_ctx, off + (size_t)v0 * C, (size_t)nv * C);
+    return m->zwin_g;
+}
+
+static void piece_ready(gx_model *m, size_t off, int v0, int nv)
+{
+    size_t C = (size_t)m->cfg.hidden;
+    if (m->grad_ready)
+        m->grad_ready(m->grad_ctx, off + (size_t)v0 * C, (size_t)nv * C);
+}
+
+/* The input embedding's lookup, piece by piece (every token's row lies in one piece). */
+static void embed_pieces_fwd(gx_model *m)
+{
+    int N = m->B * m->T, C = m->cfg.hidden, V = m->nv;
+    memset(m->resid[0], 0, sizeof(float) * (size_t)N * C);
+    for (int v0 = 0; v0 < V; v0 += m->vrows) {
+        int nv = V - v0 < m->vrows ? V - v0 : m->vrows;
+        const float *w = piece_w(m, 0, m->w.embed_in, v0, nv);
+        for (int n = 0; n < N; n++) {
+            int t = m->inp[n] - v0;
+            if (t >= 0 && t < nv)
+                memcpy(m->resid[0] + (size_t)n * C, w + (size_t)t * C, sizeof(float) * (size_t)C);
+        }
+    }
+}
+
+/* The head over vocabulary pieces from the final norm's output hf [N, C]: a pass for the
+ * softmax statistics of every row (online: each piece's max and sum of exponentials folded
+ * in, tensor/ops_tp.h), the losses, then (backward) a second pass that computes each
+ * piece's logits again, turns them into dlogits, adds the piece's weight gradient (its
+ * window reported when done) and its part of dres. One piece's weights and gradient at a
+ * time: what makes ZeRO-3's windows the size of a layer's bucket, not the vocabulary's. */
+static void head_pieces(gx_model *m, const float *hf, float gs, bool backward, size_t off)
+{
+    int N = m->B * m->T, C = m->cfg.hidden, V = m->nv;
+    double *mx = m->vstat, *s = mx + N, *lt = s + N;
+    for (int n = 0; n < N; n++)
+        mx[n] = -INFINITY, s[n] = 0.0, lt[n] = 0.0;
+    for (int pass = 0; pass < (backward ? 2 : 1); pass++) {
+        for (int v0 = 0; v0 < V; v0 += m->vrows) {
+            int nv = V - v0 < m->vrows ? V - v0 : m->vrows;
+            const float *w = piece_w(m, off, m->w.embed_out, v0, nv);
+            float *g = pass ? piece_g(m, off, m->g.embed_out, v0, nv) : NULL;
+            for (int r0 = 0; r0 < N; r0 += m->chunk) {
+                int M = N - r0 < m->chunk ? N - r0 : m->chunk;
+                const float *h = hf + (long)r0 * C;
+                gx__mm(m, 'N', 'T', M, nv, C, h, C, w, C, 0.0f, m->logits, nv);
+                if (!pass) {
+                    op_xent_piece_stats(m->logits, m->tgt + r0, M, nv, v0, mx + r0, s + r0,
+                                        lt + r0);
+                    continue;
+                }
+                op_xent_piece_grad(m->logits, m->tgt + r0, M, nv, v0, mx + r0, s + r0, gs);
+                gx__mm(m, 'T', 'N', nv, C, M, m->logits, nv, h, C, 1.0f, g, C);
+                gx__mm(m, 'N', 'N', M, C, nv, m->logits, nv, w, C, v0 ? 1.0f : 0.0f,
+                       m->dres + (long)r0 * C, C);
+            }
+            if (pass)
+                piece_ready(m, off, v0, nv);
+        }
+        for (int n = 0; !pass && n < N; n++)
+            m->losses[n] = m->tgt[n] < 0 ? 0.0f : (float)(log(s[n]) + mx[n] - lt[n]);
+    }
+}
+
 size_t gx_layer_end(const gx_model *m, int l)
 {
     const gx_tensor *t = m->tensors;
@@ -299,10 +383,12 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
     }
     const gx_tensor *t = m->tensors;
     int tpl = m->tpl, lt = m->lt0;
-    if (first && m->param_begin) /* ZeRO-3: the embedding's weights gathered */
+    if (first && m->param_begin && m->vpieces <= 1) /* ZeRO-3: the embedding's weights gathered */
         m->param_begin(m->grad_ctx, 0, t[1].offset);
     if (!first) /* the previous stage's output */
         copy_act(m->resid[0], in, m);
+    else if (m->vpieces > 1) /* ZeRO's vocabulary pieces: one piece's weights at a time */
+        embed_pieces_fwd(m);
     else if (m->tp > 1) { /* vocabulary parallel: each rank looks up the tokens it owns */
         float *e = m->sp ? m->otmp : m->resid[0]; /* sequence parallel: every row, then ours */
         op_embed_fwd_range(e, m->w.embed_in, m->inp, N, C, m->v0, m->nv);
@@ -325,16 +411,20 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
         return stage_bwd(m, din, 0.0f);
     }
     size_t head0 = t[lt + tpl * L].offset; /* the head bucket: final norm, head (tied copy) */
+    /* vocabulary pieces: the final norm is a bucket of its own, the head's pieces others */
+    size_t eo = m->num_params - (size_t)V * C, hn = m->vpieces > 1 ? eo - head0 : m->num_params - head0;
     if (m->param_begin)
-        m->param_begin(m->grad_ctx, head0, m->num_params - head0);
+        m->param_begin(m->grad_ctx, head0, hn);
     norm_fwd(c, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid[L], m->w.lnf_w, m->w.lnf_b, m->ns);
     const float *hf = gx__sp_full(m, m->lnf, m->lnx); /* the head reads every row */
 
-    if (m->grad_begin && grad_scale != 0.0f)
-        m->grad_begin(m->grad_ctx, head0, m->num_params - head0);
+    if (m->grad_begin && grad_scale != 0.0f && m->vpieces <= 1)
+        m->grad_begin(m->grad_ctx, head0, hn);
     /* d(mean loss)/d(row loss) (pre-training keeps its float expression bit for bit) */
     float gs = sft ? (float)(grad_scale / denom) : grad_scale / (float)N;
-    for (int r0 = 0; r0 < N; r0 += m->chunk) {
+    if (m->vpieces > 1)
+        head_pieces(m, hf, gs, grad_scale != 0.0f, eo);
+    for (int r0 = 0; m->vpieces <= 1 && r0 < N; r0 += m->chunk) {
         int M = N - r0 < m->chunk ? N - r0 : m->chunk;
         const float *h = hf + (long)r0 * C;
         gx__mm(m, 'N', 'T', M, V, C, h, C, m->w.embed_out, C, 0.0f, m->logits, V);
@@ -363,6 +453,12 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
 
     float *dy = m->dtmp;
     memset(dy, 0, sizeof(float) * (size_t)m->ns * C);
+    if (m->vpieces > 1) { /* the final norm's weights again (the pieces took the window) */
+        if (m->param_begin)
+            m->param_begin(m->grad_ctx, head0, hn);
+        if (m->grad_begin)
+            m->grad_begin(m->grad_ctx, head0, hn);
+    }
     op_norm nf = norm_of(c, m->w.lnf_w, m->w.lnf_b, m->lnf_mean, m->lnf_rstd);
     op_norm_grad gf = {.dout = m->dres, .dw = m->g.lnf_w, .db = m->g.lnf_b};
     if (m->sp) { /* this rank's rows of the head's input gradient; lnf's weights' partials */
@@ -376,7 +472,7 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
     /* layer l's tensors are t[lt + tpl l .. lt + tpl (l + 1)); with tied embeddings the
      * head's gradient lands in tensor 0, reported with the embedding at the end */
     if (m->grad_ready)
-        m->grad_ready(m->grad_ctx, head0, m->num_params - head0);
+        m->grad_ready(m->grad_ctx, head0, hn);
     return stage_bwd(m, din, loss);
 }
 
@@ -403,6 +499,15 @@ static float stage_bwd(gx_model *m, float *din, float loss)
     }
     if (m->pp_rank > 0) { /* the previous stage continues from here */
         copy_act(din, dy, m);
+        m->seg = NULL;
+        return m->tp_failed ? NAN : loss;
+    }
+    if (m->vpieces > 1) { /* ZeRO's vocabulary pieces: one piece's gradient window at a time */
+        for (int v0 = 0; v0 < m->nv; v0 += m->vrows) {
+            int nv = m->nv - v0 < m->vrows ? m->nv - v0 : m->vrows;
+            op_embed_bwd_range(piece_g(m, 0, m->g.embed_in, v0, nv), dy, m->inp, N, C, v0, nv);
+            piece_ready(m, 0, v0, nv);
+        }
         m->seg = NULL;
         return m->tp_failed ? NAN : loss;
     }

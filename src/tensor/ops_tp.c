@@ -102,3 +102,48 @@ void op_xent_tp_finish(float *logits, float *losses, const int32_t *targets, int
         losses[m] = logf(s[m]) + mx[m] - lt[m];
     }
 }
+
+void op_xent_piece_stats(const float *logits, const int32_t *targets, int M, int nv, int v0,
+                         double *mx, double *s, double *lt)
+{
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++) {
+        if (targets[m] < 0)
+            continue;
+        const float *row = logits + (long)m * nv;
+        float pm = -INFINITY;
+#pragma omp simd reduction(max : pm)
+        for (int j = 0; j < nv; j++)
+            pm = row[j] > pm ? row[j] : pm;
+        double nm = (double)pm > mx[m] ? (double)pm : mx[m];
+        float fm = (float)nm, acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+        for (int j = 0; j < nv; j++)
+            acc += mf_exp(row[j] - fm);
+        s[m] = s[m] * exp(mx[m] - nm) + (double)acc;
+        mx[m] = nm;
+        int t = targets[m] - v0;
+        if (t >= 0 && t < nv)
+            lt[m] = row[t];
+    }
+}
+
+void op_xent_piece_grad(float *logits, const int32_t *targets, int M, int nv, int v0,
+                        const double *mx, const double *s, float grad_scale)
+{
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++) {
+        float *row = logits + (long)m * nv;
+        if (targets[m] < 0) {
+            memset(row, 0, sizeof(float) * (size_t)nv);
+            continue;
+        }
+        float fm = (float)mx[m], k = (float)(grad_scale / s[m]);
+#pragma omp simd
+        for (int j = 0; j < nv; j++)
+            row[j] = mf_exp(row[j] - fm) * k;
+        int t = targets[m] - v0;
+        if (t >= 0 && t < nv)
+            row[t] -= grad_scale;
+    }
+}

@@ -33,4 +33,15 @@ void op_xent_tp_finish(float *logits, float *losses, const int32_t *targets, int
                        int v0, const float *mx, const float *s, const float *lt,
                        float grad_scale);
 
+/* The cross-entropy over vocabulary pieces that one rank visits in turn (ZeRO-2/3's
+ * chunked head, model/gptneox.h vpieces): logits [M, nv] of rows [v0, v0 + nv) for M rows
+ * whose running statistics are mx[M], s[M] (double; start at -inf and 0) and lt[M] (the
+ * target logit, set by the piece holding it). stats: the online softmax update
+ * s = s exp(mx - mx') + sum exp(logit - mx') with mx' the new max (masked rows untouched);
+ * grad: the logits become (exp(logit - mx) / s - onehot) * grad_scale (zero rows masked). */
+void op_xent_piece_stats(const float *logits, const int32_t *targets, int M, int nv, int v0,
+                         double *mx, double *s, double *lt);
+void op_xent_piece_grad(float *logits, const int32_t *targets, int M, int nv, int v0,
+                        const double *mx, const double *s, float grad_scale);
+
 #endif

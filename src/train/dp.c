@@ -96,6 +96,7 @@ static void z2_begin(void *ctx, size_t off, size_t n)
     dp_sync *p = ctx;
     memset(p->win, 0, n * sizeof(float));
     gx_bind_grads(p->m, off, n, p->win);
+    p->m->zwin_g = p->win; /* a vocabulary piece's rows (no whole tensor to bind) */
 }
 
 /* ZeRO-2: bucket [off, off + n) of this micro-batch is final in the window: reduce-scatter
@@ -144,22 +145,38 @@ static void z3_param_begin(void *ctx, size_t off, size_t n)
         }
     }
     gx_bind_params(p->m, off, n, p->pwin);
+    p->m->zwin_w = p->pwin; /* a vocabulary piece's rows (no whole tensor to bind) */
     p->hook_s += now_seconds() - t0;
 }
 
+/* The largest layer's bucket. */
+static size_t max_layer_bucket(const gx_model *m)
+{
+    const gx_tensor *t = m->tensors;
+    size_t big = 0;
+    for (int l = 0; l < m->nl; l++) {
+        size_t n = gx_layer_end(m, l) - t[m->lt0 + m->tpl * l].offset;
+        big = n > big ? n : big;
+    }
+    return big;
+}
+
 /* The largest gradient bucket backward reports (gx_model.grad_ready): the head's (final
- * norm and head), one layer's, the input embedding's. */
+ * norm and head), one layer's, the input embedding's; with vocabulary pieces the
+ * embedding's and head's pieces and the final norm's bucket instead. */
 static size_t max_bucket(const gx_model *m)
 {
     const gx_tensor *t = m->tensors;
-    int lt = m->lt0, tpl = m->tpl;
-    size_t big = m->pp_rank == 0 ? t[1].offset : 0; /* the embedding */
-    for (int l = 0; l < m->nl; l++) {
-        size_t n = gx_layer_end(m, l) - t[lt + tpl * l].offset;
+    size_t big = max_layer_bucket(m), C = (size_t)m->cfg.hidden;
+    size_t piece = m->vpieces > 1 ? (size_t)m->vrows * C : 0;
+    if (m->pp_rank == 0) { /* the embedding */
+        size_t n = piece ? piece : t[1].offset;
         big = n > big ? n : big;
     }
     if (m->pp_rank == m->pp - 1) { /* the head */
         size_t n = m->num_params - gx_layer_end(m, m->nl - 1);
+        if (piece) /* the final norm, and a piece */
+            n = n - (size_t)m->nv * C > piece ? n - (size_t)m->nv * C : piece;
         big = n > big ? n : big;
     }
     return big;
@@ -224,6 +241,14 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2, bool 
         }
         p->ar_blocking_s = best;
         gx_zero_grad(m);
+    }
+    if (p->zero2 && m->tp == 1 && !m->cfg.tied) {
+        /* the vocabulary tensors in pieces no larger than a layer's bucket, so the windows
+         * are a layer's size (the head's [V, C] would be the largest bucket by far) */
+        int k = gx_vocab_pieces((size_t)m->nv, m->cfg.hidden, max_layer_bucket(m));
+        grit_err rc = k > 1 ? gx_set_vocab_pieces(m, k) : GRIT_OK;
+        if (rc != GRIT_OK)
+            return rc;
     }
     if (p->zero2) { /* the gradient block goes: backward writes one bucket at a time */
         size_t mb = max_bucket(m);
@@ -301,6 +326,18 @@ grit_err dp_gather_params(dp_sync *p, float *out, int root)
     }
     return comm_gather_v(p->d, p->p_shard, (int)(p->hi - p->lo), out, p->counts, p->displs,
                          root);
+}
+
+size_t dp_state_bytes(const dp_sync *p)
+{
+    const gx_model *m = p->m;
+    size_t n = p->hi - p->lo, f = 0;
+    f += m->params ? m->num_params : p->zero3 ? n + p->win_n : 0;  /* weights: block or shard + window */
+    f += m->grads ? m->num_params : p->zero2 ? n + p->win_n : 0;   /* gradients */
+    f += m->adam_m ? 2 * m->num_params : p->zero1 ? 2 * n : 0;     /* AdamW moments */
+    f += p->zero1 && !p->zero2 ? n : 0;                            /* ZeRO-1's reduced shard */
+    f += p->zero2 && !p->zero3 ? p->win_n : 0;                     /* ZeRO-2: rs */
+    return f * sizeof(float);
 }
 
 void dp_free(dp_sync *p)
@@ -430,7 +467,9 @@ static grit_err tp_norm(dp_sync *p, const float *g, size_t lo, size_t hi, double
  * layer of this stage, the input embedding's (first stage). */
 static int buckets(const gx_model *m)
 {
-    return m->nl + (m->pp_rank == m->pp - 1) + (m->pp_rank == 0);
+    int v = m->vpieces > 1 ? m->vpieces : 1; /* vocabulary pieces: each its own bucket */
+    return m->nl + (m->pp_rank == m->pp - 1) * (m->vpieces > 1 ? 1 + v : 1) +
+           (m->pp_rank == 0) * v;
 }
 
 static grit_err finish_grads(dp_sync *p, double *norm);

@@ -84,6 +84,9 @@ void dp_set_tp(dp_sync *p, comm *tp);
  * stage's sum of squares in stage order, so every rank clips by the whole model's norm. */
 void dp_set_pp(dp_sync *p, comm *pp);
 void dp_free(dp_sync *p);
+/* Bytes this rank holds for weights, gradients and AdamW state (blocks, shards and ZeRO's
+ * windows, as allocated). */
+size_t dp_state_bytes(const dp_sync *p);
 
 /* Every step, before forward (all ranks): the step's tokens on this rank (n
  * int32, any superset of the embedding inputs); agrees on the rows of the input

@@ -1,6 +1,7 @@
 /* parallel.c - the "parallel" config section, its checks and the memory plan (see parallel.h). */
 #include "train/parallel.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,8 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
         double V = (double)m->vocab / p->tp, C = m->hidden, L = m->layers;
         double whole = (double)gx_tp_param_count(m, p->tp);
         double layer = (whole - V * C * (m->tied ? 1 : 2)) / L, head = V * C + 2 * C;
+        if (p->tp == 1 && !m->tied) /* vocabulary pieces no larger than a layer (dp.c) */
+            head = ceil(V / gx_vocab_pieces((size_t)V, m->hidden, (size_t)layer)) * C;
         p->grad_b = 4 * n / p->dp + 4 * (layer > head ? layer : head);
         if (c->optim.zero3)
             p->param_b = p->grad_b;

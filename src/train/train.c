@@ -403,6 +403,16 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
                      "params on rank 0, activations %.1f KiB/token per rank\n",
                 tp, pp, W, (double)m.num_params / 1e6,
                 (double)gx_act_bytes_sp(&cfg->model, tp, cfg->recompute, cfg->sp) / 1024.0 / pp);
+    if (log && m.vpieces > 1)
+        fprintf(log, "grit train: ZeRO-%d: the vocabulary tensors in %d pieces of %d rows (a "
+                     "window holds one: no larger than a layer's bucket)\n",
+                dp.zero3 ? 3 : 2, m.vpieces, m.vrows);
+    if (log && dp.zero1) /* as allocated; one rank without ZeRO holds 16 bytes per parameter */
+        fprintf(log, "grit train: weights, gradients and AdamW state on rank 0: %.1f MiB (%.1f%% "
+                     "of the %.1f MiB one rank holds without ZeRO)\n",
+                dp_state_bytes(&dp) / 1048576.0,
+                100.0 * (double)dp_state_bytes(&dp) / (16.0 * (double)m.num_params),
+                16.0 * (double)m.num_params / 1048576.0);
     if (log && pp > 1)
         fprintf(log, "grit train: pipeline bubble %.0f%% (%d stages, %d micro-batches per "
                      "step)\n", 100.0 * pp_bubble(pp, A), pp, A);
