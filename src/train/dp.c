@@ -229,12 +229,26 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2, bool 
         if (!p->rows || !p->row_idx || !p->pack)
             return grit_errf(GRIT_ENOMEM, "out of memory");
     }
-    if (W > 1 && m->grads) { /* what an un-overlapped reduction of every gradient would cost */
+    if (W > 1 && m->grads) {
+        /* what an un-overlapped reduction of every gradient would cost: bucket-sized pieces, as
+         * the step reduces them (one collective over the whole block would make MPI allocate
+         * a temporary as large as the model on some ranks: their peak memory) */
         double best = 1e30;
+        size_t step = max_bucket(m);
         for (int k = 0; k < 3; k++) {
             double t0 = now_seconds();
-            grit_err rc = p->zero1 ? comm_reduce_scatter_v(d, m->grads, p->g_shard, p->counts)
-                                   : comm_allreduce_sum(d, m->grads, np);
+            grit_err rc = GRIT_OK;
+            for (size_t off = 0; rc == GRIT_OK && off < np; off += step) {
+                size_t n = np - off < step ? np - off : step;
+                if (!p->zero1) {
+                    rc = comm_allreduce_sum(d, m->grads + off, n);
+                    continue;
+                }
+                bucket_parts(p, off, n, p->bucket_counts, NULL);
+                size_t at = off > p->lo ? off - p->lo : 0;
+                at = at > p->hi - p->lo ? p->hi - p->lo : at;
+                rc = comm_reduce_scatter_v(d, m->grads + off, p->g_shard + at, p->bucket_counts);
+            }
             if (rc != GRIT_OK)
                 return rc;
             best = fmin(best, now_seconds() - t0);
