@@ -171,9 +171,9 @@ int gx_vocab_pieces(size_t rows, int C, size_t bucket)
 
 grit_err gx_set_vocab_pieces(gx_model *m, int pieces)
 {
-    if (pieces < 1 || pieces > m->nv || m->tp != 1)
-        return grit_errf(GRIT_EINVAL, "vocabulary pieces %d for %d rows at tensor parallel %d",
-                         pieces, m->nv, m->tp);
+    if (pieces < 1 || pieces > m->nv || m->tp != 1 || m->cfg.tied)
+        return grit_errf(GRIT_EINVAL, "vocabulary pieces %d for %d rows at tensor parallel %d%s",
+                         pieces, m->nv, m->tp, m->cfg.tied ? " with tied embeddings" : "");
     free(m->vstat);
     m->vstat = NULL;
     m->vpieces = pieces;

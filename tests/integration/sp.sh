@@ -18,12 +18,7 @@
 #    divide, are refused naming the numbers.
 set -euo pipefail
 grit=$1 py=$2
-here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (make deps installs openmpi-bin)"; exit 1; }
-fail=0
+. "$(dirname "$0")/mpi_lib.sh" # $here, $tmp (removed on exit), Open MPI env, fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 
 cfg() { # NAME MODEL PARALLEL [EXTRA]: a 20-step config

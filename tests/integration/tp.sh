@@ -26,12 +26,7 @@
 #  - the memory plan (--plan, and the first lines of a run); a 70B model is refused.
 set -euo pipefail
 grit=$1 py=$2
-here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (make deps installs openmpi-bin)"; exit 1; }
-fail=0
+. "$(dirname "$0")/mpi_lib.sh" # $here, $tmp (removed on exit), Open MPI env, fail=0
 
 common='"optim": {"micro_batch": 2, "global_batch": 8, "seq_len": 64, "lr": 3e-3, "min_lr": 3e-4,
            "warmup_steps": 2, "total_steps": 20},
