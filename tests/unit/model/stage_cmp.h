@@ -54,4 +54,23 @@ static inline void sft_rows(uint8_t *mask, int32_t *seg, int B, int T)
     }
 }
 
+/* The model tests' micro-batch: B = 2 rows of T = 16 tokens (fixed ids below vocab) and,
+ * with use_sft, sft_rows' loss mask and packed-example starts (the gx_batch returned; NULL
+ * without). */
+enum { TEST_B = 2, TEST_T = 16 };
+typedef struct test_mb {
+    int32_t tok[TEST_B * (TEST_T + 1)], seg[TEST_B * TEST_T];
+    uint8_t mask[TEST_B * (TEST_T + 1)];
+    gx_batch batch;
+} test_mb;
+
+static inline const gx_batch *test_mb_make(test_mb *b, int vocab, int use_sft)
+{
+    for (size_t i = 0; i < (size_t)TEST_B * (TEST_T + 1); i++)
+        b->tok[i] = (int32_t)((i * 7919 + 13) % (size_t)vocab);
+    sft_rows(b->mask, b->seg, TEST_B, TEST_T);
+    b->batch = (gx_batch){.mask = b->mask, .seg = b->seg, .denom = 0};
+    return use_sft ? &b->batch : NULL;
+}
+
 #endif

@@ -130,14 +130,10 @@ static void same_replicas(const gx_model *m, const gx_model *first, const char *
 static void one(const char *what, const gx_config *cfg, int use_sft, int R, int sp,
                 float *tp_loss, size_t *tp_act)
 {
-    int B = 2, T = 16;
-    size_t ntok = (size_t)B * (T + 1);
-    int32_t *tok = malloc(ntok * sizeof *tok), seg[2 * 16];
-    uint8_t mask[2 * 17];
-    for (size_t i = 0; i < ntok; i++)
-        tok[i] = (int32_t)((i * 7919 + 13) % (size_t)cfg->vocab);
-    sft_rows(mask, seg, B, T);
-    gx_batch batch = {.mask = mask, .seg = seg, .denom = 0}, *sft = use_sft ? &batch : NULL;
+    int B = TEST_B, T = TEST_T;
+    test_mb mb;
+    const gx_batch *sft = test_mb_make(&mb, cfg->vocab, use_sft);
+    const int32_t *tok = mb.tok;
     gx_model one;
     CHECK_INT(gx_init(&one, cfg, B, T, 1), GRIT_OK);
     gx_init_weights(&one, 5);
@@ -227,7 +223,6 @@ static void one(const char *what, const gx_config *cfg, int use_sft, int R, int 
     gx_free(&one);
     free(sh.tmp);
     pthread_barrier_destroy(&sh.bar);
-    free(tok);
 }
 
 int main(void)

@@ -30,14 +30,10 @@ static double rel_l2(const float *a, const float *b, size_t n)
 
 static void one(const char *what, const gx_config *cfg, int pieces, int use_sft)
 {
-    int B = 2, T = 16;
-    size_t ntok = (size_t)B * (T + 1);
-    int32_t *tok = malloc(ntok * sizeof *tok), seg[2 * 16];
-    uint8_t mask[2 * 17];
-    for (size_t i = 0; i < ntok; i++)
-        tok[i] = (int32_t)((i * 7919 + 13) % (size_t)cfg->vocab);
-    sft_rows(mask, seg, B, T);
-    gx_batch batch = {.mask = mask, .seg = seg, .denom = 0}, *sft = use_sft ? &batch : NULL;
+    int B = TEST_B, T = TEST_T;
+    test_mb mb;
+    const gx_batch *sft = test_mb_make(&mb, cfg->vocab, use_sft);
+    const int32_t *tok = mb.tok;
     gx_model whole, cut;
     CHECK_INT(gx_init(&whole, cfg, B, T, 1), GRIT_OK);
     CHECK_INT(gx_init(&cut, cfg, B, T, 1), GRIT_OK);
@@ -65,7 +61,6 @@ static void one(const char *what, const gx_config *cfg, int pieces, int use_sft)
     CHECK(worst < 1e-6);
     gx_free(&whole);
     gx_free(&cut);
-    free(tok);
 }
 
 int main(void)
