@@ -136,15 +136,20 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
     p->param_b = 4 * n;
     p->grad_b = 4 * n;
     p->optim_b = 8 * n / (c->optim.zero1 && p->dp > 1 ? p->dp : 1);
-    if (c->optim.zero2 && p->dp > 1) { /* a shard, and one bucket's window (train/dp.h) */
+    if (c->optim.zero1 && p->dp > 1) /* ZeRO-1: the reduced gradients' shard beside the block */
+        p->grad_b += 4 * n / p->dp;
+    if (c->optim.zero2 && p->dp > 1) { /* a shard, and the bucket windows (train/dp.h) */
         double V = (double)m->vocab / p->tp, C = m->hidden, L = m->layers;
         double whole = (double)gx_tp_param_count(m, p->tp);
         double layer = (whole - V * C * (m->tied ? 1 : 2)) / L, head = V * C + 2 * C;
         if (p->tp == 1 && !m->tied) /* vocabulary pieces no larger than a layer (dp.c) */
             head = ceil(V / gx_vocab_pieces((size_t)V, m->hidden, (size_t)layer)) * C;
-        p->grad_b = 4 * n / p->dp + 4 * (layer > head ? layer : head);
+        double win = 4 * (layer > head ? layer : head);
+        /* ZeRO-2: the gradient window and the reduce-scatter's; ZeRO-3: the gradient window
+         * and the weights' (which takes the reduce-scatter's part too) */
+        p->grad_b = 4 * n / p->dp + win * (c->optim.zero3 ? 1 : 2);
         if (c->optim.zero3)
-            p->param_b = p->grad_b;
+            p->param_b = 4 * n / p->dp + win;
     }
     /* the checkpoint writer's copy (ckpt/async.h), on the rank that holds the most: model
      * parallelism's replica-0 ranks their slices and moments; data parallelism's rank 0 the
@@ -158,6 +163,12 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
                4.0 * chunk * ((double)m->vocab / p->tp + 3) +
                (p->pp > 1 ? 4.0 * N * m->hidden * (p->pp + 3) / (c->sp ? p->tp : 1) : 0.0);
     p->total_b = p->param_b + p->grad_b + p->optim_b + p->snapshot_b + p->act_b;
+    bool mp = p->tp > 1 || p->pp > 1, z3 = c->optim.zero3 && p->dp > 1;
+    if (mp || z3) { /* rank 0 gathers the final weights (train.c, after gx_release_step) */
+        double whole = 4.0 * (double)gx_param_count(m), big = 4.0 * (double)m->vocab * m->hidden;
+        p->end_b = p->total_b - p->act_b - (c->optim.zero2 && p->dp > 1 ? 0 : 4 * n) + whole +
+                   (mp ? big : 0);
+    }
     p->avail_b = (double)big_mem_available();
     p->ranks_here = ranks_here > 0 ? ranks_here : 1;
     return GRIT_OK;
@@ -188,11 +199,15 @@ void train_plan_print(const train_plan *p, const train_cfg *c, FILE *f)
     fprintf(f, "  %-22s %10.1f MiB per rank, x %d rank%s on this machine = %.1f MiB; "
                "%.1f MiB available\n", "total", mib(p->total_b), p->ranks_here,
             p->ranks_here > 1 ? "s" : "", mib(p->total_b * p->ranks_here), mib(p->avail_b));
+    if (p->end_b > 0)
+        fprintf(f, "  %-22s %10.1f MiB on rank 0 (the whole weights gathered for "
+                   "model.safetensors, activations and gradients freed)\n", "run's end",
+                mib(p->end_b));
 }
 
 grit_err train_plan_fits(const train_plan *p)
 {
-    double need = p->total_b * p->ranks_here;
+    double need = p->total_b * p->ranks_here + (p->end_b > p->total_b ? p->end_b - p->total_b : 0);
     if (p->avail_b <= 0 || need <= p->avail_b)
         return GRIT_OK;
     return grit_errf(GRIT_ENOMEM, "the layout tensor %d x pipeline %d x data %d needs %.1f MiB "

@@ -57,12 +57,13 @@ int main(void)
     train_plan p1, p2;
     CHECK(train_plan_make(&c, 1, 1, &p1) == GRIT_OK);
     CHECK_INT(p1.params, gx_param_count(&c.model));
-    /* ZeRO-1 at DP = 4 divides the AdamW state by 4, nothing else */
+    /* ZeRO-1 at DP = 4 divides the AdamW state by 4 and adds the reduced gradients' shard */
     c.optim.zero1 = true;
     CHECK(train_cfg_resolve_world(&c, 4) == GRIT_OK);
     CHECK(train_plan_make(&c, 4, 4, &p2) == GRIT_OK);
     CHECK_NEAR(p2.optim_b, p1.optim_b / 4, 1e-6);
     CHECK_NEAR(p2.param_b, p1.param_b, 0);
+    CHECK_NEAR(p2.grad_b, p1.grad_b * 1.25, 1e-6);
 
     /* refusal, naming the numbers */
     p2.avail_b = p2.total_b * 3.5; /* 4 ranks here need 4 x total */
