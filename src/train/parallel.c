@@ -187,7 +187,10 @@ void train_plan_print(const train_plan *p, const train_cfg *c, FILE *f)
     fprintf(f, "  %-22s %10.1f MiB%s\n", "parameters", mib(p->param_b),
             c->optim.zero3 && p->dp > 1 ? " (sharded over data parallel, one bucket's window)" : "");
     fprintf(f, "  %-22s %10.1f MiB%s\n", "gradients", mib(p->grad_b),
-            c->optim.zero2 && p->dp > 1 ? " (sharded over data parallel, one bucket's window)" : "");
+            !(c->optim.zero1 && p->dp > 1) ? ""
+            : c->optim.zero3               ? " (sharded over data parallel, one bucket's window)"
+            : c->optim.zero2 ? " (sharded over data parallel, two bucket windows)"
+                             : " (and the reduced gradients' shard)");
     fprintf(f, "  %-22s %10.1f MiB%s\n", "optimiser (AdamW)", mib(p->optim_b),
             c->optim.zero1 && p->dp > 1 ? " (sharded over data parallel)" : "");
     if (p->snapshot_b > 0)

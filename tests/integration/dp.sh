@@ -131,7 +131,7 @@ out=$(mpirun -np 4 "$grit" train "$tmp/zero3bf.json" --run-dir "$tmp/z3bf" --qui
     echo "ZeRO-3 in bf16 refused: ok" || { echo "FAIL: ZeRO-3 + bf16 refusal: $out"; fail=1; }; }
 sed 's/"zero": 2/"zero": 2, "data": 4/' "$tmp/zero2.json" > "$tmp/zero2d4.json"
 out=$("$grit" train "$tmp/zero2d4.json" --plan 2>&1) || true
-grep -q 'data 4, ZeRO-2' <<<"$out" && grep -q 'gradients .* MiB (sharded over data parallel, one bucket' <<<"$out" &&
+grep -q 'data 4, ZeRO-2' <<<"$out" && grep -q 'gradients .* MiB (sharded over data parallel, two bucket windows)' <<<"$out" &&
   echo "ZeRO-2 plan: gradients sharded: ok" || { echo "FAIL: ZeRO-2's plan: $out"; fail=1; }
 
 # save at DP=4 (the 1st checkpoint, step 10, commits; then the writer kills rank 0), resume elsewhere
