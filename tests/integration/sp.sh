@@ -5,6 +5,7 @@
 #    one shared norm, tied embeddings) at TP=2 with "sequence": true against the single rank
 #    over 20 steps (tp_compare.py: the bounds tp.sh uses for plain TP, validation included),
 #    final weights within per-tensor relative L2 3e-5;
+#  - bf16: step 1 bitwise plain TP=2's in bf16, 20 steps within bf16's scale of it;
 #  - step 1 bitwise plain TP=2's loss and grad norm (at two ranks a reduce-scatter adds the
 #    same two numbers an all-reduce does; only the norms' weight gradients, summed per rank
 #    and then over the group, add in another order, so later steps differ in the last bits);
@@ -56,6 +57,21 @@ run 2 tp tp
 s1() { head -1 "$tmp/$1/metrics.jsonl" | sed -E 's/,"lr".*//'; }
 [ "$(s1 tp)" = "$(s1 llama-sp)" ] && echo "ok   step 1 at TP=2: sequence parallel $(s1 llama-sp) = plain TP" ||
   bad "step 1: sequence parallel $(s1 llama-sp) vs plain TP $(s1 tp)"
+
+# bf16: step 1 plain TP's in bf16 bit for bit; step 20 within bf16's scale (tp.sh's bound)
+cfg tpbf '"llama-tiny"' '{"tensor": 2}' ', "precision": "bf16"'
+cfg spbf '"llama-tiny"' "$sp" ', "precision": "bf16"'
+run 2 tpbf tpbf && run 2 spbf spbf
+[ "$(s1 tpbf)" = "$(s1 spbf)" ] && echo "ok   bf16 step 1 at TP=2: sequence parallel = plain TP" ||
+  bad "bf16 step 1: sequence parallel $(s1 spbf) vs plain TP $(s1 tpbf)"
+"$py" - "$tmp/spbf/metrics.jsonl" "$tmp/tpbf/metrics.jsonl" <<'PY' || fail=1
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+worst = max(abs(x["loss"] - y["loss"]) / y["loss"] for x, y in zip(a, b))
+ok = len(a) == len(b) == 20 and worst <= 2.5e-4
+print(f"{'ok  ' if ok else 'FAIL:'} bf16 sequence parallel vs plain TP over 20 steps: loss worst {worst:.2e} relative (bound 2.5e-4)")
+sys.exit(0 if ok else 1)
+PY
 
 # bitwise: again without validation and with checkpoints; resumed from step 10
 cfg again '"llama-tiny"' "$sp"
