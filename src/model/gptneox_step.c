@@ -412,7 +412,9 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
     }
     size_t head0 = t[lt + tpl * L].offset; /* the head bucket: final norm, head (tied copy) */
     /* vocabulary pieces: the final norm is a bucket of its own, the head's pieces others */
-    size_t eo = m->num_params - (size_t)V * C, hn = m->vpieces > 1 ? eo - head0 : m->num_params - head0;
+    /* (the head is the block's last tensor; the block may pad it, so not num_params - V C) */
+    size_t eo = t[m->num_tensors - 1].offset;
+    size_t hn = m->vpieces > 1 ? eo - head0 : m->num_params - head0;
     if (m->param_begin)
         m->param_begin(m->grad_ctx, head0, hn);
     norm_fwd(c, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid[L], m->w.lnf_w, m->w.lnf_b, m->ns);

@@ -58,6 +58,14 @@ static void bucket_parts(const dp_sync *p, size_t off, size_t n, int *counts, in
     }
 }
 
+/* Where bucket [off, ...)'s part inside this rank's shard starts in the shard (its end when
+ * the bucket lies past the shard: that part is empty then). */
+static size_t shard_at(const dp_sync *p, size_t off)
+{
+    size_t at = off > p->lo ? off - p->lo : 0;
+    return at > p->hi - p->lo ? p->hi - p->lo : at;
+}
+
 static void on_grad_ready(void *ctx, size_t off, size_t n)
 {
     dp_sync *p = ctx;
@@ -77,10 +85,7 @@ static void on_grad_ready(void *ctx, size_t off, size_t n)
          * the part of it inside its shard, which lands at its place in g_shard */
         int *c = p->bucket_counts + (size_t)d->nreqs * (size_t)d->size;
         bucket_parts(p, off, n, c, NULL);
-        size_t at = off > p->lo ? off - p->lo : 0;
-        if (at > p->hi - p->lo)
-            at = p->hi - p->lo;
-        rc = comm_ireduce_scatter_v(d, p->m->grads + off, p->g_shard + at, c);
+        rc = comm_ireduce_scatter_v(d, p->m->grads + off, p->g_shard + shard_at(p, off), c);
     }
     /* a failed start is caught in dp_finish_grads: fewer requests than buckets */
     if (rc == GRIT_OK)
@@ -116,7 +121,7 @@ static void z2_ready(void *ctx, size_t off, size_t n)
         p->z2_rc = rc;
         return;
     }
-    size_t at = off > p->lo ? off - p->lo : 0, k = (size_t)p->zc[d->rank];
+    size_t at = shard_at(p, off), k = (size_t)p->zc[d->rank];
     for (size_t i = 0; i < k; i++)
         p->g_shard[at + i] += p->rs[i];
     p->started++;
@@ -175,8 +180,10 @@ static size_t max_bucket(const gx_model *m)
     }
     if (m->pp_rank == m->pp - 1) { /* the head */
         size_t n = m->num_params - gx_layer_end(m, m->nl - 1);
-        if (piece) /* the final norm, and a piece */
-            n = n - (size_t)m->nv * C > piece ? n - (size_t)m->nv * C : piece;
+        if (piece) { /* the final norm (up to the head, the block's last tensor), and a piece */
+            size_t lnf = t[m->num_tensors - 1].offset - gx_layer_end(m, m->nl - 1);
+            n = lnf > piece ? lnf : piece;
+        }
         big = n > big ? n : big;
     }
     return big;
@@ -245,9 +252,8 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2, bool 
                     continue;
                 }
                 bucket_parts(p, off, n, p->bucket_counts, NULL);
-                size_t at = off > p->lo ? off - p->lo : 0;
-                at = at > p->hi - p->lo ? p->hi - p->lo : at;
-                rc = comm_reduce_scatter_v(d, m->grads + off, p->g_shard + at, p->bucket_counts);
+                rc = comm_reduce_scatter_v(d, m->grads + off, p->g_shard + shard_at(p, off),
+                                           p->bucket_counts);
             }
             if (rc != GRIT_OK)
                 return rc;

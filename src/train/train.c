@@ -407,12 +407,12 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
         fprintf(log, "grit train: ZeRO-%d: the vocabulary tensors in %d pieces of %d rows (a "
                      "window holds one: no larger than a layer's bucket)\n",
                 dp.zero3 ? 3 : 2, m.vpieces, m.vrows);
-    if (log && dp.zero1) /* as allocated; one rank without ZeRO holds 16 bytes per parameter */
+    if (log && dp.zero1) { /* as allocated; one rank without ZeRO holds 16 bytes a parameter */
+        double held = (double)dp_state_bytes(&dp), one = 16.0 * (double)m.num_params;
         fprintf(log, "grit train: weights, gradients and AdamW state on rank 0: %.1f MiB (%.1f%% "
                      "of the %.1f MiB one rank holds without ZeRO)\n",
-                dp_state_bytes(&dp) / 1048576.0,
-                100.0 * (double)dp_state_bytes(&dp) / (16.0 * (double)m.num_params),
-                16.0 * (double)m.num_params / 1048576.0);
+                held / 1048576.0, 100.0 * held / one, one / 1048576.0);
+    }
     if (log && pp > 1)
         fprintf(log, "grit train: pipeline bubble %.0f%% (%d stages, %d micro-batches per "
                      "step)\n", 100.0 * pp_bubble(pp, A), pp, A);

@@ -191,7 +191,8 @@ static grit_err run_forward(validator *v)
     int T = v->T, B = m->B, W = v->world;
     size_t len = (size_t)T + 1;
     /* every rank makes the same number of calls (ZeRO-3's gathers are collectives over the
-     * data-parallel group): a rank whose windows ran out scores window 0 and keeps nothing */
+     * data-parallel group): a rank whose windows ran out scores window 0's slot (zeros unless
+     * it is this rank's: only a rank's own windows are filled) and keeps nothing */
     int calls = (v->n + B * W - 1) / (B * W);
     for (int c = 0, w0 = v->rank; c < calls; c++, w0 += B * W) { /* windows w0, w0 + W, ... */
         int k = 0;

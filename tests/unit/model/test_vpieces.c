@@ -1,7 +1,7 @@
 /* test_vpieces.c - the step with the vocabulary tensors in pieces (gx_set_vocab_pieces: what
  * ZeRO-2/3 switch on when the embedding and head outgrow a layer's bucket), without ZeRO's
  * hooks, so the pieces are read from and written to the whole blocks: against the same model
- * stepped whole, for GPT-NeoX and Llama shapes, 2, 3 and 7 pieces (7 leaves a short last
+ * stepped whole, for GPT-NeoX and Llama shapes (and a head the block pads), 2, 3 and 7 pieces (7 leaves a short last
  * piece), plain and SFT (masked targets, packed examples). The head's softmax statistics are
  * folded in online over the pieces (max, rescaled sum of exponentials in double): the loss
  * within 2e-7 relative, every gradient (the embedding's too, piece by piece) within 1e-6
@@ -77,6 +77,14 @@ int main(void)
             one("gpt_neox", &c, pieces, sft);
             CHECK_INT(gx_preset("llama-tiny", &c), GRIT_OK);
             one("llama (GQA)", &c, pieces, sft);
+            /* a head of 509 x 72 floats, not a multiple of 16: the block pads after it (the
+             * pieces must take their offsets from the tensor, not from the block size) */
+            CHECK_INT(gx_preset("pythia-14m", &c), GRIT_OK);
+            c.vocab = 509;
+            c.hidden = 72;
+            c.intermediate = 288;
+            c.layers = 2;
+            one("gpt_neox (padded head)", &c, pieces, sft);
         }
     gx_model m;
     CHECK_INT(gx_preset("falcon-tiny-new", &c), GRIT_OK); /* tied */
