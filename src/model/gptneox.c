@@ -154,11 +154,54 @@ static void unbind(gx_model *m, gx_weights *w)
     w->embed_in = w->lnf_w = w->lnf_b = w->embed_out = NULL;
 }
 
-void gx_drop_params(gx_model *m)
+grit_err gx_drop_params(gx_model *m)
 {
     free(m->params);
     m->params = NULL;
     unbind(m, &m->w);
+    if (!m->params_h) /* fp32, or bf16 set up without the block already */
+        return GRIT_OK;
+    /* bf16: the copy of the block gives way to a copy of the window (gx__param_begin) */
+    free(m->params_h);
+    m->params_h = NULL;
+    void *h = NULL;
+    size_t n = gx_bucket_max(m);
+    if (posix_memalign(&h, 64, (n ? n : 1) * sizeof(bf16)) != 0)
+        return grit_errf(GRIT_ENOMEM, "out of memory for the bf16 weight window");
+    m->win_h = h;
+    m->win_cap = n;
+    return GRIT_OK;
+}
+
+size_t gx_layer_bucket_max(const gx_model *m)
+{
+    const gx_tensor *t = m->tensors;
+    size_t big = 0;
+    for (int l = 0; l < m->nl; l++) {
+        size_t n = gx_layer_end(m, l) - t[m->lt0 + m->tpl * l].offset;
+        big = n > big ? n : big;
+    }
+    return big;
+}
+
+size_t gx_bucket_max(const gx_model *m)
+{
+    const gx_tensor *t = m->tensors;
+    size_t big = gx_layer_bucket_max(m), C = (size_t)m->cfg.hidden;
+    size_t piece = m->vpieces > 1 ? (size_t)m->vrows * C : 0;
+    if (m->pp_rank == 0) { /* the embedding */
+        size_t n = piece ? piece : t[1].offset;
+        big = n > big ? n : big;
+    }
+    if (m->pp_rank == m->pp - 1) { /* the head */
+        size_t n = m->num_params - gx_layer_end(m, m->nl - 1);
+        if (piece) { /* the final norm (up to the head, the block's last tensor), and a piece */
+            size_t lnf = t[m->num_tensors - 1].offset - gx_layer_end(m, m->nl - 1);
+            n = lnf > piece ? lnf : piece;
+        }
+        big = n > big ? n : big;
+    }
+    return big;
 }
 
 int gx_vocab_pieces(size_t rows, int C, size_t bucket)

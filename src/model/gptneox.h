@@ -241,6 +241,12 @@ typedef struct gx_model {
     /* bf16 mixed precision (gx_set_precision; all NULL/0 in fp32) */
     gx_precision prec;
     bf16 *params_h;             /* [num_params] bf16 copy of the GEMM weights (gx_step) */
+    /* without a parameter block (ZeRO-3: a bucket at a time in param_begin's window) the
+     * bf16 copy is of the window instead: win_h [win_cap] holds the GEMM weights of the
+     * win_fn floats at win_f the last param_begin gathered */
+    bf16 *win_h;
+    size_t win_cap, win_fn;
+    const float *win_f;
     bf16 *opa, *opb;            /* bf16 copies of activation operands */
     size_t opa_n, opb_n;
     gemm_bf16_ctx *gemm;
@@ -374,6 +380,12 @@ void gx_release_step(gx_model *m);
  * hooks the pieces are read from and written to the whole blocks (tests/unit/model). */
 int gx_vocab_pieces(size_t rows, int C, size_t bucket);
 grit_err gx_set_vocab_pieces(gx_model *m, int pieces);
+/* The largest layer's bucket (the flat range of one layer's tensors), and the largest
+ * bucket a step reports to the ZeRO hooks: the head's (final norm and head), a layer's,
+ * the input embedding's; with vocabulary pieces the embedding's and head's pieces and the
+ * final norm's bucket instead. ZeRO's windows are this size. */
+size_t gx_layer_bucket_max(const gx_model *m);
+size_t gx_bucket_max(const gx_model *m);
 /* Frees the gradient block (ZeRO-2 keeps a shard elsewhere and lends backward one bucket's
  * window at a time through grad_begin + gx_bind_grads); gx_zero_grad is then a no-op. */
 void gx_drop_grads(gx_model *m);
@@ -381,9 +393,10 @@ void gx_drop_grads(gx_model *m);
  * (base[0] is offset off). */
 void gx_bind_grads(gx_model *m, size_t off, size_t n, float *base);
 /* The same for the weights (ZeRO-3's window); gx_drop_params frees the parameter block
- * (ZeRO-3 keeps a shard) and leaves the weight pointers NULL until a param_begin. */
+ * (ZeRO-3 keeps a shard) and leaves the weight pointers NULL until a param_begin (in bf16
+ * the block's bf16 copy becomes a window's: GRIT_ENOMEM if that fails). */
 void gx_bind_params(gx_model *m, size_t off, size_t n, float *base);
-void gx_drop_params(gx_model *m);
+grit_err gx_drop_params(gx_model *m);
 
 /* Bytes of activations stored per token (excluding the fixed-size scratch). */
 size_t gx_act_bytes_per_token(const gx_config *cfg);

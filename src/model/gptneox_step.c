@@ -251,7 +251,7 @@ static const float *piece_w(gx_model *m, size_t off, const float *whole, int v0,
     size_t C = (size_t)m->cfg.hidden;
     if (!m->param_begin)
         return whole + (size_t)v0 * C;
-    m->param_begin(m->grad_ctx, off + (size_t)v0 * C, (size_t)nv * C);
+    gx__param_begin(m, off + (size_t)v0 * C, (size_t)nv * C);
     return m->zwin_w;
 }
 
@@ -384,7 +384,7 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
     const gx_tensor *t = m->tensors;
     int tpl = m->tpl, lt = m->lt0;
     if (first && m->param_begin && m->vpieces <= 1) /* ZeRO-3: the embedding's weights gathered */
-        m->param_begin(m->grad_ctx, 0, t[1].offset);
+        gx__param_begin(m, 0, t[1].offset);
     if (!first) /* the previous stage's output */
         copy_act(m->resid[0], in, m);
     else if (m->vpieces > 1) /* ZeRO's vocabulary pieces: one piece's weights at a time */
@@ -398,7 +398,7 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
     for (int l = 0; l < L; l++) {
         size_t l0 = t[lt + tpl * l].offset;
         if (m->param_begin) /* ZeRO-3: the layer's weights gathered */
-            m->param_begin(m->grad_ctx, l0, gx_layer_end(m, l) - l0);
+            gx__param_begin(m, l0, gx_layer_end(m, l) - l0);
         layer_fwd(m, l);
     }
     if (!last) {
@@ -416,7 +416,7 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
     size_t eo = t[m->num_tensors - 1].offset;
     size_t hn = m->vpieces > 1 ? eo - head0 : m->num_params - head0;
     if (m->param_begin)
-        m->param_begin(m->grad_ctx, head0, hn);
+        gx__param_begin(m, head0, hn);
     norm_fwd(c, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid[L], m->w.lnf_w, m->w.lnf_b, m->ns);
     const float *hf = gx__sp_full(m, m->lnf, m->lnx); /* the head reads every row */
 
@@ -457,7 +457,7 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
     memset(dy, 0, sizeof(float) * (size_t)m->ns * C);
     if (m->vpieces > 1) { /* the final norm's weights again (the pieces took the window) */
         if (m->param_begin)
-            m->param_begin(m->grad_ctx, head0, hn);
+            gx__param_begin(m, head0, hn);
         if (m->grad_begin)
             m->grad_begin(m->grad_ctx, head0, hn);
     }
@@ -490,7 +490,7 @@ static float stage_bwd(gx_model *m, float *din, float loss)
          * last layer's are still there); resid[l + 1] is rewritten with the same bits */
         size_t end = gx_layer_end(m, l);
         if (m->param_begin) /* ZeRO-3: the layer's weights again (one window) */
-            m->param_begin(m->grad_ctx, t[lt + tpl * l].offset, end - t[lt + tpl * l].offset);
+            gx__param_begin(m, t[lt + tpl * l].offset, end - t[lt + tpl * l].offset);
         if (m->recompute && l < L - 1)
             layer_fwd(m, l);
         if (m->grad_begin)

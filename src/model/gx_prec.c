@@ -39,11 +39,13 @@ static void drop_bf16(gx_model *m)
         free(m->gemm);
     }
     free(m->params_h);
+    free(m->win_h);
     free(m->opa);
     free(m->opb);
     m->gemm = NULL;
-    m->params_h = m->opa = m->opb = NULL;
-    m->opa_n = m->opb_n = 0;
+    m->params_h = m->win_h = m->opa = m->opb = NULL;
+    m->opa_n = m->opb_n = m->win_cap = m->win_fn = 0;
+    m->win_f = NULL;
     m->prec = GX_FP32;
 }
 
@@ -77,11 +79,19 @@ grit_err gx_set_precision(gx_model *m, gx_precision p, const char **note)
         na = chunk * (size_t)c->vocab;
     /* largest weight operand, for the widening fallback: [V, C], [wide, C] or [C, I] */
     size_t nw = (size_t)c->vocab * C > wide * C ? (size_t)c->vocab * C : wide * C;
-    m->params_h = alloc_h(m->num_params);
+    /* ZeRO-3 (no parameter block): a copy of the window, not of the block */
+    size_t nh = m->params ? m->num_params : gx_bucket_max(m);
+    bf16 *h = alloc_h(nh);
+    if (m->params)
+        m->params_h = h;
+    else {
+        m->win_h = h;
+        m->win_cap = nh;
+    }
     m->opa = alloc_h(na);
     m->opb = alloc_h(nb);
     m->gemm = calloc(1, sizeof *m->gemm);
-    if (!m->params_h || !m->opa || !m->opb || !m->gemm) {
+    if (!h || !m->opa || !m->opb || !m->gemm) {
         drop_bf16(m);
         return grit_errf(GRIT_ENOMEM, "out of memory for the bf16 copies");
     }
@@ -102,13 +112,41 @@ grit_err gx_set_precision(gx_model *m, gx_precision p, const char **note)
     return GRIT_OK;
 }
 
+/* Whether tensor t is read by GEMMs (so has a bf16 copy): every matrix but an untied input
+ * embedding, which is only looked up. */
+static bool gemm_weight(const gx_model *m, const gx_tensor *t)
+{
+    return t->ndim == 2 && (t->slot != GX_SLOT_EMBED || m->cfg.tied);
+}
+
 void gx__sync_bf16(gx_model *m)
 {
+    if (!m->params_h) /* ZeRO-3: each gather rounds its window (gx__param_begin) */
+        return;
     for (int i = 0; i < m->num_tensors; i++) {
         const gx_tensor *t = &m->tensors[i];
-        if (t->ndim != 2 || (t->slot == GX_SLOT_EMBED && !m->cfg.tied))
+        if (!gemm_weight(m, t))
             continue;
         bf16_convert(m->params_h + t->offset, m->params + t->offset, t->numel);
+    }
+}
+
+void gx__param_begin(gx_model *m, size_t off, size_t n)
+{
+    if (!m->param_begin)
+        return;
+    m->param_begin(m->grad_ctx, off, n);
+    if (m->prec != GX_BF16 || !m->win_h)
+        return;
+    const float *w = m->zwin_w; /* [n] floats: the range from off */
+    m->win_f = w;
+    m->win_fn = n <= m->win_cap ? n : 0; /* larger than the window: no bf16 form (an error) */
+    for (int i = 0; i < m->num_tensors && m->win_fn; i++) {
+        const gx_tensor *t = &m->tensors[i];
+        size_t a = t->offset > off ? t->offset : off;
+        size_t b = t->offset + t->numel < off + n ? t->offset + t->numel : off + n;
+        if (a < b && gemm_weight(m, t))
+            bf16_convert(m->win_h + (a - off), w + (a - off), b - a);
     }
 }
 
@@ -117,9 +155,13 @@ void gx__sync_bf16(gx_model *m)
 static const bf16 *operand(gx_model *m, const float *X, int rows, int cols, int ld, bf16 *buf,
                            size_t cap, int *ld_out)
 {
-    if (X >= m->params && X < m->params + m->num_params) {
+    if (m->params_h && X >= m->params && X < m->params + m->num_params) {
         *ld_out = ld;
         return m->params_h + (X - m->params);
+    }
+    if (m->win_fn && X >= m->win_f && X < m->win_f + m->win_fn) {
+        *ld_out = ld;
+        return m->win_h + (X - m->win_f);
     }
     if ((size_t)rows * (size_t)cols > cap)
         return NULL;

@@ -15,6 +15,11 @@
 void gx__mm(gx_model *m, char ta, char tb, int M, int N, int K, const float *A, int lda,
             const float *B, int ldb, float beta, float *C, int ldc);
 
+/* ZeRO-3: the param_begin hook gathers the flat range [off, off + n) into its window
+ * (m->zwin_w, the tensors bound to it); in bf16 the GEMM weights among them are then
+ * rounded into m->win_h, where gx__mm reads them. Without the hook, nothing. */
+void gx__param_begin(gx_model *m, size_t off, size_t n);
+
 /* bf16: refreshes m->params_h from the master weights (the tensors GEMMs read). */
 void gx__sync_bf16(gx_model *m);
 

@@ -154,41 +154,6 @@ static void z3_param_begin(void *ctx, size_t off, size_t n)
     p->hook_s += now_seconds() - t0;
 }
 
-/* The largest layer's bucket. */
-static size_t max_layer_bucket(const gx_model *m)
-{
-    const gx_tensor *t = m->tensors;
-    size_t big = 0;
-    for (int l = 0; l < m->nl; l++) {
-        size_t n = gx_layer_end(m, l) - t[m->lt0 + m->tpl * l].offset;
-        big = n > big ? n : big;
-    }
-    return big;
-}
-
-/* The largest gradient bucket backward reports (gx_model.grad_ready): the head's (final
- * norm and head), one layer's, the input embedding's; with vocabulary pieces the
- * embedding's and head's pieces and the final norm's bucket instead. */
-static size_t max_bucket(const gx_model *m)
-{
-    const gx_tensor *t = m->tensors;
-    size_t big = max_layer_bucket(m), C = (size_t)m->cfg.hidden;
-    size_t piece = m->vpieces > 1 ? (size_t)m->vrows * C : 0;
-    if (m->pp_rank == 0) { /* the embedding */
-        size_t n = piece ? piece : t[1].offset;
-        big = n > big ? n : big;
-    }
-    if (m->pp_rank == m->pp - 1) { /* the head */
-        size_t n = m->num_params - gx_layer_end(m, m->nl - 1);
-        if (piece) { /* the final norm (up to the head, the block's last tensor), and a piece */
-            size_t lnf = t[m->num_tensors - 1].offset - gx_layer_end(m, m->nl - 1);
-            n = lnf > piece ? lnf : piece;
-        }
-        big = n > big ? n : big;
-    }
-    return big;
-}
-
 grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2, bool zero3)
 {
     memset(p, 0, sizeof *p);
@@ -241,7 +206,7 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2, bool 
          * the step reduces them (one collective over the whole block would make MPI allocate
          * a temporary as large as the model on some ranks: their peak memory) */
         double best = 1e30;
-        size_t step = max_bucket(m);
+        size_t step = gx_bucket_max(m);
         for (int k = 0; k < 3; k++) {
             double t0 = now_seconds();
             grit_err rc = GRIT_OK;
@@ -265,13 +230,13 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2, bool 
     if (p->zero2 && m->tp == 1 && !m->cfg.tied) {
         /* the vocabulary tensors in pieces no larger than a layer's bucket, so the windows
          * are a layer's size (the head's [V, C] would be the largest bucket by far) */
-        int k = gx_vocab_pieces((size_t)m->nv, m->cfg.hidden, max_layer_bucket(m));
+        int k = gx_vocab_pieces((size_t)m->nv, m->cfg.hidden, gx_layer_bucket_max(m));
         grit_err rc = k > 1 ? gx_set_vocab_pieces(m, k) : GRIT_OK;
         if (rc != GRIT_OK)
             return rc;
     }
     if (p->zero2) { /* the gradient block goes: backward writes one bucket at a time */
-        size_t mb = max_bucket(m);
+        size_t mb = gx_bucket_max(m);
         p->win = malloc(sizeof(float) * (mb ? mb : 1));
         p->rs = p->zero3 ? NULL : malloc(sizeof(float) * (mb ? mb : 1)); /* ZeRO-3: below */
         p->zc = calloc((size_t)W, sizeof(int));
@@ -300,8 +265,7 @@ grit_err dp_shard_params(dp_sync *p)
     if (!p->zero3 || !p->m->params) /* a lean model (GX_NO_PARAMS) has only the shard */
         return GRIT_OK;
     memcpy(p->p_shard, p->m->params + p->lo, sizeof(float) * (p->hi - p->lo));
-    gx_drop_params(p->m); /* the weight pointers are NULL until a step's z3_param_begin */
-    return GRIT_OK;
+    return gx_drop_params(p->m); /* weight pointers NULL until a step's z3_param_begin */
 }
 
 void dp_init_weights(dp_sync *p, uint64_t seed)

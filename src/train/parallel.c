@@ -93,9 +93,6 @@ grit_err train_parallel_check(const train_cfg *c, int world)
         return grit_errf(GRIT_ECONFIG, "parallel.sequence: optim.micro_batch %d x optim.seq_len "
                                        "%d = %ld token rows is not divisible by parallel.tensor "
                                        "%d", c->optim.micro_batch, c->optim.seq_len, rows, tp);
-    if (c->optim.zero3 && c->precision != GX_FP32)
-        return grit_errf(GRIT_ECONFIG, "parallel.zero 3 (parameter sharding) runs in fp32, for "
-                                       "now: precision %s", gx_precision_name(c->precision));
     if (c->optim.zero2 && m->tied && pp == 1)
         return grit_errf(GRIT_ECONFIG, "parallel.zero %d with tied embeddings "
                                        "(model.tie_word_embeddings): not supported yet (the "
