@@ -296,6 +296,10 @@ grit_err gx_set_recompute(gx_model *m, bool full);
  * and why, starting with "warning:" when this CPU cannot run bf16 natively. Master
  * weights, gradients and AdamW state stay float32, so checkpoints are unchanged. */
 grit_err gx_set_precision(gx_model *m, gx_precision p, const char **note);
+/* Bytes gx_set_precision(GX_BF16) allocates beside the weights' bf16 copy for a rank of
+ * tensor-parallel degree tp with N token rows per micro-batch: the operand buffers, and
+ * where the GEMMs widen to fp32 (gemm_bf16_widens) their float scratch. */
+double gx_bf16_buffer_bytes(const gx_config *c, int tp, size_t N, bool widened);
 /* "fp32" / "bf16"; GRIT_EINVAL naming the expected values for anything else. */
 const char *gx_precision_name(gx_precision p);
 grit_err gx_precision_parse(const char *name, gx_precision *out);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/tp.h"
 #include "tensor/matmul.h"
 
 const char *gx_precision_name(gx_precision p) { return p == GX_BF16 ? "bf16" : "fp32"; }
@@ -58,6 +59,35 @@ static bf16 *alloc_h(size_t n)
     return p;
 }
 
+/* Elements of the bf16 operand buffers (na: an [N, wide] layer operand or a [chunk, V]
+ * block of logits; nb: a layer operand) and of the largest weight operand nw ([V, C],
+ * [wide, C] or [C, I], for the widening fallback's scratch) of a rank whose qkv width,
+ * MLP width and vocabulary are qkv, ni, V (tensor parallelism's shares). */
+static void bf16_sizes(const gx_config *c, size_t N, size_t qkv, size_t ni, size_t V,
+                       size_t chunk, size_t *na, size_t *nb, size_t *nw)
+{
+    size_t C = (size_t)c->hidden, F = c->mlp == GX_MLP_SWIGLU ? 2 * ni : ni;
+    size_t wide = C > qkv ? C : qkv;
+    wide = F > wide ? F : wide;
+    *na = *nb = N * wide;
+    if (chunk * V > *na)
+        *na = chunk * V;
+    *nw = V * C > wide * C ? V * C : wide * C;
+}
+
+double gx_bf16_buffer_bytes(const gx_config *c, int tp, size_t N, bool widened)
+{
+    size_t hd = (size_t)(c->hidden / c->heads), nh = (size_t)(c->heads / tp);
+    size_t qkv = (nh + 2 * (size_t)gx_tp_kv_local(c, tp)) * hd, na, nb, nw;
+    size_t chunk = N < 512 ? N : 512;
+    bf16_sizes(c, N, qkv, (size_t)(c->intermediate / tp), (size_t)(c->vocab / tp), chunk, &na,
+               &nb, &nw);
+    double b = 2.0 * (double)(na + nb);
+    if (widened) /* gemm_bf16's float scratch for both operands */
+        b += 4.0 * (double)((na > nw ? na : nw) + (nb > nw ? nb : nw));
+    return b;
+}
+
 grit_err gx_set_precision(gx_model *m, gx_precision p, const char **note)
 {
     if (note)
@@ -65,20 +95,9 @@ grit_err gx_set_precision(gx_model *m, gx_precision p, const char **note)
     drop_bf16(m);
     if (p == GX_FP32)
         return GRIT_OK;
-    const gx_config *c = &m->cfg;
-    size_t N = (size_t)m->B * (size_t)m->T, C = (size_t)c->hidden;
-    size_t F = c->mlp == GX_MLP_SWIGLU ? 2 * (size_t)c->intermediate : (size_t)c->intermediate;
-    size_t wide = C;
-    if ((size_t)m->qkv_dim > wide)
-        wide = (size_t)m->qkv_dim;
-    if (F > wide)
-        wide = F;
-    size_t chunk = (size_t)m->chunk;
-    size_t na = N * wide, nb = N * wide;
-    if (chunk * (size_t)c->vocab > na)
-        na = chunk * (size_t)c->vocab;
-    /* largest weight operand, for the widening fallback: [V, C], [wide, C] or [C, I] */
-    size_t nw = (size_t)c->vocab * C > wide * C ? (size_t)c->vocab * C : wide * C;
+    size_t na, nb, nw;
+    bf16_sizes(&m->cfg, (size_t)m->B * (size_t)m->T, (size_t)m->qkv_dim, (size_t)m->ni,
+               (size_t)m->nv, (size_t)m->chunk, &na, &nb, &nw);
     /* ZeRO-3 (no parameter block): a copy of the window, not of the block */
     size_t nh = m->params ? m->num_params : gx_bucket_max(m);
     bf16 *h = alloc_h(nh);

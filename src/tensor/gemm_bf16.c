@@ -215,6 +215,13 @@ static grit_err dn_gemm(dn_state *s, char ta, char tb, int M, int N, int K, floa
 
 /* --- context ------------------------------------------------------------------- */
 
+int gemm_bf16_widens(void)
+{
+    const char *want = getenv("GRIT_BF16_GEMM");
+    return (want && !strcmp(want, "fp32")) || !gemm_bf16_cpu_has_avx512bf16() ||
+           !gemm_bf16_have_onednn() || !strcmp(fault_spec(FAULT_BF16_ACCUM), "1");
+}
+
 grit_err gemm_bf16_init(gemm_bf16_ctx *g, size_t max_a, size_t max_b)
 {
     memset(g, 0, sizeof *g);

@@ -78,6 +78,10 @@ int gemm_bf16_cpu_has_avx512bf16(void);
 /* True when grit was built with oneDNN. */
 int gemm_bf16_have_onednn(void);
 
+/* True when gemm_bf16_init would widen the operands to fp32 (no AVX512-BF16 or no oneDNN,
+ * GRIT_BF16_GEMM=fp32, or the planted accumulation fault): its scratch is then allocated. */
+int gemm_bf16_widens(void);
+
 /* Chooses the backend (GRIT_BF16_GEMM=auto|onednn|fp32, default auto) and allocates
  * scratch for operands of up to max_a and max_b elements (any layout). Asking for
  * onednn where it cannot run is GRIT_EINVAL naming the reason. g->why says what was

@@ -11,6 +11,7 @@
 #include "model/family.h"
 #include "core/bigalloc.h"
 #include "model/tp.h"
+#include "tensor/gemm_bf16.h"
 
 static const char *const par_keys[] = {"tensor", "pipeline", "data", "zero", "sequence", NULL};
 
@@ -128,7 +129,7 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
         free(t);
         p->params = s == 0 || np > p->params ? np : p->params;
     }
-    double n = (double)p->params, N = (double)c->optim.micro_batch * c->optim.seq_len;
+    double n = (double)p->params, N = (double)c->optim.micro_batch * c->optim.seq_len, zwin = 0;
     double chunk = N < 512 ? N : 512;
     p->param_b = 4 * n;
     p->grad_b = 4 * n;
@@ -147,7 +148,12 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
         p->grad_b = 4 * n / p->dp + win * (c->optim.zero3 ? 1 : 2);
         if (c->optim.zero3)
             p->param_b = 4 * n / p->dp + win;
+        zwin = win;
     }
+    /* bf16: the GEMM weights' bf16 copy (ZeRO-3: of the window) beside the fp32 ones */
+    bool bf = c->precision == GX_BF16;
+    double bf_w = !bf ? 0 : c->optim.zero3 && p->dp > 1 ? zwin / 2 : 2 * n;
+    p->param_b += bf_w;
     /* the checkpoint writer's copy (ckpt/async.h), on the rank that holds the most: model
      * parallelism's replica-0 ranks their slices and moments; data parallelism's rank 0 the
      * weights and its moment range; one rank everything */
@@ -159,11 +165,13 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
     p->act_b = (double)gx_act_bytes_sp(&sc, p->tp, c->recompute, c->sp) * N +
                4.0 * chunk * ((double)m->vocab / p->tp + 3) +
                (p->pp > 1 ? 4.0 * N * m->hidden * (p->pp + 3) / (c->sp ? p->tp : 1) : 0.0);
+    if (bf) /* the GEMMs' bf16 operand buffers (and the fp32 scratch where they widen) */
+        p->act_b += gx_bf16_buffer_bytes(m, p->tp, (size_t)N, gemm_bf16_widens());
     p->total_b = p->param_b + p->grad_b + p->optim_b + p->snapshot_b + p->act_b;
     bool mp = p->tp > 1 || p->pp > 1, z3 = c->optim.zero3 && p->dp > 1;
     if (mp || z3) { /* rank 0 gathers the final weights (train.c, after gx_release_step) */
         double whole = 4.0 * (double)gx_param_count(m), big = 4.0 * (double)m->vocab * m->hidden;
-        p->end_b = p->total_b - p->act_b - (c->optim.zero2 && p->dp > 1 ? 0 : 4 * n) + whole +
+        p->end_b = p->total_b - p->act_b - bf_w - (c->optim.zero2 && p->dp > 1 ? 0 : 4 * n) + whole +
                    (mp ? big : 0);
     }
     p->avail_b = (double)big_mem_available();
@@ -181,8 +189,10 @@ void train_plan_print(const train_plan *p, const train_cfg *c, FILE *f)
             c->preset[0] ? c->preset : "custom model", c->optim.micro_batch, c->optim.seq_len);
     fprintf(f, "  %-22s %.3fM (of %.3fM in the model)\n", "parameters per rank",
             (double)p->params / 1e6, (double)gx_param_count(&c->model) / 1e6);
-    fprintf(f, "  %-22s %10.1f MiB%s\n", "parameters", mib(p->param_b),
-            c->optim.zero3 && p->dp > 1 ? " (sharded over data parallel, one bucket's window)" : "");
+    fprintf(f, "  %-22s %10.1f MiB%s%s\n", "parameters", mib(p->param_b),
+            c->optim.zero3 && p->dp > 1 ? " (sharded over data parallel, one bucket's window)" : "",
+            c->precision != GX_BF16 ? "" : c->optim.zero3 && p->dp > 1 ? ", and its bf16 copy"
+                                                                     : " (and their bf16 copy)");
     fprintf(f, "  %-22s %10.1f MiB%s\n", "gradients", mib(p->grad_b),
             !(c->optim.zero1 && p->dp > 1) ? ""
             : c->optim.zero3               ? " (sharded over data parallel, one bucket's window)"
@@ -192,10 +202,11 @@ void train_plan_print(const train_plan *p, const train_cfg *c, FILE *f)
             c->optim.zero1 && p->dp > 1 ? " (sharded over data parallel)" : "");
     if (p->snapshot_b > 0)
         fprintf(f, "  %-22s %10.1f MiB\n", "checkpoint snapshot", mib(p->snapshot_b));
-    fprintf(f, "  %-22s %10.1f MiB%s\n", "activations", mib(p->act_b),
+    fprintf(f, "  %-22s %10.1f MiB%s%s\n", "activations", mib(p->act_b),
             c->recompute ? " (full recomputation: one layer's, plus each layer's input)"
             : c->sp      ? " (norm and residual rows split over the tensor group)"
-                         : "");
+                         : "",
+            c->precision == GX_BF16 ? " (with the bf16 GEMM operands)" : "");
     fprintf(f, "  %-22s %10.1f MiB per rank, x %d rank%s on this machine = %.1f MiB; "
                "%.1f MiB available\n", "total", mib(p->total_b), p->ranks_here,
             p->ranks_here > 1 ? "s" : "", mib(p->total_b * p->ranks_here), mib(p->avail_b));
