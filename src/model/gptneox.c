@@ -195,8 +195,10 @@ size_t gx_bucket_max(const gx_model *m)
     }
     if (m->pp_rank == m->pp - 1) { /* the head */
         size_t n = m->num_params - gx_layer_end(m, m->nl - 1);
-        if (piece) { /* the final norm (up to the head, the block's last tensor), and a piece */
-            size_t lnf = t[m->num_tensors - 1].offset - gx_layer_end(m, m->nl - 1);
+        if (piece) { /* the final norm (up to the head, the block's last tensor, or with tied
+                      * embeddings the block's end), and a piece */
+            size_t lnf = (m->cfg.tied ? m->num_params : t[m->num_tensors - 1].offset) -
+                         gx_layer_end(m, m->nl - 1);
             n = lnf > piece ? lnf : piece;
         }
         big = n > big ? n : big;
@@ -214,9 +216,10 @@ int gx_vocab_pieces(size_t rows, int C, size_t bucket)
 
 grit_err gx_set_vocab_pieces(gx_model *m, int pieces)
 {
-    if (pieces < 1 || pieces > m->nv || m->tp != 1 || m->cfg.tied)
+    if (pieces < 1 || pieces > m->nv || m->tp != 1 || (m->cfg.tied && m->pp > 1))
         return grit_errf(GRIT_EINVAL, "vocabulary pieces %d for %d rows at tensor parallel %d%s",
-                         pieces, m->nv, m->tp, m->cfg.tied ? " with tied embeddings" : "");
+                         pieces, m->nv, m->tp,
+                         m->cfg.tied && m->pp > 1 ? " with tied embeddings over stages" : "");
     free(m->vstat);
     m->vstat = NULL;
     m->vpieces = pieces;

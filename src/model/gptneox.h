@@ -380,7 +380,7 @@ void gx_drop_optim_state(gx_model *m);
 void gx_release_step(gx_model *m);
 /* Vocabulary pieces (gx_model.vpieces): how many pieces of at most `bucket` floats a
  * [rows, C] vocabulary tensor is cut into (1: it fits); gx_set_vocab_pieces switches the
- * step to them (tp 1, untied embeddings; GRIT_EINVAL otherwise, GRIT_ENOMEM). Without ZeRO's
+ * step to them (tp 1; tied embeddings on one stage only; GRIT_EINVAL otherwise, GRIT_ENOMEM). Without ZeRO's
  * hooks the pieces are read from and written to the whole blocks (tests/unit/model). */
 int gx_vocab_pieces(size_t rows, int C, size_t bucket);
 grit_err gx_set_vocab_pieces(gx_model *m, int pieces);

@@ -383,7 +383,7 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
     }
     const gx_tensor *t = m->tensors;
     int tpl = m->tpl, lt = m->lt0;
-    if (first && m->param_begin && m->vpieces <= 1) /* ZeRO-3: the embedding's weights gathered */
+    if (first && m->vpieces <= 1) /* ZeRO-3: the embedding's weights gathered */
         gx__param_begin(m, 0, t[1].offset);
     if (!first) /* the previous stage's output */
         copy_act(m->resid[0], in, m);
@@ -397,8 +397,7 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
         op_embed_fwd(m->resid[0], m->w.embed_in, m->inp, N, C);
     for (int l = 0; l < L; l++) {
         size_t l0 = t[lt + tpl * l].offset;
-        if (m->param_begin) /* ZeRO-3: the layer's weights gathered */
-            gx__param_begin(m, l0, gx_layer_end(m, l) - l0);
+        gx__param_begin(m, l0, gx_layer_end(m, l) - l0); /* ZeRO-3: the layer's weights */
         layer_fwd(m, l);
     }
     if (!last) {
@@ -411,17 +410,26 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
         return stage_bwd(m, din, 0.0f);
     }
     size_t head0 = t[lt + tpl * L].offset; /* the head bucket: final norm, head (tied copy) */
-    /* vocabulary pieces: the final norm is a bucket of its own, the head's pieces others */
-    /* (the head is the block's last tensor; the block may pad it, so not num_params - V C) */
-    size_t eo = t[m->num_tensors - 1].offset;
-    size_t hn = m->vpieces > 1 ? eo - head0 : m->num_params - head0;
-    if (m->param_begin)
-        gx__param_begin(m, head0, hn);
+    /* The head's weights apart from the final norm's bucket: in vocabulary pieces, or with
+     * ZeRO-2/3's hooks and tied embeddings (one stage), whose head is the embedding: its
+     * gradient's head part is reported here and its lookup part at the end (the reductions
+     * add up in the shard). eo: the head's flat offset (untied: the block's last tensor; the
+     * block may pad it, so not num_params - V C). */
+    bool tsplit = c->tied && (m->grad_begin || m->param_begin) && m->vpieces <= 1 && first;
+    bool apart = m->vpieces > 1 || tsplit;
+    size_t eo = c->tied ? 0 : t[m->num_tensors - 1].offset, en = t[1].offset;
+    size_t hn = apart && !c->tied ? eo - head0 : m->num_params - head0;
+    gx__param_begin(m, head0, hn);
     norm_fwd(c, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid[L], m->w.lnf_w, m->w.lnf_b, m->ns);
     const float *hf = gx__sp_full(m, m->lnf, m->lnx); /* the head reads every row */
 
-    if (m->grad_begin && grad_scale != 0.0f && m->vpieces <= 1)
+    if (m->grad_begin && grad_scale != 0.0f && !apart)
         m->grad_begin(m->grad_ctx, head0, hn);
+    if (tsplit) { /* the embedding as the head: its weights, a gradient window for it */
+        gx__param_begin(m, 0, en);
+        if (m->grad_begin && grad_scale != 0.0f)
+            m->grad_begin(m->grad_ctx, 0, en);
+    }
     /* d(mean loss)/d(row loss) (pre-training keeps its float expression bit for bit) */
     float gs = sft ? (float)(grad_scale / denom) : grad_scale / (float)N;
     if (m->vpieces > 1)
@@ -444,6 +452,8 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
         if (!m->sp) /* sequence parallel: reduce-scattered below, once */
             gx__tp_reduce(m, m->dres + (long)r0 * C, (size_t)M * C, 0);
     }
+    if (tsplit && m->grad_ready && grad_scale != 0.0f)
+        m->grad_ready(m->grad_ctx, 0, en);
     double sum = 0.0;
     for (int n = 0; n < N; n++)
         sum += m->losses[n];
@@ -455,9 +465,8 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
 
     float *dy = m->dtmp;
     memset(dy, 0, sizeof(float) * (size_t)m->ns * C);
-    if (m->vpieces > 1) { /* the final norm's weights again (the pieces took the window) */
-        if (m->param_begin)
-            gx__param_begin(m, head0, hn);
+    if (apart) { /* the final norm's weights again (the head took the window) */
+        gx__param_begin(m, head0, hn);
         if (m->grad_begin)
             m->grad_begin(m->grad_ctx, head0, hn);
     }
@@ -489,8 +498,8 @@ static float stage_bwd(gx_model *m, float *din, float loss)
         /* full recomputation: layer l's activations again from its input resid[l] (the
          * last layer's are still there); resid[l + 1] is rewritten with the same bits */
         size_t end = gx_layer_end(m, l);
-        if (m->param_begin) /* ZeRO-3: the layer's weights again (one window) */
-            gx__param_begin(m, t[lt + tpl * l].offset, end - t[lt + tpl * l].offset);
+        /* ZeRO-3: the layer's weights again (one window) */
+        gx__param_begin(m, t[lt + tpl * l].offset, end - t[lt + tpl * l].offset);
         if (m->recompute && l < L - 1)
             layer_fwd(m, l);
         if (m->grad_begin)

@@ -227,7 +227,7 @@ grit_err dp_init(dp_sync *p, comm *d, gx_model *m, bool zero1, bool zero2, bool 
         p->ar_blocking_s = best;
         gx_zero_grad(m);
     }
-    if (p->zero2 && m->tp == 1 && !m->cfg.tied) {
+    if (p->zero2 && m->tp == 1 && !(m->cfg.tied && m->pp > 1)) {
         /* the vocabulary tensors in pieces no larger than a layer's bucket, so the windows
          * are a layer's size (the head's [V, C] would be the largest bucket by far) */
         int k = gx_vocab_pieces((size_t)m->nv, m->cfg.hidden, gx_layer_bucket_max(m));
@@ -448,12 +448,15 @@ static grit_err tp_norm(dp_sync *p, const float *g, size_t lo, size_t hi, double
 }
 
 /* Gradient reductions started by one step's backward: the head's (last stage), one per
- * layer of this stage, the input embedding's (first stage). */
-static int buckets(const gx_model *m)
+ * layer of this stage, the input embedding's (first stage). Vocabulary pieces: each its own
+ * bucket, the final norm another; ZeRO-2/3 with tied embeddings on one stage: the head's
+ * part of the embedding's gradient one more (gptneox_step.c). */
+static int buckets(const dp_sync *p)
 {
-    int v = m->vpieces > 1 ? m->vpieces : 1; /* vocabulary pieces: each its own bucket */
-    return m->nl + (m->pp_rank == m->pp - 1) * (m->vpieces > 1 ? 1 + v : 1) +
-           (m->pp_rank == 0) * v;
+    const gx_model *m = p->m;
+    int v = m->vpieces > 1 ? m->vpieces : 1;
+    bool apart = m->vpieces > 1 || (p->zero2 && m->cfg.tied && m->pp == 1);
+    return m->nl + (m->pp_rank == m->pp - 1) * (apart ? 1 + v : 1) + (m->pp_rank == 0) * v;
 }
 
 static grit_err finish_grads(dp_sync *p, double *norm);
@@ -550,9 +553,9 @@ static grit_err finish_grads(dp_sync *p, double *norm)
         p->wait_s = p->pre_wait_s + p->hook_s;
         if (p->z2_rc != GRIT_OK)
             return grit_errf(p->z2_rc, "a gradient reduce-scatter failed: %s", p->z2_err);
-        if (expect == 0 || expect % buckets(m) != 0)
+        if (expect == 0 || expect % buckets(p) != 0)
             return grit_errf(GRIT_EIO, "rank %d: %d gradient reductions, not a multiple of %d "
-                                       "buckets", p->d->rank, expect, buckets(m));
+                                       "buckets", p->d->rank, expect, buckets(p));
         return shard_norm(p, norm);
     }
     grit_err rc = comm_wait_all(p->d);
@@ -563,9 +566,9 @@ static grit_err finish_grads(dp_sync *p, double *norm)
     p->wait_s = now_seconds() - t0 + p->pre_wait_s + p->hook_s;
     if (rc != GRIT_OK)
         return rc;
-    if (expect != buckets(m)) /* every bucket: head, each layer, embedding */
+    if (expect != buckets(p)) /* every bucket: head, each layer, embedding */
         return grit_errf(GRIT_EIO, "rank %d: %d of %d gradient reductions could not be started",
-                         p->d->rank, expect, buckets(m));
+                         p->d->rank, expect, buckets(p));
     if (!p->zero1) {
         if ((rc = tied_sync(p)) != GRIT_OK)
             return rc;

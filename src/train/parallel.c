@@ -94,11 +94,6 @@ grit_err train_parallel_check(const train_cfg *c, int world)
         return grit_errf(GRIT_ECONFIG, "parallel.sequence: optim.micro_batch %d x optim.seq_len "
                                        "%d = %ld token rows is not divisible by parallel.tensor "
                                        "%d", c->optim.micro_batch, c->optim.seq_len, rows, tp);
-    if (c->optim.zero2 && m->tied && pp == 1)
-        return grit_errf(GRIT_ECONFIG, "parallel.zero %d with tied embeddings "
-                                       "(model.tie_word_embeddings): not supported yet (the "
-                                       "embedding's gradient is written in two phases of the "
-                                       "backward): use zero 1", c->optim.zero3 ? 3 : 2);
     if (pp > 1 && m->tied && c->optim.zero1)
         return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d with tied embeddings "
                                        "(model.tie_word_embeddings) and ZeRO: not supported yet "
@@ -140,7 +135,7 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
         double V = (double)m->vocab / p->tp, C = m->hidden, L = m->layers;
         double whole = (double)gx_tp_param_count(m, p->tp);
         double layer = (whole - V * C * (m->tied ? 1 : 2)) / L, head = V * C + 2 * C;
-        if (p->tp == 1 && !m->tied) /* vocabulary pieces no larger than a layer (dp.c) */
+        if (p->tp == 1) /* vocabulary pieces no larger than a layer (dp.c) */
             head = ceil(V / gx_vocab_pieces((size_t)V, m->hidden, (size_t)layer)) * C;
         double win = 4 * (layer > head ? layer : head);
         /* ZeRO-2: the gradient window and the reduce-scatter's; ZeRO-3: the gradient window

@@ -11,7 +11,9 @@
 #    ZeRO-2/3 with the vocabulary tensors in pieces (a 4,096-row vocabulary): within TP's
 #    bounds of ZeRO-1, ZeRO-2 = ZeRO-3 bitwise, resumed bitwise;
 #  - ZeRO-3 in bf16: bitwise ZeRO-1 in bf16 at DP=4, resumed bitwise; in vocabulary pieces
-#    ZeRO-2 = ZeRO-3 bitwise, within bf16's scale of ZeRO-1; the same at TP=2 x DP=2
+#    ZeRO-2 = ZeRO-3 bitwise, within bf16's scale of ZeRO-1; the same at TP=2 x DP=2;
+#  - tied embeddings (Falcon) at ZeRO-1/2/3 and TP=2 x DP=2 ZeRO-3 within the single rank's
+#    bounds, ZeRO-2 = ZeRO-3 bitwise (fp32, bf16); in vocabulary pieces, resumed bitwise
 #    (ZeRO-3 under TP and PP: tp_ckpt.sh);
 #  - saved at DP=4 (ZeRO-1 and not), resumed at DP=2 and DP=1: the loss continues within 1e-4
 #    of the uninterrupted DP=4 run;
@@ -153,6 +155,44 @@ sed 's/"parallel": {"zero": 3}/"parallel": {"zero": 3, "tensor": 2}/' "$tmp/zero
 sed 's/"parallel": {"zero": 3}/"parallel": {"zero": 1, "tensor": 2}/' "$tmp/zero3bf.json" > "$tmp/tz1bf.json"
 run 4 "$tmp/tz3bf.json" "$tmp/tz3bf" 2>/dev/null && run 4 "$tmp/tz1bf.json" "$tmp/tz1bf" 2>/dev/null &&
   "$py" "$here/bf16_close.py" "$tmp/tz3bf" "$tmp/tz1bf" "ZeRO-3 vs ZeRO-1 at TP=2 x DP=2" || fail=1
+# tied embeddings (Falcon: the head is the embedding): ZeRO-2/3 reduce the embedding's
+# gradient in two parts (the head's, then the lookup's; they add up in the shard), so within
+# the bounds of the single rank, ZeRO-2 = ZeRO-3 bitwise; in vocabulary pieces (4,096 rows),
+# resumed bitwise; TP=2 x DP=2 at ZeRO-3; bf16 ZeRO-3 = ZeRO-2 bitwise
+fal() { # NAME ZERO [MODEL [PARALLEL-EXTRA [TOP-EXTRA]]]
+  local model=${3:-'"falcon-tiny"'} par=${4:-} top=${5:-}
+  cat > "$tmp/$1.json" <<CFG
+{"model": $model, "optim": {"micro_batch": 2, "global_batch": 8, "seq_len": 64,
+ "lr": 3e-3, "min_lr": 3e-4, "warmup_steps": 2, "total_steps": 20},
+ "data": {"synthetic_vocab": 500}, "seed": 42, "threads": 1, "parallel": {"zero": $2$par}$top,
+ "checkpoint": {"interval_steps": 10, "keep_last": 3}}
+CFG
+}
+big='{"preset": "falcon-tiny", "vocab_size": 4096}'
+fal f1 0; fal f4z1 1; fal f4z2 2; fal f4z3 3; fal ft2z3 3 "" ', "tensor": 2'
+fal fv1 0 "$big"; fal fv4z3 3 "$big"; fal fb4z2 2 "" "" ', "precision": "bf16"'; fal fb4z3 3 "" "" ', "precision": "bf16"'
+sed -i 's/"synthetic_vocab": 500/"synthetic_vocab": 4000/' "$tmp/fv1.json" "$tmp/fv4z3.json"
+run 1 "$tmp/f1.json" "$tmp/f1"; run 1 "$tmp/fv1.json" "$tmp/fv1"
+for c in f4z1 f4z2 f4z3 ft2z3 fv4z3 fb4z2 fb4z3; do
+  mpirun -np 4 "$grit" train "$tmp/$c.json" --run-dir "$tmp/$c" > "$tmp/$c.log" 2>&1 ||
+    { echo "FAIL: $c: $(tail -3 "$tmp/$c.log")"; fail=1; }
+done
+for c in f4z1 f4z2 f4z3 ft2z3; do
+  "$py" "$here/tp_compare.py" "$tmp/$c" "$tmp/f1" 1.5 5e-8 1e-5 || fail=1
+  cmpm weights "$tmp/$c" "$tmp/f1" 2e-6
+done
+cmp -s "$tmp/f4z2/model.safetensors" "$tmp/f4z3/model.safetensors" &&
+  cmp -s "$tmp/fb4z2/model.safetensors" "$tmp/fb4z3/model.safetensors" &&
+  echo "tied embeddings: ZeRO-2 and ZeRO-3 bitwise equal (fp32 and bf16): ok" || { echo "FAIL: tied ZeRO-2 and ZeRO-3 differ"; fail=1; }
+grep -q 'ZeRO-3: the vocabulary tensors in 7 pieces of 586 rows' "$tmp/fv4z3.log" ||
+  { echo "FAIL: tied: no vocabulary pieces line: $(grep -m3 'grit train' "$tmp/fv4z3.log")"; fail=1; }
+"$py" "$here/tp_compare.py" "$tmp/fv4z3" "$tmp/fv1" 1.5 5e-8 1e-5 || fail=1
+cmpm weights "$tmp/fv4z3" "$tmp/fv1" 3e-5
+mkdir -p "$tmp/fv4z3r/ckpt" && cp -r "$tmp/fv4z3/ckpt/step_00000010" "$tmp/fv4z3r/ckpt/"
+run 4 "$tmp/fv4z3.json" "$tmp/fv4z3r"
+cmp -s "$tmp/fv4z3/model.safetensors" "$tmp/fv4z3r/model.safetensors" &&
+  echo "tied embeddings in vocabulary pieces: ZeRO-3 resumed from step 10: bitwise: ok" || { echo "FAIL: tied ZeRO-3 in pieces resumed differs"; fail=1; }
+
 sed 's/"zero": 2/"zero": 2, "data": 4/' "$tmp/zero2.json" > "$tmp/zero2d4.json"
 out=$("$grit" train "$tmp/zero2d4.json" --plan 2>&1) || true
 grep -q 'data 4, ZeRO-2' <<<"$out" && grep -q 'gradients .* MiB (sharded over data parallel, two bucket windows)' <<<"$out" &&

@@ -6,7 +6,8 @@
  * folded in online over the pieces (max, rescaled sum of exponentials in double): the loss
  * within 2e-7 relative, every gradient (the embedding's too, piece by piece) within 1e-6
  * relative L2 of the whole step's. A forward alone
- * (grad_scale 0) gives the same loss. Tied embeddings and TP > 1 are refused. Runs under the
+ * (grad_scale 0) gives the same loss. Tied embeddings too (the head's pieces are the
+ * embedding's rows); tied embeddings over pipeline stages and TP > 1 are refused. Runs under the
  * sanitizers too (the pieces' offsets into the blocks). */
 #include <cblas.h>
 #include <math.h>
@@ -85,10 +86,14 @@ int main(void)
             c.intermediate = 288;
             c.layers = 2;
             one("gpt_neox (padded head)", &c, pieces, sft);
+            /* tied embeddings: the head's pieces are the embedding's rows (their gradients
+             * the head's part added to the lookup's) */
+            CHECK_INT(gx_preset("falcon-tiny-new", &c), GRIT_OK);
+            one("falcon (tied)", &c, pieces, sft);
         }
     gx_model m;
-    CHECK_INT(gx_preset("falcon-tiny-new", &c), GRIT_OK); /* tied */
-    CHECK_INT(gx_init(&m, &c, 1, 8, 1), GRIT_OK);
+    CHECK_INT(gx_preset("falcon-tiny-new", &c), GRIT_OK); /* tied, over two stages */
+    CHECK_INT(gx_init_stage(&m, &c, 1, 8, 1, 1, 0, false, 2, 1), GRIT_OK);
     CHECK_INT(gx_set_vocab_pieces(&m, 2), GRIT_EINVAL);
     gx_free(&m);
     CHECK_INT(gx_preset("llama-tiny", &c), GRIT_OK);
