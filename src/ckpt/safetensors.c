@@ -73,30 +73,92 @@ out:
     return rc;
 }
 
+static size_t entry_bytes(const st_entry *e)
+{
+    size_t numel = 1;
+    for (int d = 0; d < e->ndim; d++)
+        numel *= (size_t)e->shape[d];
+    return numel * st_dtype_size(e->dtype);
+}
+
+grit_err st_stream_open(st_stream *w, const char *path, const st_entry *e, int n)
+{
+    memset(w, 0, sizeof *w);
+    w->f.fd = -1;
+    char *head = NULL;
+    size_t hl = 0;
+    w->off = calloc((size_t)n + 1, sizeof *w->off);
+    w->done = calloc((size_t)n + 1, 1);
+    grit_err rc = !w->off || !w->done ? grit_errf(GRIT_ENOMEM, "out of memory")
+                                      : st_header(e, n, &head, &hl);
+    if (rc != GRIT_OK) {
+        if (rc != GRIT_ENOMEM)
+            rc = grit_errf(rc, "%s: %s", path, grit_errmsg());
+        st_stream_abort(w);
+        return rc;
+    }
+    w->n = n;
+    size_t at = hl; /* where each tensor's bytes go: back to back after the header */
+    for (int i = 0; i < n; i++) {
+        w->off[i] = at;
+        at += entry_bytes(&e[i]);
+    }
+    w->off[n] = at;
+    if ((rc = fs_stream_open(&w->f, path)) == GRIT_OK)
+        rc = fs_stream_write(&w->f, head, hl, 0);
+    free(head);
+    if (rc != GRIT_OK)
+        st_stream_abort(w);
+    return rc;
+}
+
+grit_err st_stream_put(st_stream *w, int i, const void *data)
+{
+    if (i < 0 || i >= w->n || w->done[i])
+        return grit_errf(GRIT_EINVAL, "%s: tensor %d of %d %s", w->f.path, i, w->n,
+                         i >= 0 && i < w->n ? "written twice" : "out of range");
+    grit_err rc = fs_stream_write(&w->f, data, w->off[i + 1] - w->off[i], w->off[i]);
+    w->done[i] = rc == GRIT_OK;
+    return rc;
+}
+
+grit_err st_stream_commit(st_stream *w)
+{
+    for (int i = 0; i < w->n; i++)
+        if (!w->done[i]) {
+            grit_err rc = grit_errf(GRIT_EINVAL, "%s: tensor %d of %d was never written",
+                                    w->f.path, i, w->n);
+            st_stream_abort(w);
+            return rc;
+        }
+    grit_err rc = fs_stream_commit(&w->f);
+    free(w->off);
+    free(w->done);
+    w->off = NULL;
+    w->done = NULL;
+    return rc;
+}
+
+void st_stream_abort(st_stream *w)
+{
+    fs_stream_abort(&w->f);
+    free(w->off);
+    free(w->done);
+    w->off = NULL;
+    w->done = NULL;
+}
+
 grit_err st_write(const char *path, const st_entry *e, int n)
 {
-    const void **bufs = calloc((size_t)n + 1, sizeof *bufs);
-    size_t *lens = calloc((size_t)n + 1, sizeof *lens);
-    char *head = NULL;
-    grit_err rc = !bufs || !lens ? grit_errf(GRIT_ENOMEM, "out of memory")
-                                 : st_header(e, n, &head, &lens[0]);
-    if (rc == GRIT_OK) {
-        bufs[0] = head;
-        for (int i = 0; i < n; i++) {
-            size_t numel = 1;
-            for (int d = 0; d < e[i].ndim; d++)
-                numel *= (size_t)e[i].shape[d];
-            bufs[i + 1] = e[i].data;
-            lens[i + 1] = numel * st_dtype_size(e[i].dtype);
-        }
-        rc = fs_write_durable_iov(path, bufs, lens, n + 1);
-    } else if (rc != GRIT_ENOMEM) {
-        rc = grit_errf(rc, "%s: %s", path, grit_errmsg());
+    st_stream w;
+    grit_err rc = st_stream_open(&w, path, e, n);
+    for (int i = 0; rc == GRIT_OK && i < n; i++)
+        rc = st_stream_put(&w, i, e[i].data);
+    if (rc != GRIT_OK) {
+        st_stream_abort(&w);
+        return rc;
     }
-    free(head);
-    free(bufs);
-    free(lens);
-    return rc;
+    return st_stream_commit(&w);
 }
 
 /* --- reading ------------------------------------------------------------------ */

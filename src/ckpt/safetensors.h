@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "core/error.h"
+#include "core/fsutil.h"
 
 typedef struct st_entry {
     const char *name;
@@ -23,6 +24,22 @@ typedef struct st_entry {
 } st_entry;
 
 grit_err st_write(const char *path, const st_entry *entries, int n);
+
+/* The same file written a tensor at a time, in any order (a model too large to hold whole):
+ * st_stream_open writes the header for entries (their data unused) to a temp file;
+ * st_stream_put writes tensor i's bytes at its place; st_stream_commit, once every tensor
+ * is written (else GRIT_EINVAL), makes the file durable under path; st_stream_abort (or a
+ * failed commit) leaves path untouched and no temp file. */
+typedef struct st_stream {
+    fs_stream f;
+    int n;
+    size_t *off;            /* [n + 1] file offsets of the tensors' bytes */
+    unsigned char *done;    /* [n] */
+} st_stream;
+grit_err st_stream_open(st_stream *w, const char *path, const st_entry *entries, int n);
+grit_err st_stream_put(st_stream *w, int i, const void *data);
+grit_err st_stream_commit(st_stream *w);
+void st_stream_abort(st_stream *w);
 
 /* The 8-byte length and padded JSON header for entries, as st_write lays them
  * out (malloc'd, caller frees); the tensors' bytes follow in entry order. */

@@ -22,11 +22,12 @@ grit_err fs_sync_dir(const char *dirpath)
     return GRIT_OK;
 }
 
-static grit_err write_full(int fd, const char *path, const void *buf, size_t len)
+/* len bytes at offset off (pwrite, restarted after EINTR and short writes). */
+static grit_err write_at(int fd, const char *path, const void *buf, size_t len, size_t off)
 {
     const char *p = buf;
     while (len > 0) {
-        ssize_t n = write(fd, p, len);
+        ssize_t n = pwrite(fd, p, len, (off_t)off);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -34,34 +35,69 @@ static grit_err write_full(int fd, const char *path, const void *buf, size_t len
         }
         p += n;
         len -= (size_t)n;
+        off += (size_t)n;
     }
     return GRIT_OK;
+}
+
+grit_err fs_stream_open(fs_stream *s, const char *path)
+{
+    s->fd = -1;
+    if (snprintf(s->path, sizeof s->path, "%s", path) >= (int)sizeof s->path ||
+        snprintf(s->tmp, sizeof s->tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof s->tmp)
+        return grit_errf(GRIT_EINVAL, "%s: path too long", path);
+    s->fd = open(s->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (s->fd < 0)
+        return grit_errf(GRIT_EIO, "%s: cannot create: %s", s->tmp, strerror(errno));
+    return GRIT_OK;
+}
+
+grit_err fs_stream_write(fs_stream *s, const void *buf, size_t len, size_t off)
+{
+    return write_at(s->fd, s->tmp, buf, len, off);
+}
+
+void fs_stream_abort(fs_stream *s)
+{
+    if (s->fd < 0)
+        return;
+    close(s->fd);
+    unlink(s->tmp);
+    s->fd = -1;
+}
+
+grit_err fs_stream_commit(fs_stream *s)
+{
+    grit_err rc = GRIT_OK;
+    if (fsync(s->fd) != 0)
+        rc = grit_errf(GRIT_EIO, "%s: fsync failed: %s", s->tmp, strerror(errno));
+    if (close(s->fd) != 0 && rc == GRIT_OK)
+        rc = grit_errf(GRIT_EIO, "%s: close failed: %s", s->tmp, strerror(errno));
+    s->fd = -1;
+    if (rc == GRIT_OK && rename(s->tmp, s->path) != 0)
+        rc = grit_errf(GRIT_EIO, "%s: rename to %s failed: %s", s->tmp, s->path,
+                       strerror(errno));
+    if (rc != GRIT_OK) {
+        unlink(s->tmp);
+        return rc;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", s->path);
+    return fs_sync_dir(dirname(dir));
 }
 
 grit_err fs_write_durable_iov(const char *path, const void *const *bufs,
                               const size_t *lens, int nbufs)
 {
-    char tmp[4096], dir[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return grit_errf(GRIT_EINVAL, "%s: path too long", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return grit_errf(GRIT_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    grit_err rc = GRIT_OK;
-    for (int i = 0; i < nbufs && rc == GRIT_OK; i++)
-        rc = write_full(fd, tmp, bufs[i], lens[i]);
-    if (rc == GRIT_OK && fsync(fd) != 0)
-        rc = grit_errf(GRIT_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && rc == GRIT_OK)
-        rc = grit_errf(GRIT_EIO, "%s: close failed: %s", tmp, strerror(errno));
-    if (rc == GRIT_OK && rename(tmp, path) != 0)
-        rc = grit_errf(GRIT_EIO, "%s: rename to %s failed: %s", tmp, path, strerror(errno));
+    fs_stream s;
+    grit_err rc = fs_stream_open(&s, path);
+    for (size_t i = 0, off = 0; rc == GRIT_OK && i < (size_t)nbufs; off += lens[i++])
+        rc = fs_stream_write(&s, bufs[i], lens[i], off);
     if (rc != GRIT_OK) {
-        unlink(tmp);
+        fs_stream_abort(&s);
         return rc;
     }
-    snprintf(dir, sizeof dir, "%s", path);
-    return fs_sync_dir(dirname(dir));
+    return fs_stream_commit(&s);
 }
 
 grit_err fs_write_durable(const char *path, const void *data, size_t len)

@@ -24,6 +24,18 @@ grit_err fs_write_durable(const char *path, const void *data, size_t len);
 grit_err fs_write_durable_iov(const char *path, const void *const *bufs,
                               const size_t *lens, int nbufs);
 
+/* A durable file written in pieces at any offsets (a file too large to hold in memory):
+ * PATH.tmp.<pid> until fs_stream_commit (fsync, rename over PATH, fsync the directory);
+ * fs_stream_abort, or a failed commit, unlinks the temp file and leaves PATH untouched. */
+typedef struct fs_stream {
+    int fd;
+    char path[4096], tmp[4096];
+} fs_stream;
+grit_err fs_stream_open(fs_stream *s, const char *path);
+grit_err fs_stream_write(fs_stream *s, const void *buf, size_t len, size_t off);
+grit_err fs_stream_commit(fs_stream *s);
+void fs_stream_abort(fs_stream *s);
+
 /* mkdir -p; existing directories are fine. */
 grit_err fs_mkdirs(const char *path);
 
