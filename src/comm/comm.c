@@ -519,6 +519,18 @@ void comm_progress(comm *d)
     LOCKED(MPI_Testall(d->nreqs, REQS(d), &flag, MPI_STATUSES_IGNORE));
 }
 
+grit_err comm_wait_oldest(comm *d, int keep)
+{
+    if (!d->mpi)
+        return GRIT_OK;
+    for (; d->nreqs - d->ndone > keep; d->ndone++) {
+        grit_err rc = wait_req(d, &REQS(d)[d->ndone], "gradient reduction");
+        if (rc != GRIT_OK)
+            return rc;
+    }
+    return GRIT_OK;
+}
+
 grit_err comm_wait_all(comm *d)
 {
     if (!d->mpi)
@@ -531,7 +543,7 @@ grit_err comm_wait_all(comm *d)
     if (d->nreqs)
         d->comm_s += now_seconds() - d->t_first;
     pthread_mutex_lock(&mpi_mu);
-    d->nreqs = 0;
+    d->nreqs = d->ndone = 0;
     prog.active = 0;
     pthread_mutex_unlock(&mpi_mu);
     return GRIT_OK;

@@ -37,6 +37,7 @@ typedef struct comm {
     void *world;           /* MPI_Comm (opaque) */
     void *reqs;            /* MPI_Request[COMM_MAX_REQS] */
     int nreqs;
+    int ndone;             /* reqs[0 .. ndone) known complete (comm_wait_oldest) */
     double wait_s, comm_s; /* time blocked in waits; time from first start to last completion */
     double t_first;
     /* payload bytes of every collective this rank took part in on this handle: the whole
@@ -126,5 +127,9 @@ grit_err comm_ireduce_scatter_v(comm *d, const float *buf, float *out, const int
 void comm_progress(comm *d);
 /* Waits (with the deadline) for every outstanding nonblocking operation. */
 grit_err comm_wait_all(comm *d);
+/* Waits for the oldest outstanding reductions until at most `keep` are in flight: each holds
+ * the MPI library's temporaries (Open MPI's nonblocking reduce-scatter twice its whole
+ * input), so bounding them bounds the memory. */
+grit_err comm_wait_oldest(comm *d, int keep);
 
 #endif

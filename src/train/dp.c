@@ -72,6 +72,13 @@ static void on_grad_ready(void *ctx, size_t off, size_t n)
     comm *d = p->d;
     grit_err rc;
     double t0 = now_seconds();
+    /* at most DP_IN_FLIGHT reductions at once: each holds the MPI library's temporaries
+     * (Open MPI: twice its bucket for a reduce-scatter), which with every bucket of a
+     * backward in flight reached twice the gradient block on rank 0 */
+    if ((rc = comm_wait_oldest(d, DP_IN_FLIGHT - 1)) != GRIT_OK) {
+        p->hook_s += now_seconds() - t0;
+        return; /* caught in dp_finish_grads: fewer requests than buckets */
+    }
     if (p->nrows > 0 && off == 0 && n == p->embed_n) {
         /* the input embedding: only rows of tokens some rank saw are non-zero */
         pack_rows(p);
@@ -310,6 +317,18 @@ grit_err dp_gather_params(dp_sync *p, float *out, int root)
     }
     return comm_gather_v(p->d, p->p_shard, (int)(p->hi - p->lo), out, p->counts, p->displs,
                          root);
+}
+
+grit_err dp_gather_range(dp_sync *p, size_t off, size_t n, float *out, int root)
+{
+    if (!p->zero3) {
+        if (p->d->rank == root)
+            memcpy(out, p->m->params + off, sizeof(float) * n);
+        return GRIT_OK;
+    }
+    bucket_parts(p, off, n, p->pc, p->pd); /* the parameter window's counts, free here */
+    return comm_gather_v(p->d, p->p_shard + shard_at(p, off), p->pc[p->d->rank], out, p->pc,
+                         p->pd, root);
 }
 
 size_t dp_state_bytes(const dp_sync *p)

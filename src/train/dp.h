@@ -27,6 +27,10 @@
 #include "model/gptneox.h"
 #include "train/optim.h"
 
+/* Gradient reductions (ZeRO-0/1: nonblocking, started as backward finishes each bucket) in
+ * flight at once; a further bucket first waits for the oldest. */
+#define DP_IN_FLIGHT 2
+
 typedef struct dp_sync {
     comm *d;               /* borrowed: the data-parallel group */
     comm *tp;              /* borrowed: the tensor-parallel group (NULL: none); dp_set_tp */
@@ -75,6 +79,10 @@ grit_err dp_load_params(dp_sync *p, store *ck, const char *dir);
 /* The whole parameter block on root (out: num_params floats there; ignored elsewhere):
  * ZeRO-3 gathers the shards (collective over the group), otherwise root copies its own. */
 grit_err dp_gather_params(dp_sync *p, float *out, int root);
+/* The weights of the flat range [off, off + n) (a tensor) on rank root (out: n floats
+ * there); every rank of the data-parallel group calls it (ZeRO-3: a gather of the shards'
+ * parts of it). */
+grit_err dp_gather_range(dp_sync *p, size_t off, size_t n, float *out, int root);
 /* Under tensor parallelism (m->tp > 1): the TP group, for the gradient norm. Each
  * rank's sum of squares of its slices is added over the group in rank order; the
  * replicated tensors (norms, row-parallel biases: identical on every TP rank) are

@@ -1,6 +1,8 @@
 /* parallel.c - the "parallel" config section, its checks and the memory plan (see parallel.h). */
 #include "train/parallel.h"
 
+#include "train/dp.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +147,16 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
             p->param_b = 4 * n / p->dp + win;
         zwin = win;
     }
+    if (p->dp > 1 && !c->optim.zero2) {
+        /* backward's nonblocking reductions, DP_IN_FLIGHT at once (dp.c): Open MPI's
+         * nonblocking reduce (libnbc, a binomial tree) holds two copies of a bucket for each,
+         * written on the ranks that receive (rank 0 every round): the largest bucket (the
+         * vocabulary's, on the first and last stages) and DP_IN_FLIGHT - 1 layers' */
+        double V = (double)m->vocab / p->tp, C = m->hidden, L = m->layers;
+        double whole = (double)gx_tp_param_count(m, p->tp);
+        double layer = (whole - V * C * (m->tied ? 1 : 2)) / L, big = V * C + 2 * C;
+        p->comm_b = 8.0 * ((big > layer ? big : layer) + (DP_IN_FLIGHT - 1) * layer);
+    }
     /* bf16: the GEMM weights' bf16 copy (ZeRO-3: of the window) beside the fp32 ones */
     bool bf = c->precision == GX_BF16;
     double bf_w = !bf ? 0 : c->optim.zero3 && p->dp > 1 ? zwin / 2 : 2 * n;
@@ -162,12 +174,23 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
                (p->pp > 1 ? 4.0 * N * m->hidden * (p->pp + 3) / (c->sp ? p->tp : 1) : 0.0);
     if (bf) /* the GEMMs' bf16 operand buffers (and the fp32 scratch where they widen) */
         p->act_b += gx_bf16_buffer_bytes(m, p->tp, (size_t)N, gemm_bf16_widens());
-    p->total_b = p->param_b + p->grad_b + p->optim_b + p->snapshot_b + p->act_b;
+    p->total_b = p->param_b + p->grad_b + p->optim_b + p->snapshot_b + p->act_b + p->comm_b;
     bool mp = p->tp > 1 || p->pp > 1, z3 = c->optim.zero3 && p->dp > 1;
-    if (mp || z3) { /* rank 0 gathers the final weights (train.c, after gx_release_step) */
-        double whole = 4.0 * (double)gx_param_count(m), big = 4.0 * (double)m->vocab * m->hidden;
-        p->end_b = p->total_b - p->act_b - bf_w - (c->optim.zero2 && p->dp > 1 ? 0 : 4 * n) + whole +
-                   (mp ? big : 0);
+    if (mp || z3) { /* rank 0 writes the final weights a whole tensor at a time (saver.c,
+                      * after gx_release_step): the tensor, under TP its slices, under ZeRO-3
+                      * its own slice gathered from the shards */
+        gx_tensor *t = NULL;
+        int nt = 0;
+        size_t np;
+        if ((rc = gx_stage_layout(m, 1, 0, 1, 0, &t, &nt, &np)) != GRIT_OK)
+            return rc;
+        double big = 0;
+        for (int i = 0; i < nt; i++)
+            big = fmax(big, 4.0 * (double)t[i].numel);
+        free(t);
+        double bufs = mp ? 2 * big + (z3 ? big / p->tp : 0) : big;
+        p->end_b = p->total_b - p->act_b - p->comm_b - bf_w -
+                   (c->optim.zero2 && p->dp > 1 ? 0 : 4 * n) + bufs;
     }
     p->avail_b = (double)big_mem_available();
     p->ranks_here = ranks_here > 0 ? ranks_here : 1;
@@ -197,6 +220,9 @@ void train_plan_print(const train_plan *p, const train_cfg *c, FILE *f)
             c->optim.zero1 && p->dp > 1 ? " (sharded over data parallel)" : "");
     if (p->snapshot_b > 0)
         fprintf(f, "  %-22s %10.1f MiB\n", "checkpoint snapshot", mib(p->snapshot_b));
+    if (p->comm_b > 0)
+        fprintf(f, "  %-22s %10.1f MiB (MPI's temporaries, %d gradient reductions in flight)\n",
+                "reduction buffers", mib(p->comm_b), DP_IN_FLIGHT);
     fprintf(f, "  %-22s %10.1f MiB%s%s\n", "activations", mib(p->act_b),
             c->recompute ? " (full recomputation: one layer's, plus each layer's input)"
             : c->sp      ? " (norm and residual rows split over the tensor group)"
@@ -206,8 +232,8 @@ void train_plan_print(const train_plan *p, const train_cfg *c, FILE *f)
                "%.1f MiB available\n", "total", mib(p->total_b), p->ranks_here,
             p->ranks_here > 1 ? "s" : "", mib(p->total_b * p->ranks_here), mib(p->avail_b));
     if (p->end_b > 0)
-        fprintf(f, "  %-22s %10.1f MiB on rank 0 (the whole weights gathered for "
-                   "model.safetensors, activations and gradients freed)\n", "run's end",
+        fprintf(f, "  %-22s %10.1f MiB on rank 0 (model.safetensors written a whole tensor "
+                   "at a time, activations and gradients freed)\n", "run's end",
                 mib(p->end_b));
 }
 
@@ -218,10 +244,11 @@ grit_err train_plan_fits(const train_plan *p)
         return GRIT_OK;
     return grit_errf(GRIT_ENOMEM, "the layout tensor %d x pipeline %d x data %d needs %.1f MiB "
                                   "per rank (parameters %.1f, gradients %.1f, optimiser %.1f, "
-                                  "snapshot %.1f, activations %.1f MiB) x %d rank%s on this "
+                                  "snapshot %.1f, activations %.1f, reduction buffers %.1f "
+                                  "MiB) x %d rank%s on this "
                                   "machine = %.1f MiB, but %.1f MiB is available",
                      p->tp, p->pp, p->dp, mib(p->total_b), mib(p->param_b), mib(p->grad_b),
-                     mib(p->optim_b), mib(p->snapshot_b), mib(p->act_b), p->ranks_here,
+                     mib(p->optim_b), mib(p->snapshot_b), mib(p->act_b), mib(p->comm_b), p->ranks_here,
                      p->ranks_here > 1 ? "s" : "", mib(need), mib(p->avail_b));
 }
 

@@ -39,9 +39,10 @@ typedef struct train_plan {
     int tp, pp, dp;
     size_t params;              /* parameters held by one rank */
     double param_b, grad_b, optim_b, snapshot_b, act_b, total_b;
+    double comm_b;              /* the MPI library's temporaries of reductions in flight */
     /* the run's end on rank 0 when it gathers the whole model (model parallelism, ZeRO-3):
-     * what stays once the activations and gradient block are freed, plus the whole weights
-     * and one whole tensor's buffer (0: no gather) */
+     * what stays once the activations and gradient block are freed, plus the buffers of the
+     * tensor-at-a-time write (a whole tensor, its TP slices, its ZeRO-3 slice; 0: no gather) */
     double end_b;
     double avail_b;             /* this machine's available memory (0 unknown) */
     int ranks_here;             /* ranks sharing this machine (the plan divides avail_b) */

@@ -354,27 +354,46 @@ static grit_err save_sharded(saver *r, gx_model *m, dp_sync *dp, const ckpt_stat
 
 enum { GATHER_TAG = 4343 };
 
-/* Model parallelism (TP and/or PP), called by the ranks of replica 0 (DP rank 0): the
- * whole tensors of this rank's blocks src[0..nb) (its layout) reach the leader's dst, nb
- * blocks of the whole model's npg floats at whole-model offsets, one tensor at a time.
- * Each stage's TP group gathers a tensor's slices to its TP rank 0, which assembles the
- * whole tensor; stage 0's is the leader, which places it, the other stages' send theirs
- * over the pipeline group and the leader receives them stage by stage, in table order.
- * The leader holds dst and one tensor's slices; a stage's TP rank 0 one whole tensor. */
-static grit_err gather_whole(saver *r, const gx_model *m, const float *const *src, int nb,
-                             float *dst)
+st_entry *saver_entries(const gx_tensor *t, int nt)
+{
+    st_entry *e = calloc((size_t)(nt > 0 ? nt : 1), sizeof *e);
+    for (int i = 0; e && i < nt; i++)
+        e[i] = (st_entry){.name = t[i].name, .dtype = "F32", .ndim = t[i].ndim,
+                          .shape = {t[i].shape[0], t[i].shape[1]}};
+    return e;
+}
+
+/* Tensor i's weights as this rank holds them (ZeRO-3: gathered from the data-parallel
+ * group's shards into buf on its rank 0, every rank of the group taking part). */
+static grit_err my_tensor(const gx_model *m, dp_sync *dp, int i, float *buf, const float **out)
+{
+    const gx_tensor *t = &m->tensors[i];
+    *out = dp->zero3 ? buf : m->params + t->offset;
+    return dp->zero3 ? dp_gather_range(dp, t->offset, t->numel, buf, 0) : GRIT_OK;
+}
+
+/* Model parallelism (TP and/or PP): the whole tensors reach the leader's out one at a
+ * time. Under ZeRO-3 each data-parallel group first gathers a tensor's weights to its rank
+ * 0; replica 0's ranks go on: each stage's TP group gathers the tensor's slices to its TP
+ * rank 0, which assembles the whole tensor; stage 0's is the leader, which writes it, the
+ * other stages' send theirs over the pipeline group and the leader receives them stage by
+ * stage, in table order. Nobody holds more than a whole tensor and its TP slices. */
+static grit_err gather_whole(saver *r, const gx_model *m, dp_sync *dp, st_stream *out)
 {
     int tp = m->tp, tpr = r->tpc->rank, P = r->ppc->size, s = r->ppc->rank;
-    size_t npg = r->full.num_params, big = gx_max_numel(m), bigw = gx_max_numel(&r->full);
+    bool col = r->d->rank == 0; /* replica 0 (every replica holds the same weights) */
+    size_t big = gx_max_numel(m), bigw = gx_max_numel(&r->full);
     if (bigw > 0x7fffffffUL / sizeof(float) / (size_t)tp)
         return grit_errf(GRIT_EINVAL, "a %zu-element tensor exceeds one MPI message", bigw);
-    float *tbuf = tpr == 0 ? malloc(sizeof(float) * big * (size_t)tp) : NULL;
-    float *whole = tpr == 0 ? malloc(sizeof(float) * bigw) : NULL;
-    gx_tensor **lay = tpr == 0 ? calloc((size_t)tp, sizeof *lay) : NULL;
-    grit_err rc = tpr == 0 && (!tbuf || !whole || !lay)
+    bool asm_ = col && tpr == 0; /* assembles whole tensors */
+    float *tbuf = asm_ ? malloc(sizeof(float) * big * (size_t)tp) : NULL;
+    float *whole = asm_ ? malloc(sizeof(float) * bigw) : NULL;
+    float *mine = dp->zero3 && col ? malloc(sizeof(float) * (big ? big : 1)) : NULL;
+    gx_tensor **lay = asm_ ? calloc((size_t)tp, sizeof *lay) : NULL;
+    grit_err rc = (asm_ && (!tbuf || !whole || !lay)) || (dp->zero3 && col && !mine)
                       ? grit_errf(GRIT_ENOMEM, "out of memory gathering whole tensors")
                       : GRIT_OK;
-    for (int q = 0; rc == GRIT_OK && tpr == 0 && q < tp; q++) { /* each TP rank's slices */
+    for (int q = 0; rc == GRIT_OK && asm_ && q < tp; q++) { /* each TP rank's slices */
         int nt;
         size_t npq;
         if ((rc = gx_stage_layout(&m->cfg, tp, q, P, s, &lay[q], &nt, &npq)) == GRIT_OK &&
@@ -393,16 +412,16 @@ static grit_err gather_whole(saver *r, const gx_model *m, const float *const *sr
             continue;
         if (!w)
             rc = grit_errf(GRIT_EINVAL, "tensor %s is not in the whole model", t->name);
-        for (int k = 0; rc == GRIT_OK && k < nb; k++) {
-            rc = comm_gather(r->tpc, src[k] + t->offset, tbuf, sizeof(float) * t->numel, 0);
-            if (rc != GRIT_OK || tpr != 0)
-                continue;
-            float *to = r->leader ? dst + (size_t)k * npg + w->offset : whole;
-            for (int q = 0; q < tp; q++)
-                gx_tp_slice_copy(&lay[q][i], to, tbuf + (size_t)q * t->numel, 1);
-            if (!r->leader)
-                rc = comm_send(r->ppc, whole, sizeof(float) * w->numel, 0, GATHER_TAG);
-        }
+        const float *src = NULL;
+        if (rc != GRIT_OK || (rc = my_tensor(m, dp, i, mine, &src)) != GRIT_OK || !col)
+            continue;
+        if ((rc = comm_gather(r->tpc, src, tbuf, sizeof(float) * t->numel, 0)) != GRIT_OK ||
+            tpr != 0)
+            continue;
+        for (int q = 0; q < tp; q++)
+            gx_tp_slice_copy(&lay[q][i], whole, tbuf + (size_t)q * t->numel, 1);
+        rc = r->leader ? st_stream_put(out, (int)(w - r->full.tensors), whole)
+                       : comm_send(r->ppc, whole, sizeof(float) * w->numel, 0, GATHER_TAG);
     }
     for (int p = 1; rc == GRIT_OK && r->leader && p < P; p++) { /* the other stages' */
         gx_tensor *st = NULL;
@@ -417,9 +436,9 @@ static grit_err gather_whole(saver *r, const gx_model *m, const float *const *sr
                 rc = grit_errf(GRIT_EINVAL, "tensor %s is not in the whole model", st[i].name);
                 break;
             }
-            for (int k = 0; rc == GRIT_OK && k < nb; k++)
-                rc = comm_recv(r->ppc, dst + (size_t)k * npg + w->offset,
-                               sizeof(float) * w->numel, p, GATHER_TAG);
+            if ((rc = comm_recv(r->ppc, whole, sizeof(float) * w->numel, p, GATHER_TAG)) ==
+                GRIT_OK)
+                rc = st_stream_put(out, (int)(w - r->full.tensors), whole);
         }
         free(st);
     }
@@ -428,7 +447,43 @@ static grit_err gather_whole(saver *r, const gx_model *m, const float *const *sr
     free(lay);
     free(tbuf);
     free(whole);
+    free(mine);
     return rc;
+}
+
+grit_err saver_write_weights(saver *r, const gx_model *m, dp_sync *dp, const char *path)
+{
+    bool mp = r->tpc != NULL;
+    const gx_tensor *tab = mp ? r->full.tensors : m->tensors;
+    int nt = mp ? r->full.num_tensors : m->num_tensors;
+    st_stream out;
+    st_entry *e = r->leader ? saver_entries(tab, nt) : NULL;
+    grit_err rc = r->leader && !e ? grit_errf(GRIT_ENOMEM, "out of memory") : GRIT_OK;
+    if (rc == GRIT_OK && r->leader)
+        rc = st_stream_open(&out, path, e, nt);
+    free(e);
+    /* the leader's failure to open the file ends its part here; the collectives the others
+     * are in then fail by the dist deadline and name the leader */
+    if (rc == GRIT_OK && mp)
+        rc = gather_whole(r, m, dp, &out);
+    else if (rc == GRIT_OK) { /* data parallelism under ZeRO-3: a tensor at a time */
+        float *buf = r->leader ? malloc(sizeof(float) * (gx_max_numel(m) + 1)) : NULL;
+        if (r->leader && !buf)
+            rc = grit_errf(GRIT_ENOMEM, "out of memory gathering the weights");
+        for (int i = 0; rc == GRIT_OK && i < nt; i++) {
+            const gx_tensor *t = &m->tensors[i];
+            if ((rc = dp_gather_range(dp, t->offset, t->numel, buf, 0)) == GRIT_OK && r->leader)
+                rc = st_stream_put(&out, i, buf);
+        }
+        free(buf);
+    }
+    if (!r->leader)
+        return rc;
+    if (rc != GRIT_OK) {
+        st_stream_abort(&out);
+        return rc;
+    }
+    return st_stream_commit(&out);
 }
 
 /* Model parallelism: rank 0 makes step_N.tmp/; every DP group gathers its moments
@@ -459,38 +514,6 @@ static grit_err save_mp(saver *r, gx_model *m, dp_sync *dp, const ckpt_state *st
     if (rc == GRIT_OK && !r->cfg->ckpt_async) /* written already: commit now */
         rc = finish_parts(r);
     return rc;
-}
-
-grit_err saver_gather_weights(saver *r, const gx_model *m, dp_sync *dp, float **full)
-{
-    *full = NULL;
-    float *local = NULL; /* ZeRO-3: this column's weights, gathered on its DP rank 0 */
-    if (dp->zero3) {
-        if (r->d->rank == 0 && !(local = malloc(sizeof(float) * m->num_params)))
-            return grit_errf(GRIT_ENOMEM, "out of memory gathering the weights");
-        grit_err rc = dp_gather_params(dp, local, 0);
-        if (rc != GRIT_OK) {
-            free(local);
-            return rc;
-        }
-    }
-    if (r->d->rank != 0) /* replica 0 holds what every replica holds */
-        return GRIT_OK;
-    float *dst = r->leader ? malloc(sizeof(float) * (r->full.num_params ? r->full.num_params : 1))
-                           : NULL;
-    if (r->leader && !dst) {
-        free(local);
-        return grit_errf(GRIT_ENOMEM, "out of memory gathering the weights");
-    }
-    const float *src[1] = {local ? local : m->params};
-    grit_err rc = gather_whole(r, m, src, 1, dst);
-    free(local);
-    if (rc != GRIT_OK) {
-        free(dst);
-        return rc;
-    }
-    *full = dst;
-    return GRIT_OK;
 }
 
 /* Snapshot (params on rank 0, moments gathered from every rank) and start the save. */

@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "ckpt/async.h"
+#include "ckpt/safetensors.h"
 #include "ckpt/store.h"
 #include "comm/comm.h"
 #include "core/events.h"
@@ -67,10 +68,13 @@ grit_err saver_open(saver *s, const train_cfg *cfg, comm *d, events *ev, FILE *l
  * by replica 0's ranks (ckpt.h). */
 grit_err saver_set_mp(saver *s, comm *world, comm *tpc, comm *ppc, const gx_model *m);
 
-/* Model parallelism: the whole model's weights (sv->full's table) on the leader in *full
- * (malloc'd; NULL elsewhere). Collective over replica 0's ranks (under ZeRO-3 first over
- * each data-parallel group: its weight shards); the others return then. */
-grit_err saver_gather_weights(saver *s, const gx_model *m, dp_sync *dp, float **full);
+/* The whole model's weights (model parallelism: sv->full's table) written by the leader to
+ * path (safetensors, durable), a tensor at a time: nobody holds the whole model. For model
+ * parallelism and for ZeRO-3; collective over every rank (ZeRO-3: each data-parallel group
+ * gathers a tensor's shards first; then replica 0's ranks its slices). */
+grit_err saver_write_weights(saver *s, const gx_model *m, dp_sync *dp, const char *path);
+/* safetensors entries (F32, data unset) for a tensor table (malloc'd; NULL: no memory). */
+st_entry *saver_entries(const gx_tensor *t, int nt);
 
 /* Restores the newest good checkpoint (or init_from) into m and dp; *start: first step
  * to run; *tokens: tokens consumed so far; *loaded: whether the weights came from a

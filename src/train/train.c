@@ -55,7 +55,7 @@ double train_peak_rss_mib(void)
 static grit_err save_block(const gx_tensor *tensors, int nt, const float *params,
                            const char *path, bool bf16out)
 {
-    st_entry *e = calloc((size_t)nt, sizeof *e);
+    st_entry *e = saver_entries(tensors, nt);
     size_t total = 0;
     for (int i = 0; i < nt; i++)
         total += tensors[i].numel;
@@ -67,15 +67,13 @@ static grit_err save_block(const gx_tensor *tensors, int nt, const float *params
     }
     for (size_t i = 0, o = 0; i < (size_t)nt; i++) {
         const gx_tensor *t = &tensors[i];
-        e[i] = (st_entry){.name = t->name, .dtype = bf16out ? "BF16" : "F32", .ndim = t->ndim,
-                          .data = params + t->offset};
+        e[i].data = params + t->offset;
         if (bf16out) {
+            e[i].dtype = "BF16";
             bf16_convert(h + o, params + t->offset, t->numel);
             e[i].data = h + o;
             o += t->numel;
         }
-        e[i].shape[0] = t->shape[0];
-        e[i].shape[1] = t->shape[1];
     }
     grit_err rc = st_write(path, e, nt);
     free(e);
@@ -598,23 +596,8 @@ grit_err train_run(const train_cfg *cfg, comm *world, FILE *log, train_result *r
     }
     gx_release_step(&m); /* the gathers below then never add to the training peak */
     path_join(path, sizeof path, cfg->run_dir, "model.safetensors");
-    if (mp) { /* whole tensors, assembled on the leader */
-        float *full = NULL;
-        if ((rc = saver_gather_weights(&sv, &m, &dp, &full)) == GRIT_OK && leader)
-            rc = save_block(sv.full.tensors, sv.full.num_tensors, full, path, false);
-        free(full);
-        if (rc != GRIT_OK)
-            goto out;
-    } else if (dp.zero3) { /* the shards gathered on the leader */
-        float *full = leader ? malloc(sizeof(float) * m.num_params) : NULL;
-        if (leader && !full)
-            rc = grit_errf(GRIT_ENOMEM, "out of memory gathering the weights");
-        if (rc == GRIT_OK)
-            rc = dp_gather_params(&dp, full, 0);
-        if (rc == GRIT_OK && leader)
-            rc = save_block(m.tensors, m.num_tensors, full, path, false);
-        free(full);
-        if (rc != GRIT_OK)
+    if (mp || dp.zero3) { /* whole tensors, one at a time, written by the leader */
+        if ((rc = saver_write_weights(&sv, &m, &dp, path)) != GRIT_OK)
             goto out;
     } else if (leader && (rc = train_save_weights(&m, path)) != GRIT_OK)
         goto out;
