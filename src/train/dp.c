@@ -66,11 +66,19 @@ static size_t shard_at(const dp_sync *p, size_t off)
     return at > p->hi - p->lo ? p->hi - p->lo : at;
 }
 
+/* ZeRO-1 with tied embeddings over pipeline stages (tied_grads_zero1). */
+static bool tied_zero1(const dp_sync *p)
+{
+    return p->zero1 && !p->zero2 && p->pp && p->m->cfg.tied;
+}
+
 static void on_grad_ready(void *ctx, size_t off, size_t n)
 {
     dp_sync *p = ctx;
     comm *d = p->d;
     grit_err rc;
+    if (tied_zero1(p) && p->m->pp_rank == 0 && off == 0 && !p->tied_now)
+        return; /* the embedding's: after the last stage's part is added (dp_finish_grads) */
     double t0 = now_seconds();
     /* at most DP_IN_FLIGHT reductions at once: each holds the MPI library's temporaries
      * (Open MPI: twice its bucket for a reduce-scatter), which with every bucket of a
@@ -481,6 +489,15 @@ static int buckets(const dp_sync *p)
 static grit_err finish_grads(dp_sync *p, double *norm);
 static grit_err shard_norm(dp_sync *p, double *norm);
 
+/* The tied embedding's tensor on this stage: the embedding (first) or its copy (last). */
+static const gx_tensor *tied_tensor(const gx_model *m)
+{
+    for (int i = 0; m->pp_rank != 0 && i < m->num_tensors; i++)
+        if (m->tensors[i].tied_copy)
+            return &m->tensors[i];
+    return &m->tensors[0];
+}
+
 /* Tied embeddings across pipeline stages: the first stage's embedding gradient and the last
  * stage's copy's (its LM head's) are exchanged over the pipeline group, both already
  * reduced over the data-parallel group, and each side adds the other's: both hold the same
@@ -490,10 +507,7 @@ static grit_err tied_sync(dp_sync *p)
     gx_model *m = p->m;
     if (!p->pp || !m->cfg.tied || (m->pp_rank != 0 && m->pp_rank != m->pp - 1))
         return GRIT_OK;
-    const gx_tensor *t = &m->tensors[0];
-    for (int i = 0; m->pp_rank != 0 && i < m->num_tensors; i++)
-        if (m->tensors[i].tied_copy)
-            t = &m->tensors[i];
+    const gx_tensor *t = tied_tensor(m);
     size_t n = t->numel;
     if (!p->tied_buf && !(p->tied_buf = malloc(sizeof(float) * (n ? n : 1))))
         return grit_errf(GRIT_ENOMEM, "out of memory for the tied embedding's gradient");
@@ -506,6 +520,58 @@ static grit_err tied_sync(dp_sync *p)
                          grit_errmsg());
     for (size_t i = 0; i < n; i++) /* a + b == b + a in IEEE arithmetic: both sides agree */
         mine[i] += p->tied_buf[i];
+    return GRIT_OK;
+}
+
+/* ZeRO-1 with tied embeddings over stages: the reduced gradient is sharded, so the stages
+ * cannot add each other's after the reduction (tied_sync). Instead the last stage sends its
+ * copy's gradient (this data-parallel index's, not reduced) to the first, which adds it to
+ * its embedding's and only then starts that bucket's reduce-scatter (deferred in the hook):
+ * the first stage's shards hold the whole reduced gradient. The copy's own update is then
+ * overwritten by the first stage's updated embedding after the step (tied_weights). */
+static grit_err tied_grads_zero1(dp_sync *p)
+{
+    gx_model *m = p->m;
+    if (m->pp_rank != 0 && m->pp_rank != m->pp - 1)
+        return GRIT_OK;
+    const gx_tensor *t = tied_tensor(m);
+    size_t n = t->numel;
+    grit_err rc;
+    if (m->pp_rank != 0) {
+        if ((rc = comm_send(p->pp, m->grads + t->offset, sizeof(float) * n, 0, DP_TIED_TAG)) !=
+            GRIT_OK)
+            return grit_errf(rc, "the tied embedding's gradient to stage 0: %s", grit_errmsg());
+        return GRIT_OK;
+    }
+    if (!p->tied_buf && !(p->tied_buf = malloc(sizeof(float) * (n ? n : 1))))
+        return grit_errf(GRIT_ENOMEM, "out of memory for the tied embedding's gradient");
+    if ((rc = comm_recv(p->pp, p->tied_buf, sizeof(float) * n, m->pp - 1, DP_TIED_TAG)) !=
+        GRIT_OK)
+        return grit_errf(rc, "the tied embedding's gradient from stage %d: %s", m->pp - 1,
+                         grit_errmsg());
+    for (size_t i = 0; i < n; i++)
+        m->grads[t->offset + i] += p->tied_buf[i];
+    p->tied_now = true;
+    on_grad_ready(p, 0, m->tensors[1].offset);
+    p->tied_now = false;
+    return GRIT_OK;
+}
+
+/* After a ZeRO-1 step: the first stage's updated embedding replaces the last stage's copy. */
+static grit_err tied_weights(dp_sync *p)
+{
+    gx_model *m = p->m;
+    if (!tied_zero1(p) || (m->pp_rank != 0 && m->pp_rank != m->pp - 1))
+        return GRIT_OK;
+    const gx_tensor *t = tied_tensor(m);
+    size_t bytes = sizeof(float) * t->numel;
+    grit_err rc = m->pp_rank == 0
+                      ? comm_send(p->pp, m->params + t->offset, bytes, m->pp - 1, DP_TIED_TAG + 1)
+                      : comm_recv(p->pp, m->params + t->offset, bytes, 0, DP_TIED_TAG + 1);
+    if (rc != GRIT_OK)
+        return grit_errf(rc, "the tied embedding's weights %s stage %s: %s",
+                         m->pp_rank == 0 ? "to the last" : "from the first",
+                         m->pp_rank == 0 ? "" : "0", grit_errmsg());
     return GRIT_OK;
 }
 
@@ -567,6 +633,9 @@ static grit_err finish_grads(dp_sync *p, double *norm)
         return GRIT_OK;
     }
     double t0 = now_seconds();
+    grit_err trc = tied_zero1(p) ? tied_grads_zero1(p) : GRIT_OK; /* starts one more */
+    if (trc != GRIT_OK)
+        return trc;
     int expect = p->started;
     if (p->zero2) { /* every bucket of every micro-batch was reduced in its hook */
         p->wait_s = p->pre_wait_s + p->hook_s;
@@ -608,8 +677,13 @@ static grit_err shard_norm(dp_sync *p, double *norm)
     if (p->tp)
         return tp_norm(p, p->g_shard, p->lo, p->hi, norm);
     double local = 0, parts[1024];
+    /* a tied embedding's copy on the last stage counts once (on the first stage) */
+    const gx_model *m = p->m;
+    const gx_tensor *cp = p->pp && m->cfg.tied && m->pp_rank == m->pp - 1 ? tied_tensor(m) : NULL;
+    size_t c0 = cp ? cp->offset : 0, c1 = cp ? cp->offset + cp->numel : 0;
     for (size_t i = 0; i < n; i++)
-        local += (double)p->g_shard[i] * p->g_shard[i];
+        if (p->lo + i < c0 || p->lo + i >= c1)
+            local += (double)p->g_shard[i] * p->g_shard[i];
     if (p->d->size > 1024)
         return grit_errf(GRIT_EINVAL, "world size above 1024");
     if ((rc = comm_allgather_f64(p->d, &local, parts, 1)) != GRIT_OK)
@@ -634,7 +708,8 @@ grit_err dp_step(dp_sync *p, const optim_cfg *o, long t, double lr, float clip)
     }
     optim_adamw_range(p->m, o, t, lr, clip, p->lo, p->hi, p->m->params + p->lo, p->g_shard,
                       p->m_shard, p->v_shard);
-    return comm_allgather_v(p->d, p->m->params, p->counts, p->displs);
+    grit_err rc = comm_allgather_v(p->d, p->m->params, p->counts, p->displs);
+    return rc == GRIT_OK ? tied_weights(p) : rc;
 }
 
 grit_err dp_gather_moments(dp_sync *p, float *mm, float *vv, int root)

@@ -36,6 +36,7 @@ typedef struct dp_sync {
     comm *tp;              /* borrowed: the tensor-parallel group (NULL: none); dp_set_tp */
     comm *pp;              /* borrowed: the pipeline group (NULL: none); dp_set_pp */
     float *tied_buf;       /* tied embeddings across stages: the other stage's gradient */
+    bool tied_now;         /* ZeRO-1: the first stage's deferred embedding bucket starting */
     gx_model *m;           /* borrowed */
     bool zero1;
     bool zero2;            /* gradients sharded too: no gradient block, one bucket's window */

@@ -96,11 +96,12 @@ grit_err train_parallel_check(const train_cfg *c, int world)
         return grit_errf(GRIT_ECONFIG, "parallel.sequence: optim.micro_batch %d x optim.seq_len "
                                        "%d = %ld token rows is not divisible by parallel.tensor "
                                        "%d", c->optim.micro_batch, c->optim.seq_len, rows, tp);
-    if (pp > 1 && m->tied && c->optim.zero1)
+    if (pp > 1 && m->tied && c->optim.zero2)
         return grit_errf(GRIT_ECONFIG, "parallel.pipeline %d with tied embeddings "
-                                       "(model.tie_word_embeddings) and ZeRO: not supported yet "
-                                       "(the last stage's copy of the embedding needs the whole "
-                                       "reduced gradient): use zero 0, or pipeline 1", pp);
+                                       "(model.tie_word_embeddings) and ZeRO-%d: not supported "
+                                       "yet (the last stage's copy of the embedding needs its "
+                                       "whole gradient): use zero 1, or pipeline 1", pp,
+                         c->optim.zero3 ? 3 : 2);
     return GRIT_OK;
 }
 

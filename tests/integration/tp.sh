@@ -18,8 +18,8 @@
 #    one rank: 1.1e-4 / 7.4e-3), while a stale or mis-sliced bf16 weight copy stops the loss
 #    falling (6.24 -> 5.98 over the 20 steps) and fails by orders of magnitude;
 #  - pipeline stages: PP=2 with validation, bitwise the single rank's weights; bf16 PP=2
-#    bitwise bf16 at one rank; Falcon's tied embeddings at PP=2 and TP=2 x PP=2 within the
-#    bounds above; tied embeddings with ZeRO-1 under PP refused;
+#    bitwise bf16 at one rank; Falcon's tied embeddings at PP=2, TP=2 x PP=2 and PP=2 x DP=2
+#    with ZeRO-1 (resumed bitwise) within the bounds above; with ZeRO-2 under PP refused;
 #  - replicated kv heads: Falcon multi-query at TP=2, Llama (2 kv heads) at TP=4, within
 #    the bounds above; the multi-query TP=2 checkpoint resumed at one rank;
 #  - a layout whose world size is wrong is refused before training, naming the numbers;
@@ -166,10 +166,19 @@ sed 's/"seed": 42/"seed": 42, "parallel": {"tensor": 2, "pipeline": 2}/' "$tmp/f
 run 1 "$tmp/falcon.json" "$tmp/falcon-1"
 run 2 "$tmp/falcon_pp2.json" "$tmp/falcon-pp2"
 run 4 "$tmp/falcon_g.json" "$tmp/falcon-g"
-for d in falcon-pp2 falcon-g; do
+# with ZeRO-1 at PP=2 x DP=2 (the reduced gradient is sharded: the last stage sends its copy's
+# gradient to the first before the embedding's reduce-scatter, and gets the updated embedding
+# back after the step, train/dp.c), also resumed from step 10 bitwise
+sed 's/"seed": 42/"seed": 42, "parallel": {"pipeline": 2, "data": 2, "zero": 1}/; s/"interval_steps": 0/"interval_steps": 10/' "$tmp/falcon.json" > "$tmp/falcon_z1.json"
+run 4 "$tmp/falcon_z1.json" "$tmp/falcon-z1"
+for d in falcon-pp2 falcon-g falcon-z1; do
   "$py" "$here/tp_compare.py" "$tmp/$d" "$tmp/falcon-1" 1.5 5e-8 1e-5 || fail=1
   "$py" "$here/dp_compare.py" weights "$tmp/$d" "$tmp/falcon-1" 3e-5 || fail=1
 done
+mkdir -p "$tmp/falcon-z1r/ckpt" && cp -r "$tmp/falcon-z1/ckpt/step_00000010" "$tmp/falcon-z1r/ckpt/"
+run 4 "$tmp/falcon_z1.json" "$tmp/falcon-z1r"
+cmp -s "$tmp/falcon-z1/model.safetensors" "$tmp/falcon-z1r/model.safetensors" &&
+  echo "tied embeddings, PP=2 x DP=2 ZeRO-1, resumed from step 10: bitwise: ok" || { echo "FAIL: tied PP x ZeRO-1 resumed differs"; fail=1; }
 
 # replicated kv heads (more TP ranks than kv heads, model/tp.h): Falcon multi-query (one kv
 # head) at TP=2 and Llama's 2 kv heads at TP=4, with validation, within the bounds above;
@@ -199,8 +208,8 @@ refuse() { # NP CONFIG-SED EXPECTED-MESSAGE
 }
 refuse 2 's/"seed": 42/"seed": 42, "parallel": {"tensor": 2, "data": 2}/' \
   "tensor 2 x pipeline 1 x data 2 = 4 ranks, but the world has 2"
-refuse 2 's/"seed": 42/"seed": 42, "parallel": {"pipeline": 2, "zero": 1}, "model": "falcon-tiny-new"/; s/"model": "llama-tiny",//' \
-  "parallel.pipeline 2 with tied embeddings (model.tie_word_embeddings) and ZeRO: not supported yet"
+refuse 4 's/"seed": 42/"seed": 42, "parallel": {"pipeline": 2, "zero": 2}, "model": "falcon-tiny-new"/; s/"model": "llama-tiny",//' \
+  "parallel.pipeline 2 with tied embeddings (model.tie_word_embeddings) and ZeRO-2: not supported yet"
 # (the other refusals, heads, kv heads, layers, vocab, are unit tested: test_grid.c)
 
 # the memory plan: printed for the layout (and first in every run's log); a layout that does not
