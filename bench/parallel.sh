@@ -17,7 +17,11 @@
 #                                      updated parameters)
 #   DP, ZeRO-2      4 P (A + 1)       (a reduce-scatter per micro-batch, the all-gather)
 #   DP, ZeRO-3      4 A (2 P + P_l)   (+ 4 A P_h when the vocabulary tensors are cut into pieces,
-#                                      docs/parallel.md: the head's gathered again)
+#                                      docs/parallel.md: the head's gathered again; tied
+#                                      embeddings (Falcon) 4 A (3 P + P_e), in pieces
+#                                      4 A (3 P + 2 P_e), and ZeRO-2 + 4 A P_e: the
+#                                      embedding's gradient reduced in two parts, its weights
+#                                      gathered for the lookup and the head)
 #                                     (per micro-batch: every weight all-gathered for the
 #                                      forward, the layers' P_l again for the backward (the
 #                                      head's window stays from the forward, the input
@@ -31,7 +35,7 @@
 #                   + A 4 N C 2 (L - 1) with full recomputation (the forward again, less the
 #                                      last layer)
 #   TP, sequence parallel  A (4 N C (L (4 + b) + 4) + 12 N + 16 C (L + 1))
-#                                     (b = 5 for a parallel block (GPT-NeoX), 6 sequential
+#                                     (b = 5 for a parallel block (GPT-NeoX, Falcon), 6 sequential
 #                                      (Llama); an all-gather's or reduce-scatter's payload is
 #                                      the whole [N, C]: forward per layer 2 norm outputs
 #                                      gathered, 2 partial sums reduce-scattered; backward dy
@@ -59,11 +63,11 @@
 # forward before its backward (train/pipeline.h): one more forward per micro-batch.
 #
 # Usage: bash bench/parallel.sh        (STEPS=3 timed steps after one warm-up; FAMILIES="neox
-#        llama"; SEQ=512; SHAPE=small runs 4-layer shapes for a quick look)
+#        llama falcon"; SEQ=512; SHAPE=small runs 4-layer shapes for a quick look)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 grit=${GRIT:-$root/build/grit}
-STEPS=${STEPS:-3} SEQ=${SEQ:-512} FAMILIES=${FAMILIES:-neox llama}
+STEPS=${STEPS:-3} SEQ=${SEQ:-512} FAMILIES=${FAMILIES:-neox llama falcon}
 . "$(dirname "$0")/blas_coretype.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export GRIT_DP_SPARSE_EMBED=0
@@ -74,12 +78,18 @@ echo "bench: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'
 echo "bench: load average $(cut -d' ' -f1-3 /proc/loadavg)"
 layers=12 hidden=768
 [ "${SHAPE:-}" = small ] && layers=4
-model() { # FAMILY: a ~160M shape (GPT-NeoX: pythia-160m's; Llama: 12 x 768, GQA 12/4)
+model() { # FAMILY: a ~160M shape (GPT-NeoX: pythia-160m's; Llama: 12 x 768, GQA 12/4; Falcon:
+          # 12 x 768 in Falcon-40B/180B's block (new decoder architecture, GQA 12/4, two
+          # norms, tied embeddings, 65,024-token vocabulary), 125M parameters)
   case $1 in
     neox) echo "{\"preset\": \"pythia-160m\", \"num_layers\": $layers}" ;;
     llama) echo "{\"family\": \"llama\", \"hidden_size\": $hidden, \"num_layers\": $layers, \"num_heads\": 12,
                  \"num_kv_heads\": 4, \"intermediate_size\": 2048, \"vocab_size\": 32000,
                  \"make_vocab_size_divisible_by\": 1, \"max_positions\": 2048}" ;;
+    falcon) echo "{\"family\": \"falcon\", \"hidden_size\": $hidden, \"num_layers\": $layers, \"num_heads\": 12,
+                  \"num_kv_heads\": 4, \"norms_per_block\": 2, \"qkv_layout\": \"grouped\",
+                  \"intermediate_size\": 3072, \"vocab_size\": 65024,
+                  \"make_vocab_size_divisible_by\": 1, \"max_positions\": 2048}" ;;
   esac
 }
 mk() { # NAME FAMILY TP ZERO-LEVEL RECOMPUTE [PP [SEQUENCE]]
@@ -127,6 +137,8 @@ def max_layer(c, C):  # one layer's parameters (ZeRO-2/3 cut the vocabulary into
     kv = c.get("num_kv_heads", c.get("num_heads", 12)); hd = C // c.get("num_heads", 12)
     if c.get("family") == "llama":
         return C * (C + 2 * kv * hd) + C * C + 3 * C * I + 2 * C
+    if c.get("family") == "falcon":  # no biases, two LayerNorms
+        return C * (C + 2 * kv * hd) + C * C + 2 * C * I + 4 * C
     return 4 * C * C + 4 * C + 2 * C * I + I + C + 4 * C
 layouts = [("1", "1 rank", 1, 1, 0, False), ("dp2", "DP=2", 1, 2, 0, False),
            ("dp2z", "DP=2 ZeRO-1", 1, 2, 1, False), ("dp2z2", "DP=2 ZeRO-2", 1, 2, 2, False),
@@ -161,15 +173,22 @@ for fam in fams:
         A = 4 // dp
         dpb = statistics.median(r.get("dp_bytes", 0) for r in rows)
         tpb = statistics.median(r.get("tp_bytes", 0) for r in rows)
-        V, fn = (50304, 2 * C) if fam == "neox" else (32000, C)  # padded vocab, final norm
-        Pl = P - 2 * (V // tp) * C - fn  # the layers' weights (untied embedding and head)
-        Ph = (V // tp) * C + fn  # the head and final norm: gathered again in vocabulary pieces
-        pieces = tp == 1 and (V // tp) * C > max_layer(c, C)
-        dpa = {0: 4 * P, 1: 8 * P, 2: 4 * P * (A + 1),
-               3: 4 * A * (2 * P + Pl + (Ph if pieces else 0))}[zero] if dp > 1 else 0
+        V, fn = {"neox": (50304, 2 * C), "llama": (32000, C), "falcon": (65024, 2 * C)}[fam]
+        tied = fam == "falcon"
+        Pe = (V // tp) * C  # the input embedding (and, untied, the head) on this rank
+        Pl = P - (1 if tied else 2) * Pe - fn  # the layers' weights
+        Ph = Pe + fn  # the head and final norm: gathered again in vocabulary pieces
+        pieces = tp == 1 and Pe > max_layer(c, C)
+        # tied embeddings under ZeRO-2/3: the embedding's gradient is reduced twice per
+        # micro-batch (the head's part, the lookup's part); ZeRO-3 gathers it for the lookup
+        # and again for the head (each piece twice, for the softmax statistics and the
+        # gradients, in pieces) and the final norm again for the backward
+        dpa = {0: 4 * P, 1: 8 * P, 2: 4 * P * (A + 1) + (4 * A * Pe if tied else 0),
+               3: (4 * A * (3 * P + Pe * (2 if pieces else 1)) if tied else
+                   4 * A * (2 * P + Pl + (Ph if pieces else 0)))}[zero] if dp > 1 else 0
         tpa = A * (4 * N * C * (4 * L + 2) + 12 * N + (4 * N * C * 2 * (L - 1) if rc else 0)) if tp > 1 else 0
         if key.endswith("sp"):  # reduce-scatters and all-gathers (payload: the whole [N, C])
-            b = 5 if fam == "neox" else 6
+            b = 6 if fam == "llama" else 5
             tpa = A * (4 * N * C * (L * (4 + b) + 4) + 12 * N + 16 * C * (L + 1))
         pp = json.load(open(f"{tmp}/{name}.json"))["parallel"]["pipeline"]
         if tp > 1 and pp > 1:  # stage 0 (rank 0): embedding + Ls layers, its forward twice
