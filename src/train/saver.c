@@ -372,13 +372,39 @@ static grit_err my_tensor(const gx_model *m, dp_sync *dp, int i, float *buf, con
     return dp->zero3 ? dp_gather_range(dp, t->offset, t->numel, buf, 0) : GRIT_OK;
 }
 
+/* The leader's model.safetensors: a write that fails (or a file that could not be opened)
+ * is kept and later tensors are not written, while the gathers go on, so the other ranks
+ * finish instead of waiting out the dist deadline. */
+typedef struct wsink {
+    st_stream s;
+    bool open;
+    grit_err err;
+    char why[512];
+} wsink;
+
+static void sink_fail(wsink *k, grit_err rc)
+{
+    k->err = rc;
+    snprintf(k->why, sizeof k->why, "%s", grit_errmsg());
+    if (k->open)
+        st_stream_abort(&k->s);
+    k->open = false;
+}
+
+static void sink_put(wsink *k, int i, const void *data)
+{
+    grit_err rc = k->open ? st_stream_put(&k->s, i, data) : GRIT_OK;
+    if (rc != GRIT_OK)
+        sink_fail(k, rc);
+}
+
 /* Model parallelism (TP and/or PP): the whole tensors reach the leader's out one at a
  * time. Under ZeRO-3 each data-parallel group first gathers a tensor's weights to its rank
  * 0; replica 0's ranks go on: each stage's TP group gathers the tensor's slices to its TP
  * rank 0, which assembles the whole tensor; stage 0's is the leader, which writes it, the
  * other stages' send theirs over the pipeline group and the leader receives them stage by
  * stage, in table order. Nobody holds more than a whole tensor and its TP slices. */
-static grit_err gather_whole(saver *r, const gx_model *m, dp_sync *dp, st_stream *out)
+static grit_err gather_whole(saver *r, const gx_model *m, dp_sync *dp, wsink *out)
 {
     int tp = m->tp, tpr = r->tpc->rank, P = r->ppc->size, s = r->ppc->rank;
     bool col = r->d->rank == 0; /* replica 0 (every replica holds the same weights) */
@@ -420,8 +446,10 @@ static grit_err gather_whole(saver *r, const gx_model *m, dp_sync *dp, st_stream
             continue;
         for (int q = 0; q < tp; q++)
             gx_tp_slice_copy(&lay[q][i], whole, tbuf + (size_t)q * t->numel, 1);
-        rc = r->leader ? st_stream_put(out, (int)(w - r->full.tensors), whole)
-                       : comm_send(r->ppc, whole, sizeof(float) * w->numel, 0, GATHER_TAG);
+        if (r->leader)
+            sink_put(out, (int)(w - r->full.tensors), whole);
+        else
+            rc = comm_send(r->ppc, whole, sizeof(float) * w->numel, 0, GATHER_TAG);
     }
     for (int p = 1; rc == GRIT_OK && r->leader && p < P; p++) { /* the other stages' */
         gx_tensor *st = NULL;
@@ -438,7 +466,7 @@ static grit_err gather_whole(saver *r, const gx_model *m, dp_sync *dp, st_stream
             }
             if ((rc = comm_recv(r->ppc, whole, sizeof(float) * w->numel, p, GATHER_TAG)) ==
                 GRIT_OK)
-                rc = st_stream_put(out, (int)(w - r->full.tensors), whole);
+                sink_put(out, (int)(w - r->full.tensors), whole);
         }
         free(st);
     }
@@ -456,34 +484,41 @@ grit_err saver_write_weights(saver *r, const gx_model *m, dp_sync *dp, const cha
     bool mp = r->tpc != NULL;
     const gx_tensor *tab = mp ? r->full.tensors : m->tensors;
     int nt = mp ? r->full.num_tensors : m->num_tensors;
-    st_stream out;
-    st_entry *e = r->leader ? saver_entries(tab, nt) : NULL;
-    grit_err rc = r->leader && !e ? grit_errf(GRIT_ENOMEM, "out of memory") : GRIT_OK;
-    if (rc == GRIT_OK && r->leader)
-        rc = st_stream_open(&out, path, e, nt);
-    free(e);
-    /* the leader's failure to open the file ends its part here; the collectives the others
-     * are in then fail by the dist deadline and name the leader */
-    if (rc == GRIT_OK && mp)
+    wsink out = {.err = GRIT_OK};
+    if (r->leader) {
+        st_entry *e = saver_entries(tab, nt);
+        grit_err orc = !e ? grit_errf(GRIT_ENOMEM, "out of memory")
+                          : st_stream_open(&out.s, path, e, nt);
+        free(e);
+        if (orc == GRIT_OK)
+            out.open = true;
+        else
+            sink_fail(&out, orc);
+    }
+    grit_err rc = GRIT_OK;
+    if (mp)
         rc = gather_whole(r, m, dp, &out);
-    else if (rc == GRIT_OK) { /* data parallelism under ZeRO-3: a tensor at a time */
+    else { /* data parallelism under ZeRO-3: a tensor at a time */
         float *buf = r->leader ? malloc(sizeof(float) * (gx_max_numel(m) + 1)) : NULL;
         if (r->leader && !buf)
             rc = grit_errf(GRIT_ENOMEM, "out of memory gathering the weights");
         for (int i = 0; rc == GRIT_OK && i < nt; i++) {
             const gx_tensor *t = &m->tensors[i];
             if ((rc = dp_gather_range(dp, t->offset, t->numel, buf, 0)) == GRIT_OK && r->leader)
-                rc = st_stream_put(&out, i, buf);
+                sink_put(&out, i, buf);
         }
         free(buf);
     }
     if (!r->leader)
         return rc;
     if (rc != GRIT_OK) {
-        st_stream_abort(&out);
+        if (out.open)
+            st_stream_abort(&out.s);
         return rc;
     }
-    return st_stream_commit(&out);
+    if (out.err != GRIT_OK)
+        return grit_errf(out.err, "%s", out.why);
+    return st_stream_commit(&out.s);
 }
 
 /* Model parallelism: rank 0 makes step_N.tmp/; every DP group gathers its moments
