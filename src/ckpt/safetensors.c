@@ -21,6 +21,15 @@ size_t st_dtype_size(const char *dt)
     return 0;
 }
 
+/* Bytes of entry e's data (0 for an unknown dtype). */
+static size_t entry_bytes(const st_entry *e)
+{
+    size_t numel = 1;
+    for (int d = 0; d < e->ndim; d++)
+        numel *= (size_t)e->shape[d];
+    return numel * st_dtype_size(e->dtype);
+}
+
 grit_err st_header(const st_entry *e, int n, char **out, size_t *outlen)
 {
     grit_err rc = GRIT_OK;
@@ -32,22 +41,20 @@ grit_err st_header(const st_entry *e, int n, char **out, size_t *outlen)
     json_object_set_new(hdr, "__metadata__", json_pack("{s:s}", "format", "pt"));
     size_t off = 0;
     for (int i = 0; i < n; i++) {
-        size_t es = st_dtype_size(e[i].dtype), numel = 1;
-        if (!es) {
+        if (!st_dtype_size(e[i].dtype)) {
             rc = grit_errf(GRIT_EINVAL, "tensor '%s': unknown dtype '%s'", e[i].name,
                            e[i].dtype);
             goto out;
         }
         json_t *shape = json_array();
-        for (int d = 0; d < e[i].ndim; d++) {
-            numel *= (size_t)e[i].shape[d];
+        for (int d = 0; d < e[i].ndim; d++)
             json_array_append_new(shape, json_integer(e[i].shape[d]));
-        }
+        size_t bytes = entry_bytes(&e[i]);
         json_object_set_new(hdr, e[i].name,
                             json_pack("{s:s,s:o,s:[I,I]}", "dtype", e[i].dtype, "shape", shape,
                                       "data_offsets", (json_int_t)off,
-                                      (json_int_t)(off + numel * es)));
-        off += numel * es;
+                                      (json_int_t)(off + bytes)));
+        off += bytes;
     }
     text = json_dumps(hdr, JSON_PRESERVE_ORDER | JSON_COMPACT);
     if (!text) {
@@ -71,14 +78,6 @@ out:
     free(text);
     json_decref(hdr);
     return rc;
-}
-
-static size_t entry_bytes(const st_entry *e)
-{
-    size_t numel = 1;
-    for (int d = 0; d < e->ndim; d++)
-        numel *= (size_t)e->shape[d];
-    return numel * st_dtype_size(e->dtype);
 }
 
 grit_err st_stream_open(st_stream *w, const char *path, const st_entry *e, int n)

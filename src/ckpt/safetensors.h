@@ -5,7 +5,8 @@
  * JSON {"__metadata__": {"format": "pt"}, name: {"dtype", "shape",
  * "data_offsets": [begin, end]}...} padded with spaces to a multiple of 8,
  * then the tensors' bytes back to back in header order. The file is written
- * durably (temp, fsync, rename, fsync dir) in one go.
+ * durably (temp, fsync, rename, fsync dir): in one go (st_write) or a tensor at a
+ * time in any order (st_stream, for data too large to hold at once).
  */
 #ifndef GRIT_CKPT_SAFETENSORS_H
 #define GRIT_CKPT_SAFETENSORS_H
