@@ -517,6 +517,7 @@ static int poll_running(sup *s)
             }
             continue;
         }
+        s->beats = 1;
         obs_beat(m.node, m.rank, m.step, m.step_time, m.comm_time); /* dashboard, /metrics */
         obs_energy_beat(&(obs_host_beat){.host = m.host, .node = m.node, .rank = m.rank,
                                          .pid = m.pid, .joules = m.energy_j, .watts = m.power_w,
@@ -624,11 +625,13 @@ static int poll_running(sup *s)
         fail(s, F_EXIT, rank, detail);
         return 1;
     }
-    /* progress for programs without heartbeats: their log grows */
+    /* progress for programs without heartbeats: their log grows. A program that beats (a
+     * step heartbeat in this or an earlier attempt) gets the startup timeout to its first
+     * step, whatever it prints: a start stuck in a retry loop that logs is still stuck */
     char path[1300];
     struct stat st;
     snprintf(path, sizeof path, "%s/attempt_%02d.log", s->logdir, s->attempt);
-    if (stat(path, &st) == 0 && st.st_size != s->log_size) {
+    if (!s->beats && stat(path, &st) == 0 && st.st_size != s->log_size) {
         s->log_size = st.st_size;
         if (s->max_step < 0)
             s->progress_ts = now_seconds();
