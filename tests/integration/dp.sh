@@ -262,6 +262,19 @@ else
   echo "FAIL: enospc: $(grep ckpt_ "$d/events.jsonl") / $(ls "$d/ckpt")"; fail=1
 fi
 
+# the final weights cannot be written (a directory in the way of model.safetensors), ZeRO-3
+# on 2 ranks: rank 0 keeps its error and goes on gathering, so both ranks end at once (not at
+# the dist deadline), the run fails naming the file, and no temp file is left
+d="$tmp/wfail"; mkdir -p "$d/model.safetensors/in-the-way"; rc=0; t0=$(date +%s)
+GRIT_DIST_TIMEOUT=60 mpirun -np 2 "$grit" train "$tmp/zero3.json" --run-dir "$d" --quiet > "$d.out" 2>&1 || rc=$?
+took=$(( $(date +%s) - t0 ))
+if [ $rc -ne 0 ] && [ $took -lt 30 ] && grep -q 'model.safetensors' "$d.out" &&
+   [ -z "$(ls "$d" | grep 'model.safetensors.tmp' || true)" ]; then
+  echo "final weights unwritable: failed in $took s naming the file, no temp file left: ok"
+else
+  echo "FAIL: final write failure: rc $rc in $took s, left: $(ls "$d" | tr '\n' ' '), out: $(tail -3 "$d.out")"; fail=1
+fi
+
 # kill one rank mid-run: the job must end, quickly and loudly
 sed 's/"total_steps": 20/"total_steps": 100000/; s/"interval_steps": 10/"interval_steps": 0/' "$tmp/dp.json" > "$tmp/long.json"
 GRIT_DIST_TIMEOUT=20 mpirun -np 2 "$grit" train "$tmp/long.json" --run-dir "$tmp/kill" --quiet > "$tmp/kill.out" 2>&1 &
