@@ -175,12 +175,16 @@ def main():
         model = DDP(model, device_ids=[device.index] if cuda else None)
         model.register_comm_hook(None, timed_allreduce)
 
+    # the side thread is stopped and joined before the interpreter exits: a daemon thread
+    # caught printing at shutdown can abort Python ("could not acquire lock for <stdout> at
+    # interpreter shutdown"), a failed worker after a finished run
+    chatter_stop, chatter_thread = threading.Event(), None
     if args.chatter > 0:
         def chatter():
-            while True:
-                time.sleep(args.chatter)
+            while not chatter_stop.wait(args.chatter):
                 print("train_ddp: rank %d alive" % rank, flush=True)
-        threading.Thread(target=chatter, daemon=True).start()
+        chatter_thread = threading.Thread(target=chatter, daemon=True)
+        chatter_thread.start()
 
     loss_fn = nn.MSELoss()
     step = start
@@ -229,6 +233,9 @@ def main():
         torch.save(state, tmp)
         os.replace(tmp, args.out)
         print("train_ddp: wrote %s" % args.out, flush=True)
+    if chatter_thread is not None:
+        chatter_stop.set()
+        chatter_thread.join()
     grit.done(step)
     if distributed:
         dist.destroy_process_group()

@@ -199,6 +199,11 @@ def main():
     if any(e["event"] == "detected" for e in ev):
         fail("fault-free run: a failure was detected: %s" %
              [e.get("detail") for e in ev if e["event"] == "detected"])
+        # what the job was doing: its output's end and the ranks' state and kernel stacks
+        stacks = os.path.join(ref, "logs", "stacks_attempt_00.txt")
+        print("--- attempt_00.log (last 40 lines)\n" + "\n".join(log(ref, 0).splitlines()[-40:]))
+        if os.path.exists(stacks):
+            print("--- stacks_attempt_00.txt\n" + open(stacks, errors="replace").read()[-4000:])
     print("ok   fault-free run: %d steps in %.1f s" % (STEPS, time.time() - t0), flush=True)
 
     # --- one run, three faults --------------------------------------------------------------
