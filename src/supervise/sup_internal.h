@@ -92,7 +92,7 @@ typedef struct sup {
     pid_t job;
     double launch_ts, progress_ts, first_launch_ts;
     long max_step, log_size;
-    int beats; /* the program beats (a step heartbeat seen, any attempt): its log is no progress */
+    int beats; /* the program beats (a heartbeat seen, any attempt): its log is no progress */
     rank_info *rk; /* [nranks], this attempt's ranks (capacity rk_cap) */
     int nranks, rk_cap;
     int rcvbuf_warned; /* the heartbeat socket buffer warning was given */

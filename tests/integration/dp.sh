@@ -268,7 +268,7 @@ fi
 d="$tmp/wfail"; mkdir -p "$d/model.safetensors/in-the-way"; rc=0; t0=$(date +%s)
 GRIT_DIST_TIMEOUT=60 mpirun -np 2 "$grit" train "$tmp/zero3.json" --run-dir "$d" --quiet > "$d.out" 2>&1 || rc=$?
 took=$(( $(date +%s) - t0 ))
-if [ $rc -ne 0 ] && [ $took -lt 30 ] && grep -q 'model.safetensors' "$d.out" &&
+if [ $rc -ne 0 ] && [ $took -lt 30 ] && grep -q 'rename to .*model.safetensors failed' "$d.out" &&
    [ -z "$(ls "$d" | grep 'model.safetensors.tmp' || true)" ]; then
   echo "final weights unwritable: failed in $took s naming the file, no temp file left: ok"
 else
