@@ -12,13 +12,15 @@
 # in the same run (grit-bench-gemm: OpenBLAS sgemm and the bf16 GEMM at 4096^3).
 #
 # Both sides get the same thread count and OPENBLAS_CORETYPE (bench/blas_coretype.sh: SkylakeX
-# where the CPU has AVX-512, else Haswell). Override: STEPS, WARMUP, THREADS, PRESETS.
+# where the CPU has AVX-512, else Haswell). Override: STEPS, WARMUP, THREADS, PRESETS;
+# TORCH_BF16=0 leaves out PyTorch's bf16 autocast (on a CPU without AVX512-BF16 it is
+# emulated and takes over 10 minutes on the 70M shapes; its columns then read "-").
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 grit=${GRIT:-$root/build/grit}
 gemm=${GRIT_GEMM:-$root/build/grit-bench-gemm}
 py=${PYTHON:-/usr/bin/python3}
-STEPS=${STEPS:-5} WARMUP=${WARMUP:-1} THREADS=${THREADS:-2}
+STEPS=${STEPS:-5} WARMUP=${WARMUP:-1} THREADS=${THREADS:-2} TORCH_BF16=${TORCH_BF16:-1}
 PRESETS=${PRESETS:-"pythia-14m pythia-70m llama-70m falcon-70m"}
 . "$(dirname "$0")/blas_coretype.sh"
 tmp=$(mktemp -d)
@@ -44,13 +46,14 @@ CFG
   echo "bench: $p: pytorch fp32 ..."
   "$py" "$root/bench/torch_train.py" --preset "$p" --seq 512 --micro-batch 8 --steps "$STEPS" \
       --warmup-steps "$WARMUP" --threads "$THREADS" --json > "$tmp/$p-fp32.torch.json"
+  [ "$TORCH_BF16" = 0 ] && continue
   echo "bench: $p: pytorch bf16 autocast ..."
   "$py" "$root/bench/torch_train.py" --preset "$p" --seq 512 --micro-batch 8 --steps "$STEPS" \
       --warmup-steps "$WARMUP" --threads "$THREADS" --bf16 --json > "$tmp/$p-bf16.torch.json"
 done
 
 "$py" - "$tmp" "$WARMUP" $PRESETS <<'PY'
-import json, sys
+import json, os, sys
 tmp, warm, presets = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 g = json.load(open(f"{tmp}/gemm.json"))
 sg, bg = g["sgemm_gflops"], g["bf16_gflops"]
@@ -71,13 +74,17 @@ print(hdr + "\n" + "-" * len(hdr))
 for p in presets:
     gt = {k: grit_tok(p, k) for k in ("fp32", "bf16")}
     gr = {k: float(open(f"{tmp}/{p}-{k}.grit-rss").read()) for k in ("fp32", "bf16")}
-    t = {k: json.load(open(f"{tmp}/{p}-{k}.torch.json")) for k in ("fp32", "bf16")}
-    cell = lambda tok, rss: f"{tok:>8.0f} ({rss:>4.0f}M)"
+    t = {k: json.load(open(f"{tmp}/{p}-{k}.torch.json")) for k in ("fp32", "bf16")
+         if os.path.exists(f"{tmp}/{p}-{k}.torch.json")}
+    t.setdefault("bf16", {"tokens_per_s": float("nan"), "peak_rss_mib": float("nan")})
+    ratio = lambda a, b: f"{a / b:>7.2f}x" if b == b else f"{'-':>8}"
+    cell = lambda tok, rss: (f"{tok:>8.0f} ({rss:>4.0f}M)" if tok == tok else f"{'-':>16}")
     fpt = flops_per_token(*shapes[p])
     print(f"{p:<12} {cell(gt['fp32'], gr['fp32'])} {cell(gt['bf16'], gr['bf16'])} "
           f"{cell(t['fp32']['tokens_per_s'], t['fp32']['peak_rss_mib'])} "
           f"{cell(t['bf16']['tokens_per_s'], t['bf16']['peak_rss_mib'])} "
-          f"{gt['bf16'] / t['fp32']['tokens_per_s']:>7.2f}x {gt['bf16'] / t['bf16']['tokens_per_s']:>7.2f}x "
+          f"{gt['bf16'] / t['fp32']['tokens_per_s']:>7.2f}x "
+          f"{ratio(gt['bf16'], t['bf16']['tokens_per_s'])} "
           f"{gt['fp32'] / t['fp32']['tokens_per_s']:>7.2f}x "
           f"{gt['fp32'] * fpt / 1e9 / sg:>12.0%} {gt['bf16'] * fpt / 1e9 / bg:>11.0%}")
 print(f"\nceilings at 4096^3, {g['threads']} threads: sgemm {sg:.0f} GFLOP/s (OpenBLAS), bf16 "

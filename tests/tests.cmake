@@ -38,6 +38,14 @@ add_test(NAME unit.env_doc_selftest
           ${CMAKE_SOURCE_DIR}/scripts/check-env-doc.sh ${CMAKE_SOURCE_DIR}/docs/env.md)
 set_tests_properties(unit.env_doc unit.env_doc_selftest PROPERTIES TIMEOUT 60 LABELS "unit")
 
+# The kernels that call tensor/mathfn.h's exp/erfc compiled to packed SIMD code (a
+# Release build's property: the sanitizer build is not optimised for it).
+if(CMAKE_BUILD_TYPE STREQUAL "Release" AND NOT GRIT_SANITIZE)
+  add_test(NAME unit.vectorized
+    COMMAND bash ${CMAKE_SOURCE_DIR}/tests/unit/tensor/vectorized.sh $<TARGET_FILE:grit>)
+  set_tests_properties(unit.vectorized PROPERTIES TIMEOUT 60 LABELS "unit")
+endif()
+
 # Parity against the PyTorch reference: three GPT-NeoX variants; Llama with GQA and
 # llama3 rope scaling at theta 500000, Llama tied (with q/k/v biases); Falcon 7B-style
 # multi-query with one norm, Falcon 40B-style new_decoder_architecture with two norms

@@ -4,7 +4,10 @@
  * glibc's expf/erff are scalar calls that gcc will not vectorize without
  * -ffast-math, and the softmax over a 50k vocabulary and GELU over every
  * MLP activation call them hundreds of millions of times per step. These
- * versions are written so loops calling them vectorize (AVX-512: 16 lanes):
+ * versions are written so loops calling them vectorize (AVX2: 8 lanes, AVX-512:
+ * 16). Without AVX-512's masks gcc vectorizes their clamps only when it may
+ * evaluate both sides of a select, so the build passes -fno-trapping-math
+ * (CMakeLists.txt; without it every such loop ran scalar on AVX2 CPUs):
  *   mf_exp:  Cody-Waite reduction + degree-7 polynomial; <= 2 ulp on
  *            [-87, 88]; inputs below -87 give exp(-87) ~ 1.6e-38, not 0.
  *   mf_erfc: Chebyshev-fitted form (Numerical Recipes' erfcc coefficients,
