@@ -5,19 +5,21 @@
 # MB x SEQ tokens with THREADS threads; prints each run's tokens/s (mean over the steps
 # after the first) and the medians.
 # Usage: bench/ab_train.sh GRIT_A GRIT_B   (e.g. main's build/grit against a branch's)
-# Override: PRESETS, REPEATS, STEPS, MB, SEQ, THREADS. Prints the CPU, its vector flags
-# and the load average (a shared machine's neighbours move every number).
+# Override: PRESETS, REPEATS, STEPS, MB, SEQ, THREADS, PRECISION (fp32 or bf16). Prints
+# the CPU, its vector flags and the load average (a shared machine's neighbours move every
+# number).
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 GRIT_A GRIT_B" >&2; exit 2; }
 a=$1 b=$2
 py=${PYTHON:-/usr/bin/python3}
 PRESETS=${PRESETS:-"pythia-14m llama-70m"} REPEATS=${REPEATS:-3} STEPS=${STEPS:-3}
-MB=${MB:-2} SEQ=${SEQ:-512} THREADS=${THREADS:-1}
+MB=${MB:-2} SEQ=${SEQ:-512} THREADS=${THREADS:-1} PRECISION=${PRECISION:-fp32}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "ab: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs," \
      "flags: $(grep -m1 -o -w -E 'avx2|fma|avx512f|avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-echo "ab: threads=$THREADS micro_batch=$MB seq=$SEQ steps=$STEPS repeats=$REPEATS," \
+echo "ab: threads=$THREADS micro_batch=$MB seq=$SEQ steps=$STEPS repeats=$REPEATS" \
+     "precision=$PRECISION," \
      "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
 echo "ab: load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
 for p in $PRESETS; do
@@ -25,7 +27,7 @@ for p in $PRESETS; do
   cat > "$tmp/$p.json" <<CFG
 {"model": "$p", "optim": {"micro_batch": $MB, "seq_len": $SEQ, "lr": 6e-4, "min_lr": 6e-4,
  "warmup_steps": 0, "total_steps": $STEPS}, "data": {"synthetic_vocab": $sv},
- "threads": $THREADS}
+ "threads": $THREADS, "precision": "$PRECISION"}
 CFG
   for r in $(seq "$REPEATS"); do
     order="a b"; [ $((r % 2)) -eq 0 ] && order="b a" # alternate who goes first

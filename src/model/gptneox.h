@@ -249,6 +249,12 @@ typedef struct gx_model {
     const float *win_f;
     bf16 *opa, *opb;            /* bf16 copies of activation operands */
     size_t opa_n, opb_n;
+    /* where the GEMMs run as fp32 sgemm (no AVX512-BF16: gx_bf16_rounds), the copies hold
+     * the bf16 values as float32 instead, so sgemm reads them with no widening pass:
+     * params_r / win_r in place of params_h / win_h, opa_r / opb_r of opa / opb (the bf16
+     * pointers are then NULL) */
+    bool rounds;
+    float *params_r, *win_r, *opa_r, *opb_r;
     gemm_bf16_ctx *gemm;
     grit_err gemm_err;          /* sticky: first bf16 GEMM failure in gx_step (loss is NaN) */
 } gx_model;
@@ -296,10 +302,15 @@ grit_err gx_set_recompute(gx_model *m, bool full);
  * and why, starting with "warning:" when this CPU cannot run bf16 natively. Master
  * weights, gradients and AdamW state stay float32, so checkpoints are unchanged. */
 grit_err gx_set_precision(gx_model *m, gx_precision p, const char **note);
-/* Bytes gx_set_precision(GX_BF16) allocates beside the weights' bf16 copy for a rank of
- * tensor-parallel degree tp with N token rows per micro-batch: the operand buffers, and
- * where the GEMMs widen to fp32 (gemm_bf16_widens) their float scratch. */
-double gx_bf16_buffer_bytes(const gx_config *c, int tp, size_t N, bool widened);
+/* Bytes gx_set_precision(GX_BF16) allocates beside the weights' copy for a rank of
+ * tensor-parallel degree tp with N token rows per micro-batch: the operand buffers, bf16,
+ * or float32 where the copies are rounded floats (gx_bf16_rounds). */
+double gx_bf16_buffer_bytes(const gx_config *c, int tp, size_t N, bool rounds);
+/* True when bf16 here runs its GEMMs as fp32 sgemm on bf16-rounded float32 copies (a CPU
+ * without AVX512-BF16, a build without oneDNN, or GRIT_BF16_GEMM=fp32; not under the
+ * planted accumulation fault, which needs the widening path): the weights' copy then
+ * takes 4 bytes a parameter, not 2. */
+bool gx_bf16_rounds(void);
 /* "fp32" / "bf16"; GRIT_EINVAL naming the expected values for anything else. */
 const char *gx_precision_name(gx_precision p);
 grit_err gx_precision_parse(const char *name, gx_precision *out);

@@ -44,6 +44,32 @@ void bf16_convert_rows(bf16 *dst, const float *src, int rows, int cols, int ld)
     }
 }
 
+static inline float round_bf16(float x) { return bf16_to_f32(bf16_from_f32(x)); }
+
+void bf16_round(float *dst, const float *src, size_t n)
+{
+    long nn = (long)n;
+#pragma omp parallel for simd schedule(static)
+    for (long i = 0; i < nn; i++)
+        dst[i] = round_bf16(src[i]);
+}
+
+void bf16_round_rows(float *dst, const float *src, int rows, int cols, int ld)
+{
+    if (ld == cols) {
+        bf16_round(dst, src, (size_t)rows * (size_t)cols);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float *s = src + (long)r * ld;
+        float *d = dst + (long)r * cols;
+#pragma omp simd
+        for (int c = 0; c < cols; c++)
+            d[c] = round_bf16(s[c]);
+    }
+}
+
 /* --- CPU features ------------------------------------------------------------- */
 
 int gemm_bf16_cpu_has_avx512bf16(void)
@@ -215,11 +241,13 @@ static grit_err dn_gemm(dn_state *s, char ta, char tb, int M, int N, int K, floa
 
 /* --- context ------------------------------------------------------------------- */
 
+int gemm_bf16_fault_planted(void) { return !strcmp(fault_spec(FAULT_BF16_ACCUM), "1"); }
+
 int gemm_bf16_widens(void)
 {
     const char *want = getenv("GRIT_BF16_GEMM");
     return (want && !strcmp(want, "fp32")) || !gemm_bf16_cpu_has_avx512bf16() ||
-           !gemm_bf16_have_onednn() || !strcmp(fault_spec(FAULT_BF16_ACCUM), "1");
+           !gemm_bf16_have_onednn() || gemm_bf16_fault_planted();
 }
 
 grit_err gemm_bf16_init(gemm_bf16_ctx *g, size_t max_a, size_t max_b)
@@ -244,11 +272,12 @@ grit_err gemm_bf16_init(gemm_bf16_ctx *g, size_t max_a, size_t max_b)
     if (g->backend == GEMM_BF16_ONEDNN)
         snprintf(g->why, sizeof g->why, "bf16 GEMMs: oneDNN on AVX512-BF16");
     else if (!strcmp(want, "fp32"))
-        snprintf(g->why, sizeof g->why, "bf16 GEMMs: widened to fp32 sgemm (GRIT_BF16_GEMM=fp32)");
+        snprintf(g->why, sizeof g->why, "bf16 GEMMs: fp32 sgemm on bf16-rounded operands "
+                                        "(GRIT_BF16_GEMM=fp32)");
     else
         snprintf(g->why, sizeof g->why,
-                 "warning: bf16 GEMMs run as fp32 sgemm on widened operands (%s): correct "
-                 "but no faster than fp32",
+                 "warning: bf16 GEMMs run as fp32 sgemm on bf16-rounded operands (%s): "
+                 "correct but no faster than fp32",
                  !cpu ? "this CPU has no AVX512-BF16" : "grit was built without oneDNN");
 #ifdef GRIT_HAVE_DNNL
     if (g->backend == GEMM_BF16_ONEDNN) {
@@ -305,8 +334,6 @@ static void widen_op(float *dst, const bf16 *X, int rows, int cols, char t, int 
         for (int c = 0; c < cols; c++)
             dst[(long)r * cols + c] = bf16_to_f32(X[(long)c * ld + r]);
 }
-
-static inline float round_bf16(float x) { return bf16_to_f32(bf16_from_f32(x)); }
 
 /* The planted defect: each output's running sum is a bf16, rounded after every term. */
 static void accum_in_bf16(const float *a, const float *b, int M, int N, int K, float alpha,

@@ -12,7 +12,10 @@
  *                     bit 5, with the OS saving AVX-512 state);
  *   GEMM_BF16_FP32    every other CPU (or GRIT_BF16_GEMM=fp32): the bf16 operands are
  *                     widened to float32 (exactly: bf16 is a float32 with a short
- *                     mantissa) and multiplied with OpenBLAS sgemm.
+ *                     mantissa) and multiplied with OpenBLAS sgemm. The decoder
+ *                     (model/gx_prec.c) skips this step: on such CPUs it keeps its
+ *                     operands as bf16-rounded float32 (bf16_round) and calls sgemm
+ *                     itself, with the same numbers.
  * Both compute the same mathematical product: a product of two bf16 values is exact
  * in float32, and the sums are float32; only the order of the sums differs, so the
  * backends agree to float32 rounding, not bit for bit. For a fixed backend, shape and
@@ -61,6 +64,10 @@ static inline float bf16_to_f32(bf16 h)
 void bf16_convert(bf16 *dst, const float *src, size_t n);
 /* A rows x cols block with leading dimension ld into packed dst (ld = cols). */
 void bf16_convert_rows(bf16 *dst, const float *src, int rows, int cols, int ld);
+/* The same roundings kept in float32 (dst = bf16_to_f32(bf16_from_f32(src)), one pass):
+ * operands for sgemm that hold exactly the bf16 values. */
+void bf16_round(float *dst, const float *src, size_t n);
+void bf16_round_rows(float *dst, const float *src, int rows, int cols, int ld);
 
 typedef enum gemm_bf16_backend { GEMM_BF16_FP32 = 0, GEMM_BF16_ONEDNN = 1 } gemm_bf16_backend;
 
@@ -81,6 +88,8 @@ int gemm_bf16_have_onednn(void);
 /* True when gemm_bf16_init would widen the operands to fp32 (no AVX512-BF16 or no oneDNN,
  * GRIT_BF16_GEMM=fp32, or the planted accumulation fault): its scratch is then allocated. */
 int gemm_bf16_widens(void);
+/* True when the planted bf16-accumulation fault is on (GRIT_FAULT_BF16_ACCUM=1). */
+int gemm_bf16_fault_planted(void);
 
 /* Chooses the backend (GRIT_BF16_GEMM=auto|onednn|fp32, default auto) and allocates
  * scratch for operands of up to max_a and max_b elements (any layout). Asking for

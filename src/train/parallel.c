@@ -13,7 +13,6 @@
 #include "model/family.h"
 #include "core/bigalloc.h"
 #include "model/tp.h"
-#include "tensor/gemm_bf16.h"
 
 static const char *const par_keys[] = {"tensor", "pipeline", "data", "zero", "sequence", NULL};
 
@@ -158,9 +157,10 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
         double layer = (whole - V * C * (m->tied ? 1 : 2)) / L, big = V * C + 2 * C;
         p->comm_b = 8.0 * ((big > layer ? big : layer) + (DP_IN_FLIGHT - 1) * layer);
     }
-    /* bf16: the GEMM weights' bf16 copy (ZeRO-3: of the window) beside the fp32 ones */
-    bool bf = c->precision == GX_BF16;
-    double bf_w = !bf ? 0 : c->optim.zero3 && p->dp > 1 ? zwin / 2 : 2 * n;
+    /* bf16: the GEMM weights' bf16 copy (ZeRO-3: of the window) beside the fp32 ones;
+     * without AVX512-BF16 a copy of bf16-rounded floats, as large as the weights */
+    bool bf = c->precision == GX_BF16, rounds = bf && gx_bf16_rounds();
+    double bf_w = !bf ? 0 : (c->optim.zero3 && p->dp > 1 ? zwin / 4 : n) * (rounds ? 4 : 2);
     p->param_b += bf_w;
     /* the checkpoint writer's copy (ckpt/async.h), on the rank that holds the most: model
      * parallelism's replica-0 ranks their slices and moments; data parallelism's rank 0 the
@@ -173,8 +173,8 @@ grit_err train_plan_make(const train_cfg *c, int world, int ranks_here, train_pl
     p->act_b = (double)gx_act_bytes_sp(&sc, p->tp, c->recompute, c->sp) * N +
                4.0 * chunk * ((double)m->vocab / p->tp + 3) +
                (p->pp > 1 ? 4.0 * N * m->hidden * (p->pp + 3) / (c->sp ? p->tp : 1) : 0.0);
-    if (bf) /* the GEMMs' bf16 operand buffers (and the fp32 scratch where they widen) */
-        p->act_b += gx_bf16_buffer_bytes(m, p->tp, (size_t)N, gemm_bf16_widens());
+    if (bf) /* the GEMMs' operand buffers */
+        p->act_b += gx_bf16_buffer_bytes(m, p->tp, (size_t)N, rounds);
     p->total_b = p->param_b + p->grad_b + p->optim_b + p->snapshot_b + p->act_b + p->comm_b;
     bool mp = p->tp > 1 || p->pp > 1, z3 = c->optim.zero3 && p->dp > 1;
     if (mp || z3) { /* rank 0 writes the final weights a whole tensor at a time (saver.c,

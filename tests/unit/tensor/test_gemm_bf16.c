@@ -1,6 +1,7 @@
 /* test_gemm_bf16.c - tensor/gemm_bf16.h: float32 -> bf16 rounds to nearest even (ties,
- * carries into the exponent, NaN, infinities); gemm_bf16 for all three transposes used
- * by the model, with leading dimensions wider than the matrix, alpha and beta, matches a
+ * carries into the exponent, NaN, infinities), also when kept in float32 (bf16_round);
+ * gemm_bf16 for all three transposes used by the model, with leading dimensions wider
+ * than the matrix, alpha and beta, matches a
  * double-precision product of the bf16 operands within float32 accumulation error, on
  * every backend this machine can run (oneDNN where the CPU has AVX512-BF16; the fp32
  * widening path always); results are bitwise reproducible; the planted
@@ -40,6 +41,34 @@ static void rounding(void)
         CHECK_INT(h[i], bf16_from_f32(xs[i]));
         CHECK(fabsf(bf16_to_f32(h[i]) - xs[i]) <= fabsf(xs[i]) * (1.0f / 256.0f));
     }
+}
+
+/* bf16_round / bf16_round_rows (the decoder's operands where the GEMMs run as sgemm):
+ * bitwise bf16_to_f32(bf16_from_f32(x)) for every class of input, packed and strided. */
+static void rounding_in_float(void)
+{
+    enum { R = 5, C = 37, LD = 41 };
+    float src[R * LD], dst[R * C], flat[R * LD];
+    uint32_t u = 12345u;
+    for (int i = 0; i < R * LD; i++) { /* random bit patterns: normals, denormals, NaNs */
+        u = u * 1664525u + 1013904223u;
+        src[i] = f_of(u);
+    }
+    uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x3fffffffu, 0x7f7fffffu, 0x7f800001u,
+                          0xff800000u, 0x80000000u, 0x00000001u};
+    for (int i = 0; i < (int)(sizeof special / sizeof special[0]); i++)
+        src[i * 3] = f_of(special[i]);
+    bf16_round(flat, src, R * LD);
+    bf16_round_rows(dst, src, R, C, LD);
+    int same = 1;
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < LD; c++) {
+            float want = bf16_to_f32(bf16_from_f32(src[r * LD + c]));
+            same &= !memcmp(&flat[r * LD + c], &want, sizeof want);
+            if (c < C)
+                same &= !memcmp(&dst[r * C + c], &want, sizeof want);
+        }
+    CHECK(same);
 }
 
 static bf16 *rand_bf16(int n, unsigned seed)
@@ -120,6 +149,7 @@ static void products(const char *backend, double tol, int expect_bad)
 int main(void)
 {
     rounding();
+    rounding_in_float();
     unsetenv("GRIT_FAULT_BF16_ACCUM");
     /* float32 accumulation of K exact products: a few K ulps of float32 at most */
     products("fp32", 5e-6, 0);
