@@ -7,6 +7,7 @@
 #include "model/gptneox.h"
 
 #include "model/family.h"
+#include "model/gx_prec.h"
 #include "model/tp.h"
 
 #include <math.h>
@@ -159,24 +160,7 @@ grit_err gx_drop_params(gx_model *m)
     free(m->params);
     m->params = NULL;
     unbind(m, &m->w);
-    if (!m->params_h && !m->params_r) /* fp32, or bf16 set up without the block already */
-        return GRIT_OK;
-    /* bf16: the copy of the block gives way to a copy of the window (gx__param_begin),
-     * in the copy's element type (bf16, or bf16-rounded floats: m->rounds) */
-    free(m->params_h);
-    free(m->params_r);
-    m->params_h = NULL;
-    m->params_r = NULL;
-    void *h = NULL;
-    size_t n = gx_bucket_max(m), es = m->rounds ? sizeof(float) : sizeof(bf16);
-    if (posix_memalign(&h, 64, (n ? n : 1) * es) != 0)
-        return grit_errf(GRIT_ENOMEM, "out of memory for the bf16 weight window");
-    if (m->rounds)
-        m->win_r = h;
-    else
-        m->win_h = h;
-    m->win_cap = n;
-    return GRIT_OK;
+    return gx__bf16_window(m); /* bf16: its weight copy becomes the window's */
 }
 
 size_t gx_layer_bucket_max(const gx_model *m)

@@ -75,6 +75,35 @@ static void *alloc_z(size_t n, size_t es)
 
 bool gx_bf16_rounds(void) { return gemm_bf16_widens() && !gemm_bf16_fault_planted(); }
 
+/* Bytes an element of the weight copy and operand buffers takes (m->rounds: a float). */
+static size_t copy_es(const gx_model *m) { return m->rounds ? sizeof(float) : sizeof(bf16); }
+
+/* Sets the window's weight copy, in the copy's element type. */
+static void set_win(gx_model *m, void *h, size_t cap)
+{
+    if (m->rounds)
+        m->win_r = h;
+    else
+        m->win_h = h;
+    m->win_cap = cap;
+}
+
+grit_err gx__bf16_window(gx_model *m)
+{
+    if (!m->params_h && !m->params_r) /* fp32, or set up without the block already */
+        return GRIT_OK;
+    free(m->params_h);
+    free(m->params_r);
+    m->params_h = NULL;
+    m->params_r = NULL;
+    size_t n = gx_bucket_max(m);
+    void *h = alloc_z(n, copy_es(m));
+    if (!h)
+        return grit_errf(GRIT_ENOMEM, "out of memory for the bf16 weight window");
+    set_win(m, h, n);
+    return GRIT_OK;
+}
+
 /* Elements of the bf16 operand buffers (na: an [N, wide] layer operand or a [chunk, V]
  * block of logits; nb: a layer operand) and of the largest weight operand nw ([V, C],
  * [wide, C] or [C, I], for the widening fallback's scratch) of a rank whose qkv width,
@@ -115,21 +144,22 @@ grit_err gx_set_precision(gx_model *m, gx_precision p, const char **note)
     /* ZeRO-3 (no parameter block): a copy of the window, not of the block. Without
      * AVX512-BF16 the copies are bf16-rounded floats that sgemm reads as they are. */
     size_t nh = m->params ? m->num_params : gx_bucket_max(m);
-    bool r = gx_bf16_rounds();
-    size_t es = r ? sizeof(float) : sizeof(bf16);
+    bool r = m->rounds = gx_bf16_rounds();
+    size_t es = copy_es(m);
     void *h = alloc_z(nh, es), *a = alloc_z(na, es), *b = alloc_z(nb, es);
     if (r) {
-        m->rounds = true;
-        *(m->params ? &m->params_r : &m->win_r) = h;
         m->opa_r = a;
         m->opb_r = b;
     } else {
-        *(m->params ? &m->params_h : &m->win_h) = h;
         m->opa = a;
         m->opb = b;
     }
     if (!m->params)
-        m->win_cap = nh;
+        set_win(m, h, nh);
+    else if (r)
+        m->params_r = h;
+    else
+        m->params_h = h;
     m->gemm = calloc(1, sizeof *m->gemm);
     if (!h || !a || !b || !m->gemm) {
         drop_bf16(m);

@@ -21,6 +21,11 @@ void gx__mm(gx_model *m, char ta, char tb, int M, int N, int K, const float *A, 
  * rounded into m->win_h (m->win_r), where gx__mm reads them. Without the hook, nothing. */
 void gx__param_begin(gx_model *m, size_t off, size_t n);
 
+/* bf16, when ZeRO-3 drops the parameter block (gx_drop_params): the block's weight copy
+ * (params_h or params_r) gives way to one of the largest bucket (win_h or win_r), which
+ * gx__param_begin fills. Nothing in fp32 or when the window copy exists already. */
+grit_err gx__bf16_window(gx_model *m);
+
 /* bf16: refreshes m->params_h (params_r) from the master weights (the tensors GEMMs read). */
 void gx__sync_bf16(gx_model *m);
 

@@ -626,8 +626,9 @@ static int poll_running(sup *s)
         return 1;
     }
     /* progress for programs without heartbeats: their log grows. A program that beats (a
-     * heartbeat, liveness or step, in this or an earlier attempt) gets the startup timeout to its first
-     * step, whatever it prints: a start stuck in a retry loop that logs is still stuck */
+     * heartbeat, liveness or step, in this or an earlier attempt) gets the startup timeout
+     * to its first step, whatever it prints: a start stuck in a retry loop that logs is
+     * still stuck */
     char path[1300];
     struct stat st;
     snprintf(path, sizeof path, "%s/attempt_%02d.log", s->logdir, s->attempt);
