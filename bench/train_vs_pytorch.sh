@@ -13,6 +13,7 @@
 #
 # Both sides get the same thread count and OPENBLAS_CORETYPE (bench/blas_coretype.sh: SkylakeX
 # where the CPU has AVX-512, else Haswell). Override: STEPS, WARMUP, THREADS, PRESETS;
+# PyTorch runs with tcmalloc (bench/torch_alloc.sh; TORCH_MALLOC=glibc for glibc's malloc).
 # TORCH_BF16=0 leaves out PyTorch's bf16 autocast (on a CPU without AVX512-BF16 it is
 # emulated and takes over 10 minutes on the 70M shapes; its columns then read "-").
 set -euo pipefail
@@ -23,6 +24,7 @@ py=${PYTHON:-/usr/bin/python3}
 STEPS=${STEPS:-5} WARMUP=${WARMUP:-1} THREADS=${THREADS:-2} TORCH_BF16=${TORCH_BF16:-1}
 PRESETS=${PRESETS:-"pythia-14m pythia-70m llama-70m falcon-70m"}
 . "$(dirname "$0")/blas_coretype.sh"
+. "$(dirname "$0")/torch_alloc.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -44,11 +46,11 @@ CFG
     "$py" "$root/bench/maxrss.py" "$tmp/$p-$prec.grit-rss" "$grit" train "$tmp/$p-$prec.json" --quiet
   done
   echo "bench: $p: pytorch fp32 ..."
-  "$py" "$root/bench/torch_train.py" --preset "$p" --seq 512 --micro-batch 8 --steps "$STEPS" \
+  "${torch_env[@]}" "$py" "$root/bench/torch_train.py" --preset "$p" --seq 512 --micro-batch 8 --steps "$STEPS" \
       --warmup-steps "$WARMUP" --threads "$THREADS" --json > "$tmp/$p-fp32.torch.json"
   [ "$TORCH_BF16" = 0 ] && continue
   echo "bench: $p: pytorch bf16 autocast ..."
-  "$py" "$root/bench/torch_train.py" --preset "$p" --seq 512 --micro-batch 8 --steps "$STEPS" \
+  "${torch_env[@]}" "$py" "$root/bench/torch_train.py" --preset "$p" --seq 512 --micro-batch 8 --steps "$STEPS" \
       --warmup-steps "$WARMUP" --threads "$THREADS" --bf16 --json > "$tmp/$p-bf16.torch.json"
 done
 

@@ -16,6 +16,7 @@ PKGS=(
   nodejs                             # reference tokenizers (tests/data/package.json)
   debian-handbook installation-guide-amd64 manpages-de manpages-fr manpages-es manpages-ru manpages-ja manpages-zh  # tokenizer parity corpus (tests/tok/make_corpus.py)
   python3 python3-torch python3-numpy # the PyTorch reference model (tests, bench)
+  libtcmalloc-minimal4               # bench: PyTorch's peer runs with tcmalloc (bench/torch_alloc.sh)
   libmicrohttpd-dev curl             # dashboard and /metrics server (src/obs); tests fetch with curl
   chromium prometheus                # dashboard browser test; a real Prometheus scrapes /metrics
   libgumbo-dev libcld2-dev libexttextcat-dev zlib1g-dev  # grit prep: HTML parsing, language ID, gzip/WARC
