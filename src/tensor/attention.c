@@ -45,9 +45,12 @@ long op_attention_scratch_floats(int T, int nthreads)
 }
 
 /* Row r of S (query i = i0 + r) has valid keys lo..i (lo = seg[r], or 0 without
- * packed segments). Converts scores to P in place. */
-static void softmax_rows(float *S, float *lse, int i0, int qb, int kv, float scale,
-                         const int32_t *seg)
+ * packed segments). Converts scores to P in place. Inlined into op_attn_fwd's parallel
+ * body on every CPU (gcc kept it a call when compiling for AVX-512), where
+ * unit.vectorized looks for its vector loops. */
+static inline __attribute__((always_inline)) void softmax_rows(float *S, float *lse, int i0,
+                                                               int qb, int kv, float scale,
+                                                               const int32_t *seg)
 {
     for (int r = 0; r < qb; r++) {
         float *row = S + (long)r * kv;

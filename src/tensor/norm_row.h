@@ -69,20 +69,39 @@ NORM_INLINE void rms_row_apply(float *o, const float *xr, float r, const float *
  * one norm's output, summed in that order). */
 #define NORM_G(c) (g1 ? g0[c] + g1[c] : g0[c])
 
+/* The backward's row sums run in NORM_LANES fixed lanes, added in order at the end: the
+ * same bits however the compiler vectorizes each call site. (A plain simd reduction sums
+ * in the order of the vector width gcc picks, and on AVX-512 CPUs it picked different
+ * widths for the one-gradient and the two-gradient instances: the fused kernels then
+ * differed from the unfused ones in the last bits.) */
+#define NORM_LANES 16
+
 /* d += LN'(g) for one row. */
 NORM_INLINE void ln_row_bwd(float *d, const float *g0, const float *g1, const float *xr,
                               float m, float r, const float *w, int C)
 {
-    float a = 0.0f, bsum = 0.0f;
-#pragma omp simd reduction(+ : a, bsum)
-    for (int c = 0; c < C; c++) {
+    float la[NORM_LANES] = {0}, lb[NORM_LANES] = {0};
+    int c = 0;
+    for (; c + NORM_LANES <= C; c += NORM_LANES)
+#pragma omp simd
+        for (int j = 0; j < NORM_LANES; j++) {
+            float gh = NORM_G(c + j) * w[c + j];
+            la[j] += gh;
+            lb[j] += gh * (xr[c + j] - m) * r;
+        }
+    for (int j = 0; c < C; c++, j++) {
         float gh = NORM_G(c) * w[c];
-        a += gh;
-        bsum += gh * (xr[c] - m) * r;
+        la[j] += gh;
+        lb[j] += gh * (xr[c] - m) * r;
+    }
+    float a = 0.0f, bsum = 0.0f;
+    for (int j = 0; j < NORM_LANES; j++) {
+        a += la[j];
+        bsum += lb[j];
     }
     a /= (float)C;
     bsum /= (float)C;
-    for (int c = 0; c < C; c++) {
+    for (c = 0; c < C; c++) {
         float xh = (xr[c] - m) * r;
         d[c] += r * (NORM_G(c) * w[c] - a - xh * bsum);
     }
@@ -92,12 +111,19 @@ NORM_INLINE void ln_row_bwd(float *d, const float *g0, const float *g1, const fl
 NORM_INLINE void rms_row_bwd(float *d, const float *g0, const float *g1, const float *xr,
                                float r, const float *w, int C)
 {
+    float la[NORM_LANES] = {0};
+    int c = 0;
+    for (; c + NORM_LANES <= C; c += NORM_LANES)
+#pragma omp simd
+        for (int j = 0; j < NORM_LANES; j++)
+            la[j] += NORM_G(c + j) * w[c + j] * xr[c + j] * r;
+    for (int j = 0; c < C; c++, j++)
+        la[j] += NORM_G(c) * w[c] * xr[c] * r;
     float a = 0.0f;
-#pragma omp simd reduction(+ : a)
-    for (int c = 0; c < C; c++)
-        a += NORM_G(c) * w[c] * xr[c] * r;
+    for (int j = 0; j < NORM_LANES; j++)
+        a += la[j];
     a /= (float)C;
-    for (int c = 0; c < C; c++)
+    for (c = 0; c < C; c++)
         d[c] += r * (NORM_G(c) * w[c] - xr[c] * r * a);
 }
 

@@ -1314,8 +1314,8 @@ static void mutate_once(uint64_t *s, bytes *b, const target *t)
     }
     case 2: { /* insert random bytes */
         uint8_t r[16];
-        size_t k = 1 + below(s, 16);
-        for (size_t i = 0; i < k; i++)
+        size_t k = 1 + below(s, sizeof r);
+        for (size_t i = 0; i < k && i < sizeof r; i++) /* the bound for gcc -march=znver5 */
             r[i] = (uint8_t)rnd(s);
         b_insert(b, below(s, n + 1), r, k);
         break;
