@@ -249,6 +249,10 @@ typedef struct gx_model {
     const float *win_f;
     bf16 *opa, *opb;            /* bf16 copies of activation operands */
     size_t opa_n, opb_n;
+    /* what opa (opa_r) holds when the last gx__mm (or gx__opa_hold) left an activation
+     * there: its source and stored shape, for gx__mm_again; NULL otherwise */
+    const float *opa_src;
+    int opa_rows, opa_cols, opa_ld;
     /* where the GEMMs run as fp32 sgemm (no AVX512-BF16: gx_bf16_rounds), the copies hold
      * the bf16 values as float32 instead, so sgemm reads them with no widening pass:
      * params_r / win_r in place of params_h / win_h, opa_r / opb_r of opa / opb (the bf16

@@ -156,10 +156,10 @@ static const float *mlp_bwd(gx_model *m, int l, const float *dy, const float *h)
     gx__mm(m, 'T', 'N', C, H4, N, dy, C, a->gelu, H4, 1.0f, g->proj_w, H4);
     if (c->mlp == GX_MLP_SWIGLU) {
         /* a->gelu was last needed for proj_w's gradient above: it holds d(silu*up) now */
-        gx__mm(m, 'N', 'N', N, H4, C, dy, C, w->proj_w, H4, 0.0f, a->gelu, H4);
+        gx__mm_again(m, 'N', 'N', N, H4, C, dy, C, w->proj_w, H4, 0.0f, a->gelu, H4);
         op_swiglu_bwd(m->dfc, a->gelu, a->fc, N, H4);
     } else {
-        gx__mm(m, 'N', 'N', N, H4, C, dy, C, w->proj_w, H4, 0.0f, m->dfc, H4);
+        gx__mm_again(m, 'N', 'N', N, H4, C, dy, C, w->proj_w, H4, 0.0f, m->dfc, H4);
         if (g->fc_b) /* gelu' and the bias gradient in one pass */
             op_gelu_bwd_bias(m->dfc, g->fc_b, m->dfc, a->fc, N, H4, c->act);
         else
@@ -168,7 +168,7 @@ static const float *mlp_bwd(gx_model *m, int l, const float *dy, const float *h)
     if (g->fc_b && c->mlp == GX_MLP_SWIGLU)
         op_bias_grad(g->fc_b, m->dfc, N, F, F);
     gx__mm(m, 'T', 'N', F, C, N, m->dfc, F, h, C, 1.0f, g->fc_w, C);
-    gx__mm(m, 'N', 'N', N, C, F, m->dfc, F, w->fc_w, C, 0.0f, m->dln, C);
+    gx__mm_again(m, 'N', 'N', N, C, F, m->dfc, F, w->fc_w, C, 0.0f, m->dln, C);
     return gx__sp_sum(m, m->dln, m->dln_l); /* column parallel input (tp > 1) */
 }
 
@@ -185,7 +185,7 @@ static const float *attn_bwd(gx_model *m, int l, const float *dy, const float *h
     if (g->dense_b)
         op_bias_grad(g->dense_b, dy, N, C, C);
     gx__mm(m, 'T', 'N', C, A, N, dy, C, a->att, A, 1.0f, g->dense_w, A);
-    gx__mm(m, 'N', 'N', N, A, C, dy, C, w->dense_w, A, 0.0f, m->datt, A);
+    gx__mm_again(m, 'N', 'N', N, A, C, dy, C, w->dense_w, A, 0.0f, m->datt, A);
     op_attn_bwd(m->dqkv, m->datt, a->att, a->lse, a->qkv, &lay, m->B, m->T, m->nh, hd,
                 m->att_scratch);
     op_rotary_lay(m->dqkv, m->rope_cos, m->rope_sin, &lay, N, m->T, m->nh, hd, m->rot, 1);
@@ -194,9 +194,11 @@ static const float *attn_bwd(gx_model *m, int l, const float *dy, const float *h
     if (g->qkv_b)
         op_bias_grad(g->qkv_b, m->dqkv, N, Q, Q);
     gx__mm(m, 'T', 'N', Q, C, N, m->dqkv, Q, h, C, 1.0f, g->qkv_w, C);
-    if (m->kv_rep > 1 && m->tp_rank % m->kv_rep) /* its input gradient: the first replica's */
+    if (m->kv_rep > 1 && m->tp_rank % m->kv_rep) { /* its input gradient: the first replica's */
         gx__tp_kv_clear(m, m->dqkv, N);
-    gx__mm(m, 'N', 'N', N, C, Q, m->dqkv, Q, w->qkv_w, C, 0.0f, m->datt, C);
+        gx__mm(m, 'N', 'N', N, C, Q, m->dqkv, Q, w->qkv_w, C, 0.0f, m->datt, C);
+    } else
+        gx__mm_again(m, 'N', 'N', N, C, Q, m->dqkv, Q, w->qkv_w, C, 0.0f, m->datt, C);
     return gx__sp_sum(m, m->datt, m->datt_l); /* column parallel input (tp > 1) */
 }
 
@@ -315,7 +317,7 @@ static void head_pieces(gx_model *m, const float *hf, float gs, bool backward, s
                 }
                 op_xent_piece_grad(m->logits, m->tgt + r0, M, nv, v0, mx + r0, s + r0, gs);
                 gx__mm(m, 'T', 'N', nv, C, M, m->logits, nv, h, C, 1.0f, g, C);
-                gx__mm(m, 'N', 'N', M, C, nv, m->logits, nv, w, C, v0 ? 1.0f : 0.0f,
+                gx__mm_again(m, 'N', 'N', M, C, nv, m->logits, nv, w, C, v0 ? 1.0f : 0.0f,
                        m->dres + (long)r0 * C, C);
             }
             if (pass)
@@ -440,15 +442,20 @@ float gx_stage_step(gx_model *m, const int32_t *tokens, const gx_batch *sft, con
         gx__mm(m, 'N', 'T', M, V, C, h, C, m->w.embed_out, C, 0.0f, m->logits, V);
         if (logits_out && m->tp == 1)
             memcpy(logits_out + (long)r0 * V, m->logits, sizeof(float) * (size_t)M * V);
+        bf16 *gh;
+        float *gr;
         if (m->tp > 1)
             gx__tp_xent(m, m->logits, m->losses + r0, m->tgt + r0, M, gs);
+        else if (grad_scale != 0.0f && gx__opa_hold(m, m->logits, M, V, &gh, &gr))
+            /* bf16: the gradient goes straight to the GEMMs' operand, rounded once */
+            op_xent_rows_bf16(m->logits, gh, gr, m->losses + r0, m->tgt + r0, M, V, gs);
         else
             op_xent_rows(m->logits, m->losses + r0, m->tgt + r0, M, V, gs);
         if (grad_scale == 0.0f)
             continue;
-        gx__mm(m, 'T', 'N', V, C, M, m->logits, V, h, C, 1.0f, m->g.embed_out, C);
-        gx__mm(m, 'N', 'N', M, C, V, m->logits, V, m->w.embed_out, C, 0.0f,
-               m->dres + (long)r0 * C, C);
+        gx__mm_again(m, 'T', 'N', V, C, M, m->logits, V, h, C, 1.0f, m->g.embed_out, C);
+        gx__mm_again(m, 'N', 'N', M, C, V, m->logits, V, m->w.embed_out, C, 0.0f,
+                     m->dres + (long)r0 * C, C);
         if (!m->sp) /* sequence parallel: reduce-scattered below, once */
             gx__tp_reduce(m, m->dres + (long)r0 * C, (size_t)M * C, 0);
     }

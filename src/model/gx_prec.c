@@ -59,6 +59,7 @@ static void drop_bf16(gx_model *m)
     m->params_r = m->win_r = m->opa_r = m->opb_r = NULL;
     m->rounds = false;
     m->opa_n = m->opb_n = m->win_cap = m->win_fn = 0;
+    m->opa_src = NULL;
     m->win_f = NULL;
     m->prec = GX_FP32;
 }
@@ -281,8 +282,15 @@ static void sgemm(char ta, char tb, int M, int N, int K, const float *A, int lda
                 ldc);
 }
 
-void gx__mm(gx_model *m, char ta, char tb, int M, int N, int K, const float *A, int lda,
-            const float *B, int ldb, float beta, float *C, int ldc)
+/* Whether the held A (m->opa_src) is X stored rows x cols with leading dimension ld. */
+static bool held(const gx_model *m, const float *X, int rows, int cols, int ld)
+{
+    return m->opa_src && m->opa_src == X && m->opa_rows == rows && m->opa_cols == cols &&
+           m->opa_ld == ld;
+}
+
+static void mm(gx_model *m, bool again, char ta, char tb, int M, int N, int K, const float *A,
+               int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     if (m->prec == GX_FP32) {
         sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
@@ -292,18 +300,36 @@ void gx__mm(gx_model *m, char ta, char tb, int M, int N, int K, const float *A, 
     int ar = ta == 'N' ? M : K, ac = ta == 'N' ? K : M;
     int br = tb == 'N' ? K : N, bc = tb == 'N' ? N : K;
     int la = 0, lb = 0;
-    bool fits;
+    bool fits, reuse = again && held(m, A, ar, ac, lda);
+    bool wa = false; /* A is a weight (read from the copy, opa untouched) */
+    m->opa_src = NULL;
     grit_err rc = GRIT_OK;
     if (m->rounds) {
-        const float *Ar = operand_r(m, A, ar, ac, lda, m->opa_r, m->opa_n, &la);
+        const float *Ar = reuse ? m->opa_r : NULL;
+        la = ac;
+        if (!reuse) {
+            Ar = operand_r(m, A, ar, ac, lda, m->opa_r, m->opa_n, &la);
+            wa = Ar && Ar != m->opa_r;
+        }
         const float *Br = operand_r(m, B, br, bc, ldb, m->opb_r, m->opb_n, &lb);
         if ((fits = Ar && Br))
             sgemm(ta, tb, M, N, K, Ar, la, Br, lb, beta, C, ldc);
     } else {
-        const bf16 *Ah = operand(m, A, ar, ac, lda, m->opa, m->opa_n, &la);
+        const bf16 *Ah = reuse ? m->opa : NULL;
+        la = ac;
+        if (!reuse) {
+            Ah = operand(m, A, ar, ac, lda, m->opa, m->opa_n, &la);
+            wa = Ah && Ah != m->opa;
+        }
         const bf16 *Bh = operand(m, B, br, bc, ldb, m->opb, m->opb_n, &lb);
         if ((fits = Ah && Bh))
             rc = gemm_bf16(m->gemm, ta, tb, M, N, K, 1.0f, Ah, la, Bh, lb, beta, C, ldc);
+    }
+    if (fits && !wa) { /* opa holds A's rounded form: the next gx__mm_again may read it */
+        m->opa_src = A;
+        m->opa_rows = ar;
+        m->opa_cols = ac;
+        m->opa_ld = lda;
     }
     if (!fits)
         rc = grit_errf(GRIT_EINVAL, "bf16 operand of %c%c M=%d N=%d K=%d is larger than its "
@@ -315,4 +341,34 @@ void gx__mm(gx_model *m, char ta, char tb, int M, int N, int K, const float *A, 
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++)
             C[(long)i * ldc + j] = NAN;
+}
+
+void gx__mm(gx_model *m, char ta, char tb, int M, int N, int K, const float *A, int lda,
+            const float *B, int ldb, float beta, float *C, int ldc)
+{
+    mm(m, false, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gx__mm_again(gx_model *m, char ta, char tb, int M, int N, int K, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc)
+{
+    mm(m, true, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+bool gx__opa_hold(gx_model *m, const float *X, int rows, int cols, bf16 **h, float **r)
+{
+    *h = NULL;
+    *r = NULL;
+    m->opa_src = NULL;
+    if (m->prec != GX_BF16 || (size_t)rows * (size_t)cols > m->opa_n)
+        return false;
+    if (m->rounds)
+        *r = m->opa_r;
+    else
+        *h = m->opa;
+    m->opa_src = X;
+    m->opa_rows = rows;
+    m->opa_cols = cols;
+    m->opa_ld = cols;
+    return true;
 }

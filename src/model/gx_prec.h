@@ -16,6 +16,19 @@
 void gx__mm(gx_model *m, char ta, char tb, int M, int N, int K, const float *A, int lda,
             const float *B, int ldb, float beta, float *C, int ldc);
 
+/* gx__mm where the caller promises that A is the A of the previous gx__mm call (or of
+ * gx__opa_hold), unwritten since: in bf16 its rounded form is read from m->opa as that
+ * call left it instead of rounded again, when the source and stored shape match (else
+ * it is rounded as by gx__mm). The backward's dW and dX products share their A. */
+void gx__mm_again(gx_model *m, char ta, char tb, int M, int N, int K, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc);
+
+/* bf16: where the bf16 form of the packed rows x cols activation X is to be written by the
+ * caller (*h: bf16 bits in m->opa, or *r: float32 in m->opa_r where m->rounds; the other
+ * NULL), recorded as X's for the next gx__mm_again; false (both NULL) in fp32 or when it
+ * does not fit. The LM head writes its logits' gradient there directly. */
+bool gx__opa_hold(gx_model *m, const float *X, int rows, int cols, bf16 **h, float **r);
+
 /* ZeRO-3: the param_begin hook gathers the flat range [off, off + n) into its window
  * (m->zwin_w, the tensors bound to it); in bf16 the GEMM weights among them are then
  * rounded into m->win_h (m->win_r), where gx__mm reads them. Without the hook, nothing. */

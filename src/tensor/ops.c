@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "tensor/mathfn.h"
@@ -217,6 +218,32 @@ void op_embed_bwd(float *dwte, const float *d, const int32_t *tok, int N, int C)
     }
 }
 
+/* One row's maximum, the exponentials (into row when keep_e), their sum and the loss. */
+/* (inlined: each caller's loops vectorize in its own OpenMP body, unit.vectorized) */
+static inline __attribute__((always_inline)) float xent_row_stats(float *row, int t, int V,
+                                                                  bool keep_e, float *sum)
+{
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < V; j++)
+        mx = row[j] > mx ? row[j] : mx;
+    float s = 0.0f, lt = row[t];
+    if (keep_e) {
+#pragma omp simd reduction(+ : s)
+        for (int j = 0; j < V; j++) {
+            float e = mf_exp(row[j] - mx);
+            row[j] = e;
+            s += e;
+        }
+    } else {
+#pragma omp simd reduction(+ : s)
+        for (int j = 0; j < V; j++)
+            s += mf_exp(row[j] - mx);
+    }
+    *sum = s;
+    return logf(s) + mx - lt;
+}
+
 void op_xent_rows(float *logits, float *losses, const int32_t *targets, int M, int V,
                   float grad_scale)
 {
@@ -229,30 +256,51 @@ void op_xent_rows(float *logits, float *losses, const int32_t *targets, int M, i
                 memset(row, 0, sizeof(float) * (size_t)V);
             continue;
         }
-        float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-        for (int j = 0; j < V; j++)
-            mx = row[j] > mx ? row[j] : mx;
-        float s = 0.0f;
         int t = targets[m];
-        float lt = row[t];
-        if (grad_scale != 0.0f) {
-#pragma omp simd reduction(+ : s)
-            for (int j = 0; j < V; j++) {
-                float e = mf_exp(row[j] - mx);
-                row[j] = e;
-                s += e;
-            }
-            float k = grad_scale / s;
+        float s;
+        losses[m] = xent_row_stats(row, t, V, grad_scale != 0.0f, &s);
+        if (grad_scale == 0.0f)
+            continue;
+        float k = grad_scale / s;
+#pragma omp simd
+        for (int j = 0; j < V; j++)
+            row[j] *= k;
+        row[t] -= grad_scale;
+    }
+}
+
+void op_xent_rows_bf16(float *logits, bf16 *out_h, float *out_r, float *losses,
+                       const int32_t *targets, int M, int V, float grad_scale)
+{
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++) {
+        float *row = logits + (long)m * V;
+        bf16 *oh = out_h ? out_h + (long)m * V : NULL;
+        float *orr = out_r ? out_r + (long)m * V : NULL;
+        if (targets[m] < 0) {
+            losses[m] = 0.0f;
+            if (oh)
+                memset(oh, 0, sizeof(bf16) * (size_t)V);
+            else
+                memset(orr, 0, sizeof(float) * (size_t)V);
+            continue;
+        }
+        int t = targets[m];
+        float s;
+        losses[m] = xent_row_stats(row, t, V, true, &s);
+        float k = grad_scale / s;
+        volatile float pt = row[t] * k; /* rounded before the subtraction, as op_xent_rows */
+        float gt = pt - grad_scale;
+        if (oh) {
 #pragma omp simd
             for (int j = 0; j < V; j++)
-                row[j] *= k;
-            row[t] -= grad_scale;
+                oh[j] = bf16_from_f32(row[j] * k);
+            oh[t] = bf16_from_f32(gt);
         } else {
-#pragma omp simd reduction(+ : s)
+#pragma omp simd
             for (int j = 0; j < V; j++)
-                s += mf_exp(row[j] - mx);
+                orr[j] = bf16_to_f32(bf16_from_f32(row[j] * k));
+            orr[t] = bf16_to_f32(bf16_from_f32(gt));
         }
-        losses[m] = logf(s) + mx - lt;
     }
 }

@@ -17,6 +17,8 @@
 
 #include <stdint.h>
 
+#include "tensor/gemm_bf16.h"
+
 /* out[n] = (x[n] - mean) * rstd * w + b; saves mean[n], rstd[n]. */
 void op_layernorm_fwd(float *out, float *mean, float *rstd, const float *x,
                       const float *w, const float *b, int N, int C, float eps);
@@ -132,5 +134,12 @@ void op_norm2_bwd(float *dx, const float *x, int N, int C, const op_norm *p1,
  * with grad_scale != 0, a zero gradient row. */
 void op_xent_rows(float *logits, float *losses, const int32_t *targets, int M, int V,
                   float grad_scale);
+
+/* The same losses, the gradient (grad_scale != 0) written rounded to bf16 into out_h
+ * (bf16 bits) or, with out_h NULL, into out_r (bf16 values as float32) instead of in
+ * place: bit for bit op_xent_rows's gradient rounded, in one pass from the logits to the
+ * bf16 head's GEMM operand. logits is scratch afterwards. */
+void op_xent_rows_bf16(float *logits, bf16 *out_h, float *out_r, float *losses,
+                       const int32_t *targets, int M, int V, float grad_scale);
 
 #endif

@@ -19,7 +19,8 @@ packed() { # function symbol -> number of packed float multiplies / FMAs in it
 }
 
 fail=0
-for fn in op_xent_rows._omp_fn.0 op_gelu_fwd._omp_fn.0 op_gelu_bwd_bias._omp_fn.0 \
+for fn in op_xent_rows._omp_fn.0 op_xent_rows_bf16._omp_fn.0 op_gelu_fwd._omp_fn.0 \
+          op_gelu_bwd_bias._omp_fn.0 \
           op_swiglu_fwd._omp_fn.0 op_swiglu_bwd._omp_fn.0 op_attn_fwd._omp_fn.0 \
           op_attn_bwd._omp_fn.0 op_xent_tp_exp._omp_fn.0 op_xent_piece_stats._omp_fn.0 \
           op_xent_piece_grad._omp_fn.0 adamw_update._omp_fn.0; do
