@@ -67,4 +67,27 @@ static inline float mf_tanh(float x)
     return 1.0f - 2.0f / (mf_exp(2.0f * x) + 1.0f);
 }
 
+/* The sum of exp(row[j] - mx) over n values (a simd reduction); with keep, each row[j] is
+ * replaced by its exponential on the way. The softmax sum of the cross-entropy, whole and
+ * vocabulary-parallel (ops.c, ops_tp.c). Inlined, so each caller's loop vectorizes in its
+ * own OpenMP body. */
+static inline __attribute__((always_inline)) float mf_exp_sum(float *row, int n, float mx,
+                                                              int keep)
+{
+    float s = 0.0f;
+    if (keep) {
+#pragma omp simd reduction(+ : s)
+        for (int j = 0; j < n; j++) {
+            float e = mf_exp(row[j] - mx);
+            row[j] = e;
+            s += e;
+        }
+    } else {
+#pragma omp simd reduction(+ : s)
+        for (int j = 0; j < n; j++)
+            s += mf_exp(row[j] - mx);
+    }
+    return s;
+}
+
 #endif

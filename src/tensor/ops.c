@@ -218,8 +218,8 @@ void op_embed_bwd(float *dwte, const float *d, const int32_t *tok, int N, int C)
     }
 }
 
-/* One row's maximum, the exponentials (into row when keep_e), their sum and the loss. */
-/* (inlined: each caller's loops vectorize in its own OpenMP body, unit.vectorized) */
+/* One row's maximum, the exponentials (into row when keep_e), their sum and the loss.
+ * Inlined: each caller's loops vectorize in its own OpenMP body (unit.vectorized). */
 static inline __attribute__((always_inline)) float xent_row_stats(float *row, int t, int V,
                                                                   bool keep_e, float *sum)
 {
@@ -227,19 +227,7 @@ static inline __attribute__((always_inline)) float xent_row_stats(float *row, in
 #pragma omp simd reduction(max : mx)
     for (int j = 0; j < V; j++)
         mx = row[j] > mx ? row[j] : mx;
-    float s = 0.0f, lt = row[t];
-    if (keep_e) {
-#pragma omp simd reduction(+ : s)
-        for (int j = 0; j < V; j++) {
-            float e = mf_exp(row[j] - mx);
-            row[j] = e;
-            s += e;
-        }
-    } else {
-#pragma omp simd reduction(+ : s)
-        for (int j = 0; j < V; j++)
-            s += mf_exp(row[j] - mx);
-    }
+    float lt = row[t], s = mf_exp_sum(row, V, mx, keep_e);
     *sum = s;
     return logf(s) + mx - lt;
 }

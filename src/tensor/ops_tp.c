@@ -60,20 +60,7 @@ void op_xent_tp_exp(float *logits, const float *mx, int M, int V, int keep, floa
 {
 #pragma omp parallel for schedule(static)
     for (int m = 0; m < M; m++) {
-        float *row = logits + (long)m * V, x = mx[m], acc = 0.0f;
-        if (keep) {
-#pragma omp simd reduction(+ : acc)
-            for (int j = 0; j < V; j++) {
-                float e = mf_exp(row[j] - x);
-                row[j] = e;
-                acc += e;
-            }
-        } else {
-#pragma omp simd reduction(+ : acc)
-            for (int j = 0; j < V; j++)
-                acc += mf_exp(row[j] - x);
-        }
-        s[m] = acc;
+        s[m] = mf_exp_sum(logits + (long)m * V, V, mx[m], keep);
     }
 }
 

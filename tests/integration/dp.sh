@@ -153,8 +153,15 @@ cmp -s "$tmp/vp2bf/model.safetensors" "$tmp/vp3bf/model.safetensors" &&
 "$py" "$here/bf16_close.py" "$tmp/vp3bf" "$tmp/vp1bf" "ZeRO-3 in vocabulary pieces vs ZeRO-1 at DP=4" any-step-1 || fail=1
 sed 's/"parallel": {"zero": 3}/"parallel": {"zero": 3, "tensor": 2}/' "$tmp/zero3bf.json" > "$tmp/tz3bf.json"
 sed 's/"parallel": {"zero": 3}/"parallel": {"zero": 1, "tensor": 2}/' "$tmp/zero3bf.json" > "$tmp/tz1bf.json"
+# (Step 1 bit for bit where the bf16 GEMMs run as sgemm. With oneDNN (AVX512-BF16) the
+# loss of step 1 is equal but its grad norm differed in the last digit on a Zen 5 EPYC
+# (0.779099577 vs 0.779099576): the same bf16 values, multiplied by kernels that oneDNN
+# chooses per operand layout, and ZeRO-3's window copy lays the weights out differently;
+# with GRIT_BF16_GEMM=fp32 the two runs agree bit for bit. Within bf16's scale there.)
+step1=
+grep -qw avx512_bf16 /proc/cpuinfo && step1=any-step-1
 run 4 "$tmp/tz3bf.json" "$tmp/tz3bf" 2>/dev/null && run 4 "$tmp/tz1bf.json" "$tmp/tz1bf" 2>/dev/null &&
-  "$py" "$here/bf16_close.py" "$tmp/tz3bf" "$tmp/tz1bf" "ZeRO-3 vs ZeRO-1 at TP=2 x DP=2" || fail=1
+  "$py" "$here/bf16_close.py" "$tmp/tz3bf" "$tmp/tz1bf" "ZeRO-3 vs ZeRO-1 at TP=2 x DP=2" $step1 || fail=1
 # tied embeddings (Falcon: the head is the embedding): ZeRO-2/3 reduce the embedding's
 # gradient in two parts (the head's, then the lookup's; they add up in the shard), so within
 # the bounds of the single rank, ZeRO-2 = ZeRO-3 bitwise; in vocabulary pieces (4,096 rows),

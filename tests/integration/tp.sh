@@ -20,8 +20,9 @@
 #  - pipeline stages: PP=2 with validation, bitwise the single rank's weights; bf16 PP=2
 #    bitwise bf16 at one rank; Falcon's tied embeddings at PP=2, TP=2 x PP=2 and PP=2 x DP=2
 #    with ZeRO-1 (resumed bitwise) within the bounds above; with ZeRO-2 under PP refused;
-#  - replicated kv heads: Falcon multi-query at TP=2, Llama (2 kv heads) at TP=4, within
-#    the bounds above; the multi-query TP=2 checkpoint resumed at one rank;
+#  - replicated kv heads: Falcon multi-query at TP=2 within the bounds above, Llama (2 kv
+#    heads) at TP=4 within 6 ulps, 4e-5 and 1e-4 (four partial sums; see there); the
+#    multi-query TP=2 checkpoint resumed at one rank;
 #  - a layout whose world size is wrong is refused before training, naming the numbers;
 #  - the memory plan (--plan, and the first lines of a run); a 70B model is refused.
 set -euo pipefail
@@ -189,12 +190,16 @@ sed 's/"seed": 42/"seed": 42, "parallel": {"tensor": 4}/' "$tmp/llama.json" > "$
 run 1 "$tmp/mq.json" "$tmp/mq-1"
 run 2 "$tmp/mq_tp2.json" "$tmp/mq-tp2"
 run 4 "$tmp/llama_tp4.json" "$tmp/llama-tp4"
-# (TP=4: four partial sums per row-parallel output where TP=2 has two: 3 ulps and 2e-5 for
-# the later steps, measured 1.49 ulps and 8.3e-6 where TP=2 measures 1.26 and 7.4e-6)
-for p in "mq-tp2 mq-1 1.5 1e-5" "llama-tp4 llama-1 3 2e-5"; do
+# (TP=4: four partial sums per row-parallel output where TP=2 has two, and Adam amplifies
+# their last-bit differences over the 20 steps by how the BLAS kernel orders its sums:
+# measured 1.49 ulps, 8.3e-6 grad norm and weights within 3e-5 on an AVX-512 EPYC where
+# TP=2 measures 1.26 and 7.4e-6; on a Zen 5 EPYC with OpenBLAS's Haswell kernels 3.25 ulps,
+# 1.71e-5 and 4.32e-5. Bounds 6 ulps, 4e-5, 1e-4: a mis-sliced or stale weight moves them by
+# orders of magnitude, as the step-1 bound of 5e-8 on the grad norm, which holds everywhere)
+for p in "mq-tp2 mq-1 1.5 1e-5 3e-5" "llama-tp4 llama-1 6 4e-5 1e-4"; do
   set -- $p
   "$py" "$here/tp_compare.py" "$tmp/$1" "$tmp/$2" "$3" 5e-8 "$4" || fail=1
-  "$py" "$here/dp_compare.py" weights "$tmp/$1" "$tmp/$2" 3e-5 || fail=1
+  "$py" "$here/dp_compare.py" weights "$tmp/$1" "$tmp/$2" "$5" || fail=1
 done
 mkdir -p "$tmp/mq-r/ckpt" && cp -r "$tmp/mq-tp2/ckpt/step_00000010" "$tmp/mq-r/ckpt/"
 run 1 "$tmp/mq.json" "$tmp/mq-r" && grep -q '"event":"resume","dir":"step_00000010"' "$tmp/mq-r/events.jsonl" &&
