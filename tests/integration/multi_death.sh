@@ -34,17 +34,22 @@ mpirun -np 3 --oversubscribe "$grit" train "$tmp/job.json" --run-dir "$tmp/ref" 
 L "$tmp/two"
 wait_step "$tmp/two" 6 || fail "two: no step 6"
 # one supervisor per run directory: a second grit launch on it is refused, naming the first
-# (stopped meanwhile: the tiny job could otherwise end within the second one's wait)
+# (the supervisor and the job's ranks stopped meanwhile: on a fast CPU the tiny job ended
+# within the second one's wait, and the ranks to kill below were gone)
 kill -STOP "$lp"
+p0=$(rank_pid "$tmp/two" 0 || true); p1=$(rank_pid "$tmp/two" 1 || true)
+p2=$(rank_pid "$tmp/two" 2 || true)
+for p in $p0 $p1 $p2; do kill -STOP "$p" 2>/dev/null || true; done
 rc=0; "$grit" launch --nodes 1 --run "$tmp/two" -- true > "$tmp/second.out" 2>&1 || rc=$?
-kill -CONT "$lp"
 if [ $rc -ne 0 ] && grep -q "run directory .*/two is in use by grit launch pid $lp on " "$tmp/second.out"; then
   echo "ok   a second grit launch on a run directory in use is refused, naming the first"
 else
   fail "second launch: rc=$rc: $(cat "$tmp/second.out")"
 fi
-p1=$(rank_pid "$tmp/two" 1); p2=$(rank_pid "$tmp/two" 2)
+# ranks 1 and 2 killed while still stopped (SIGKILL ends a stopped process), then the rest go on
 if [ -z "$p1" ] || [ -z "$p2" ]; then fail "two: rank PIDs not found ('$p1' '$p2')"; else kill -9 "$p1" "$p2"; fi
+for p in $p0 $p1 $p2; do kill -CONT "$p" 2>/dev/null || true; done
+kill -CONT "$lp"
 rc=0; wait "$lp" || rc=$?
 ev="$tmp/two/events.jsonl"
 det=$(grep -m1 '"event":"detected"' "$ev" || true)
