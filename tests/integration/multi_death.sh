@@ -68,8 +68,8 @@ cmp -s "$tmp/ref/model.safetensors" "$tmp/two/model.safetensors" &&
 # --- a killed supervisor: the ledger survives ----------------------------------------------
 L "$tmp/crash"
 wait_step "$tmp/crash" 6 || fail "crash: no step 6"
-p1=$(rank_pid "$tmp/crash" 1)
-[ -n "$p1" ] && kill -9 "$p1"
+p1=$(rank_pid "$tmp/crash" 1 || true)
+if [ -n "$p1" ]; then kill -9 "$p1" || fail "crash: rank 1 ($p1) had exited"; else fail "crash: rank 1 not found"; fi
 for _ in $(seq 1 600); do grep -qs '"event":"recovered"' "$tmp/crash/events.jsonl" && break; sleep 0.05; done
 wait_step "$tmp/crash" 14 || fail "crash: no step 14 after the recovery"
 job=$(pgrep -P "$lp" | head -n 1 || true)
