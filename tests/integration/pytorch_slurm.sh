@@ -46,10 +46,21 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 train_args="$root/examples/pytorch/train_ddp.py --steps 50 --ckpt-every 5 --step-sleep 0.1 --chatter 0.25"
 
-# the fault-free reference: 2 ranks under plain torchrun (no grit, no Slurm)
+# the fault-free reference: 2 ranks under plain torchrun (no grit, no Slurm). Bounded: a
+# CI run on 2026-11-28 timed out at 300 s with no output at all, most likely here (a torchrun
+# that did not exit has been seen before); the bound makes that a failure that says so.
+rc=0
 OMPI_COMM_WORLD_RANK=0 GRIT_NODES=ref GRIT_RANKS_PER_NODE=2 MASTER_PORT=$(free_port) \
-  "$py" -m grit_client torchrun $train_args --ckpt-dir "$tmp/ref/ckpt" --out "$tmp/ref/final.pt" \
-  > "$tmp/ref.out" 2>&1 || { tail -30 "$tmp/ref.out"; fail "reference run failed"; exit 1; }
+  timeout -k 5 120 "$py" -m grit_client torchrun $train_args --ckpt-dir "$tmp/ref/ckpt" \
+  --out "$tmp/ref/final.pt" > "$tmp/ref.out" 2>&1 || rc=$?
+if [ $rc -ne 0 ]; then
+  tail -30 "$tmp/ref.out"
+  [ $rc -eq 124 ] && echo "the reference torchrun did not end within 120 s" \
+    "(final.pt $([ -f "$tmp/ref/final.pt" ] && echo written || echo missing))"
+  fail "reference run failed (rc $rc)"
+  exit 1
+fi
+echo "reference: plain torchrun, 2 ranks, 50 steps: done"
 
 "$lc" start
 node_field() { scontrol show node "$1" | grep -o "$2=[^ ]*" | head -1 | cut -d= -f2-; }
