@@ -285,8 +285,7 @@ static void sgemm(char ta, char tb, int M, int N, int K, const float *A, int lda
 /* Whether the held A (m->opa_src) is X stored rows x cols with leading dimension ld. */
 static bool held(const gx_model *m, const float *X, int rows, int cols, int ld)
 {
-    return m->opa_src && m->opa_src == X && m->opa_rows == rows && m->opa_cols == cols &&
-           m->opa_ld == ld;
+    return m->opa_src == X && m->opa_rows == rows && m->opa_cols == cols && m->opa_ld == ld;
 }
 
 static void mm(gx_model *m, bool again, char ta, char tb, int M, int N, int K, const float *A,
@@ -299,33 +298,25 @@ static void mm(gx_model *m, bool again, char ta, char tb, int M, int N, int K, c
     /* op(A) is stored [ar, ac], op(B) [br, bc] */
     int ar = ta == 'N' ? M : K, ac = ta == 'N' ? K : M;
     int br = tb == 'N' ? K : N, bc = tb == 'N' ? N : K;
-    int la = 0, lb = 0;
-    bool fits, reuse = again && held(m, A, ar, ac, lda);
-    bool wa = false; /* A is a weight (read from the copy, opa untouched) */
+    int la = ac, lb = 0; /* la: packed when A is (re)used from opa */
+    bool fits, in_opa, reuse = again && held(m, A, ar, ac, lda);
     m->opa_src = NULL;
     grit_err rc = GRIT_OK;
     if (m->rounds) {
-        const float *Ar = reuse ? m->opa_r : NULL;
-        la = ac;
-        if (!reuse) {
-            Ar = operand_r(m, A, ar, ac, lda, m->opa_r, m->opa_n, &la);
-            wa = Ar && Ar != m->opa_r;
-        }
+        const float *Ar = reuse ? m->opa_r
+                                : operand_r(m, A, ar, ac, lda, m->opa_r, m->opa_n, &la);
         const float *Br = operand_r(m, B, br, bc, ldb, m->opb_r, m->opb_n, &lb);
+        in_opa = Ar == m->opa_r;
         if ((fits = Ar && Br))
             sgemm(ta, tb, M, N, K, Ar, la, Br, lb, beta, C, ldc);
     } else {
-        const bf16 *Ah = reuse ? m->opa : NULL;
-        la = ac;
-        if (!reuse) {
-            Ah = operand(m, A, ar, ac, lda, m->opa, m->opa_n, &la);
-            wa = Ah && Ah != m->opa;
-        }
+        const bf16 *Ah = reuse ? m->opa : operand(m, A, ar, ac, lda, m->opa, m->opa_n, &la);
         const bf16 *Bh = operand(m, B, br, bc, ldb, m->opb, m->opb_n, &lb);
+        in_opa = Ah == m->opa;
         if ((fits = Ah && Bh))
             rc = gemm_bf16(m->gemm, ta, tb, M, N, K, 1.0f, Ah, la, Bh, lb, beta, C, ldc);
     }
-    if (fits && !wa) { /* opa holds A's rounded form: the next gx__mm_again may read it */
+    if (fits && in_opa) { /* opa holds A's rounded form: the next gx__mm_again may read it */
         m->opa_src = A;
         m->opa_rows = ar;
         m->opa_cols = ac;
