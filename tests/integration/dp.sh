@@ -194,7 +194,10 @@ cmp -s "$tmp/f4z2/model.safetensors" "$tmp/f4z3/model.safetensors" &&
 grep -q 'ZeRO-3: the vocabulary tensors in 7 pieces of 586 rows' "$tmp/fv4z3.log" ||
   { echo "FAIL: tied: no vocabulary pieces line: $(grep -m3 'grit train' "$tmp/fv4z3.log")"; fail=1; }
 "$py" "$here/tp_compare.py" "$tmp/fv4z3" "$tmp/fv1" 1.5 5e-8 1e-5 || fail=1
-cmpm weights "$tmp/fv4z3" "$tmp/fv1" 3e-5
+# (weights: 1.50e-5 with OpenBLAS's Haswell kernels, 3.21e-5 with SkylakeX's on a Zen 5:
+# the 4,000-token vocabulary's embedding, tied and summed in pieces, drifts the most; the
+# metrics above keep the 1.5-ulp / 5e-8 step-1 bounds that catch a wrong piece)
+cmpm weights "$tmp/fv4z3" "$tmp/fv1" 6e-5
 mkdir -p "$tmp/fv4z3r/ckpt" && cp -r "$tmp/fv4z3/ckpt/step_00000010" "$tmp/fv4z3r/ckpt/"
 run 4 "$tmp/fv4z3.json" "$tmp/fv4z3r"
 cmp -s "$tmp/fv4z3/model.safetensors" "$tmp/fv4z3r/model.safetensors" &&
