@@ -263,7 +263,7 @@ int silent_check(const silent *st, silent_verdict *v)
             if (f <= 0 || !isfinite(base) || (s == SILENT_UTIL && isfinite(gpu_base[n])))
                 continue;
             double vsum = 0, osum = 0;
-            int is_low = 1;
+            int is_low = 1, misses = 0, nsum = 0;
             for (int k = 0; k < w && is_low; k++) {
                 size_t slot = (size_t)((judged - 1 - k) % SILENT_HISTORY);
                 double x = hist_at(st, s, n)[slot];
@@ -273,16 +273,24 @@ int silent_check(const silent *st, silent_verdict *v)
                         others[no++] = s == SILENT_UTIL && isfinite(gpu_base[m])
                                            ? NAN : hist_at(st, s, m)[slot];
                 double med = median_finite(others, no);
-                is_low = isfinite(x) && isfinite(med) && x < f * med && x < f * base &&
-                         (s != SILENT_NET || med >= st->cfg.min_rate);
-                vsum += x;
-                osum += med;
+                int low_here = isfinite(x) && isfinite(med) && x < f * med && x < f * base &&
+                               (s != SILENT_NET || med >= st->cfg.min_rate);
+                /* rule 3: both ends low, at most SILENT_SPARE_TICKS between them not */
+                if (!low_here && (k == 0 || k == w - 1 || ++misses > SILENT_SPARE_TICKS))
+                    is_low = 0;
+                if (isfinite(x) && isfinite(med)) {
+                    vsum += x;
+                    osum += med;
+                    nsum++;
+                }
             }
             if (!is_low || !(osum > 0))
                 continue;
-            low[s] = (silent_verdict){.node = n, .signal = (silent_signal)s, .value = vsum / w,
-                                      .others = osum / w, .baseline = base, .ratio = vsum / osum,
-                                      .step = step, .step_base = st->step_base, .window = w};
+            low[s] = (silent_verdict){.node = n, .signal = (silent_signal)s, .value = vsum / nsum,
+                                      .others = osum / nsum, .baseline = base,
+                                      .ratio = vsum / osum, .step = step,
+                                      .step_base = st->step_base, .window = w,
+                                      .low_ticks = w - misses};
             fired |= 1u << s;
             if (best < 0 || low[s].ratio < low[best].ratio)
                 best = s;
@@ -333,20 +341,23 @@ const char *silent_signal_field(silent_signal s)
 
 int silent_describe(const silent_verdict *v, const char *node_name, char *buf, size_t cap)
 {
+    /* how many ticks, and what it cost: the tail every kind of verdict ends with */
+    char on[48], tail[128];
+    if (v->low_ticks > 0 && v->low_ticks < v->window)
+        snprintf(on, sizeof on, "on %d of the last %d ticks", v->low_ticks, v->window);
+    else
+        snprintf(on, sizeof on, "on each of the last %d ticks", v->window);
+    snprintf(tail, sizeof tail, "%s; steps %.3f s vs %.3f s baseline", on, v->step, v->step_base);
     if (v->signal == SILENT_UTIL)
         return snprintf(buf, cap,
                         "node %s utilisation %.2f cores vs %.2f, the others' median (%.2fx; its "
-                        "baseline %.2f) on each of the last %d ticks; steps %.3f s vs %.3f s "
-                        "baseline",
-                        node_name, v->value, v->others, v->ratio, v->baseline, v->window, v->step,
-                        v->step_base);
+                        "baseline %.2f) %s",
+                        node_name, v->value, v->others, v->ratio, v->baseline, tail);
     if (v->signal == SILENT_NET)
         return snprintf(buf, cap,
                         "node %s network %.3g B/s peak vs %.3g, the others' median (%.2fx; its "
-                        "baseline %.3g) on each of the last %d ticks; steps %.3f s vs %.3f s "
-                        "baseline",
-                        node_name, v->value, v->others, v->ratio, v->baseline, v->window, v->step,
-                        v->step_base);
+                        "baseline %.3g) %s",
+                        node_name, v->value, v->others, v->ratio, v->baseline, tail);
     /* the GPU signals: each that fired (values[] holds the primary's too), weakest first */
     size_t n = (size_t)snprintf(buf, cap, "node %s", node_name);
     silent_signal order[2] = {v->signal, v->signal == SILENT_GPU ? SILENT_CLOCK : SILENT_GPU};
@@ -358,7 +369,6 @@ int silent_describe(const silent_verdict *v, const char *node_name, char *buf, s
                                   s == SILENT_CLOCK ? " of max" : "", v->peers[s], v->bases[s]);
     }
     if (n < cap)
-        n += (size_t)snprintf(buf + n, cap - n, " on each of the last %d ticks; steps %.3f s vs "
-                              "%.3f s baseline", v->window, v->step, v->step_base);
+        n += (size_t)snprintf(buf + n, cap - n, " %s", tail);
     return (int)n;
 }

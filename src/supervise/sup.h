@@ -30,7 +30,7 @@ typedef struct sup_opts {
     /* silent slowdowns (silent.h): utilisation / network below F x the others' median */
     double util_factor, net_factor; /* < 1; 0 off */
     double clock_factor;            /* GPU SM clock ratio vs peers' (silent.h); < 1; 0 off */
-    int signal_window, signal_warmup; /* seconds (ticks): all low; baseline after a launch */
+    int signal_window, signal_warmup; /* seconds (ticks) judged (silent.h rule 3); baseline */
     double net_min_rate;     /* bytes/s: the others' peak below this judges no link */
     double signal_step_slow; /* and the job's steps this much slower than the baseline */
     double spike_z;      /* loss spike: robust z-score over the last 32 steps (0 off) */

@@ -1,6 +1,7 @@
 /* test_silent.c - the silent-slowdown detector (src/supervise/silent.h) on synthetic
  * series with jitter: a throttled node (utilisation) and a slow link (network) are
- * flagged on exactly the window-th tick after the fault and named with their signal;
+ * flagged on exactly the window-th tick after the fault and named with their signal,
+ * one noisy tick inside the window forgiven, none at its ends;
  * healthy noisy runs, a dip shorter than the window, a host-wide load, a checkpoint
  * pause, a node that was always different, a low signal that costs no step time and an
  * idle network flag nobody; bad configurations are refused with the field named.
@@ -88,6 +89,55 @@ static void test_throttled_cpu(void)
     silent_describe(&v, "node1", d, sizeof d);
     CHECK_STR_HAS(d, "node node1 utilisation 0.");
     CHECK_STR_HAS(d, "on each of the last 5 ticks");
+}
+
+/* A throttled node whose samples are noisy (silent.h rule 3): one tick inside the window
+ * that is not low does not hide it; a window that starts or ends on such a tick, or holds
+ * two of them, is not judged low. series: node1's value per tick after the fault (others
+ * at 1.0), 0.9 being not low (> 0.6 x 1.0); want: the tick of the first verdict. */
+static int noisy_run(const double *series, int nt, silent_verdict *v)
+{
+    init(0.6, 0.5);
+    warmup();
+    for (int t = 1; t <= nt; t++) {
+        double u[NODES] = {1.0, series[t - 1], 1.0};
+        tick(u, 0.25, healthy_n);
+        if (silent_check(&st, v))
+            return t;
+    }
+    return 0;
+}
+
+static void test_noisy_throttle(void)
+{
+    silent_verdict v;
+    char d[300];
+    const double inside[] = {0.4, 0.4, 0.9, 0.4, 0.4, 0.4};
+    CHECK_INT(noisy_run(inside, 6, &v), WIN);
+    CHECK_INT(v.node, 1);
+    CHECK_INT(v.low_ticks, WIN - 1);
+    CHECK_NEAR(v.value, (4 * 0.4 + 0.9) / 5, 0.05); /* the mean of all five samples */
+    silent_describe(&v, "node1", d, sizeof d);
+    CHECK_STR_HAS(d, "on 4 of the last 5 ticks; steps");
+    const double two[] = {0.4, 0.9, 0.9, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4};
+    CHECK_INT(noisy_run(two, 9, &v), 8); /* the first window past both */
+    CHECK_INT(v.low_ticks, WIN);
+    silent_describe(&v, "node1", d, sizeof d);
+    CHECK_STR_HAS(d, "on each of the last 5 ticks");
+    const double newest[] = {0.4, 0.4, 0.4, 0.4, 0.9, 0.4};
+    CHECK_INT(noisy_run(newest, 6, &v), 6); /* not on the noisy tick itself */
+    CHECK_INT(v.low_ticks, WIN - 1);
+    const double oldest[] = {0.9, 0.4, 0.4, 0.4, 0.4};
+    CHECK_INT(noisy_run(oldest, 5, &v), 0); /* the window's first tick is not low */
+    /* a missing sample inside (two ticks without beats: the first reuses the sample
+     * before it, the second is missing) */
+    const double gap[] = {0.4, 0.4, NAN, NAN, 0.4, 0.4};
+    CHECK_INT(noisy_run(gap, 6, &v), WIN);
+    CHECK_INT(v.low_ticks, WIN - 1);
+    CHECK_NEAR(v.value, 0.4, 0.05); /* the missing sample is left out of the mean */
+    /* a dip of window-1 ticks around one healthy tick flags nobody: both ends must be low */
+    const double dip[] = {0.4, 0.4, 0.9, 0.4, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0};
+    CHECK_INT(noisy_run(dip, 10, &v), 0);
 }
 
 /* Beats out of phase with the ticks: the throttled node's arrive on every other tick
@@ -464,6 +514,7 @@ int main(void)
     test_throttled_cpu();
     test_slow_link();
     test_beats_out_of_phase();
+    test_noisy_throttle();
     test_waiting_peer_bursty_quota();
     test_no_false_alarm();
     test_edges();
