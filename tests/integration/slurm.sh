@@ -43,7 +43,7 @@
 #            makes (sup_lib.sh: cgroup v2 cpu.max, else v1's CFS quota) limited to 25% of
 #            the CPU they were getting (at 40% the node's signal read 0.4-0.75x its
 #            baseline tick by tick in traces here, against the detector's 0.6: found in
-#            5-25 s in most runs, in none of a 40-tick stretch of another; at 25% it is
+#            5-25 s, but one trace then read 0.7x for 23 ticks on end; at 25% it is
 #            clear of the factor; bench/silent.sh tabulates the levels). The cluster's
 #            ProctrackType=proctrack/linuxproc and TaskPlugin=task/none move nothing
 #            between cgroups, so a step n2 spawns later inherits the limit. Expected: a "utilisation" incident naming n2 within 60 s
