@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # silent.sh - detection of silent slowdowns versus the throttle level, on this machine:
-#   CPU: one node's rank limited by a CPU cgroup to 90%, 70%, 50% (and 40%, the test's level)
-#        of the CPU it was getting (tests/integration/silent_cpu.sh, 2 nodes + 1 spare);
+#   CPU: one node's rank limited by a CPU cgroup to 90%, 70%, 50% and 40% of the CPU it
+#        was getting (tests/integration/silent_cpu.sh, 2 nodes + 1 spare; the Slurm test
+#        throttles to 25%: CPU_LEVELS="40 25" for the levels around it);
 #   link: one node's veth limited with tc tbf to RATES (default 40mbit 18mbit 7mbit 4mbit;
 #        the healthy nodes' peak rate with this job is about 4-5 MB/s, i.e. ~37 Mbit/s,
 #        so these are ~100%, 50%, 20%, 10% of it) (tests/integration/silent_net.sh, 3 + 1).

@@ -46,8 +46,9 @@
 #            5-25 s, but one trace then read 0.7x for 23 ticks on end; at 25% it is
 #            clear of the factor; bench/silent.sh tabulates the levels). The cluster's
 #            ProctrackType=proctrack/linuxproc and TaskPlugin=task/none move nothing
-#            between cgroups, so a step n2 spawns later inherits the limit. Expected: a "utilisation" incident naming n2 within 60 s
-#            of the throttle (its latency printed), then as for kill. The job's length is
+#            between cgroups, so a step n2 spawns later inherits the limit. Expected: a
+#            "utilisation" incident naming n2 within 60 s of the throttle (its latency
+#            printed), then as for kill. The job's length is
 #            about 35 s of healthy running here and now (25 s for slow_link), from the step
 #            times of a 40-step calibration job run the way the job runs: srun --mpi=pmix
 #            on n1-n3 of this cluster (OpenMPI talks TCP between the simulated nodes there,
